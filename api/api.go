@@ -1,0 +1,389 @@
+// Package api serves the gateway's REST API under /api. Paths, fields and
+// status names follow dask-gateway's API so that its Python client works
+// unchanged; the gateway's own CLI uses the same API, asking for a richer
+// view where it needs one (?view=detail), because dask-gateway's client
+// rejects fields it does not know.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/scheduler"
+	"github.com/gatewayhq/gateway/store"
+)
+
+// Core is what the API needs of the scheduling core.
+type Core interface {
+	Create(ctx context.Context, owner string, raw map[string]json.RawMessage) (*store.Cluster, error)
+	Get(ctx context.Context, owner, name string) (*store.Cluster, error)
+	Wait(ctx context.Context, owner, name string, timeout time.Duration) (*store.Cluster, error)
+	List(ctx context.Context, owner string, statuses []store.Status) ([]*store.Cluster, error)
+	Events(ctx context.Context, owner, name string) ([]store.Event, error)
+	Scale(ctx context.Context, owner, name string, count int) (string, error)
+	Stop(ctx context.Context, owner, name, why string) error
+	Logs(ctx context.Context, owner, name string, tail int, w io.Writer) error
+	Limits() scheduler.Limits
+}
+
+// Config configures the API.
+type Config struct {
+	Version string
+	// PublicURL is where browsers and clients reach the gateway
+	// (http://host:port); dashboard links and scheduler addresses derive from it.
+	PublicURL string
+	// WaitTimeout bounds ?wait long polls.
+	WaitTimeout time.Duration
+}
+
+// Server is the API handler.
+type Server struct {
+	cfg  Config
+	core Core
+	auth auth.Authenticator
+	log  *slog.Logger
+	mux  *http.ServeMux
+}
+
+// New builds the API.
+func New(cfg Config, core Core, a auth.Authenticator, log *slog.Logger) *Server {
+	if cfg.WaitTimeout <= 0 {
+		cfg.WaitTimeout = 20 * time.Second
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, core: core, auth: a, log: log, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /api/health", s.health)
+	m.HandleFunc("GET /api/version", s.version)
+	m.HandleFunc("GET /api/v1/whoami", s.authed(s.whoami))
+	m.HandleFunc("GET /api/v1/options", s.authed(s.options))
+	m.HandleFunc("GET /api/v1/clusters/{$}", s.authed(s.listClusters))
+	m.HandleFunc("GET /api/v1/clusters", s.authed(s.listClusters))
+	m.HandleFunc("POST /api/v1/clusters/{$}", s.authed(s.createCluster))
+	m.HandleFunc("POST /api/v1/clusters", s.authed(s.createCluster))
+	m.HandleFunc("GET /api/v1/clusters/{name}", s.authed(s.getCluster))
+	m.HandleFunc("DELETE /api/v1/clusters/{name}", s.authed(s.deleteCluster))
+	m.HandleFunc("POST /api/v1/clusters/{name}/scale", s.authed(s.scaleCluster))
+	m.HandleFunc("POST /api/v1/clusters/{name}/adapt", s.authed(s.adaptCluster))
+	m.HandleFunc("GET /api/v1/clusters/{name}/logs", s.authed(s.clusterLogs))
+	m.HandleFunc("GET /api/v1/clusters/{name}/events", s.authed(s.clusterEvents))
+	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Error is the body of every error answer. "error" carries the human
+// message because dask-gateway's client shows that field to its user;
+// "code" is the stable, machine-readable part.
+type Error struct {
+	Error   string `json:"error"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// WriteError writes an error answer.
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gateway"`)
+	}
+	writeJSON(w, status, Error{Error: msg, Code: code, Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store") // answers may hold TLS keys
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+type ctxKey struct{}
+
+// UserFrom returns the user the request was authenticated as.
+func UserFrom(ctx context.Context) *auth.User {
+	u, _ := ctx.Value(ctxKey{}).(*auth.User)
+	return u
+}
+
+// Authenticate resolves the request's user, for other handlers (the
+// dashboard proxy) that share the API's credentials.
+func Authenticate(r *http.Request, a auth.Authenticator) (*auth.User, error) {
+	tok, err := auth.BearerToken(r)
+	if err != nil {
+		return nil, err
+	}
+	return a.Authenticate(r.Context(), tok)
+}
+
+func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		u, err := Authenticate(r, s.auth)
+		if err != nil {
+			msg := "authentication required: send \"Authorization: Bearer <token>\" (run: gateway login)"
+			if !errors.Is(err, auth.ErrNoCredentials) {
+				msg = "authentication failed: " + strings.TrimPrefix(err.Error(), auth.ErrInvalid.Error()+": ")
+				s.log.Info("authentication failed", "remote", remoteIP(r), "path", r.URL.Path) // never the token
+			}
+			WriteError(w, http.StatusUnauthorized, "unauthenticated", msg)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, u)))
+	}
+}
+
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// coreError maps the core's errors to answers.
+func (s *Server) coreError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, scheduler.ErrNotFound):
+		WriteError(w, http.StatusNotFound, "cluster_not_found", "cluster "+r.PathValue("name")+" not found")
+	case errors.Is(err, scheduler.ErrInvalid):
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", strings.TrimPrefix(err.Error(), scheduler.ErrInvalid.Error()+": "))
+	case errors.Is(err, scheduler.ErrConflict):
+		WriteError(w, http.StatusConflict, "conflict", strings.TrimPrefix(err.Error(), scheduler.ErrConflict.Error()+": "))
+	case errors.Is(err, context.Canceled):
+		// the client went away
+	default:
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		WriteError(w, http.StatusInternalServerError, "internal", "internal error; the gateway's log has the details")
+	}
+}
+
+// decode reads a JSON object body of at most 1 MiB into v.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body := http.MaxBytesReader(w, r.Body, 1<<20)
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "request body over 1 MiB")
+		case errors.Is(err, io.EOF):
+			WriteError(w, http.StatusBadRequest, "malformed_json", "request body is empty; send a JSON object")
+		default:
+			WriteError(w, http.StatusBadRequest, "malformed_json", "request body is not valid JSON: "+err.Error())
+		}
+		return false
+	}
+	if dec.More() {
+		WriteError(w, http.StatusBadRequest, "malformed_json", "request body has data after the JSON object")
+		return false
+	}
+	return true
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "pass"})
+}
+
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"version": s.cfg.Version})
+}
+
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	groups := u.Groups
+	if groups == nil {
+		groups = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": u.Name, "groups": groups, "admin": u.Admin})
+}
+
+func (s *Server) options(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"cluster_options": s.core.Limits().Spec()})
+}
+
+func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	statuses := []store.Status{store.Pending, store.Starting, store.Running}
+	if q := r.URL.Query().Get("status"); q != "" {
+		statuses = nil
+		for _, part := range strings.Split(q, ",") {
+			if strings.EqualFold(strings.TrimSpace(part), "all") {
+				statuses = nil
+				break
+			}
+			st, err := store.ParseStatus(part)
+			if err != nil {
+				WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
+				return
+			}
+			statuses = append(statuses, st)
+			if st == store.Pending {
+				statuses = append(statuses, store.Starting) // the client's PENDING covers our STARTING
+			}
+		}
+	}
+	cls, err := s.core.List(r.Context(), u.Name, statuses)
+	if err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	detail := r.URL.Query().Get("view") == "detail"
+	out := make(map[string]any, len(cls))
+	for _, c := range cls {
+		out[c.Name] = s.clusterJSON(c, detail)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type createRequest struct {
+	ClusterOptions map[string]json.RawMessage `json:"cluster_options"`
+}
+
+func (s *Server) createCluster(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	var req createRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	c, err := s.core.Create(r.Context(), u.Name, req.ClusterOptions)
+	if err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"name": c.Name})
+}
+
+func queryFlag(r *http.Request, key string) bool {
+	if !r.URL.Query().Has(key) {
+		return false
+	}
+	v := r.URL.Query().Get(key)
+	if v == "" {
+		return true
+	}
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
+}
+
+func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	name := r.PathValue("name")
+	var c *store.Cluster
+	var err error
+	if queryFlag(r, "wait") {
+		c, err = s.core.Wait(r.Context(), u.Name, name, s.cfg.WaitTimeout)
+	} else {
+		c, err = s.core.Get(r.Context(), u.Name, name)
+	}
+	if err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.clusterJSON(c, r.URL.Query().Get("view") == "detail"))
+}
+
+func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	err := s.core.Stop(r.Context(), u.Name, r.PathValue("name"), "stopped by "+u.Name)
+	if err != nil && !errors.Is(err, scheduler.ErrNotFound) {
+		s.coreError(w, r, err)
+		return
+	}
+	// dask-gateway answers 204 for unknown names too, so stopping is idempotent.
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	var req struct {
+		Count *json.Number `json:"count"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Count == nil {
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", `scale expects {"count": <number of workers>}`)
+		return
+	}
+	n, err := strconv.Atoi(req.Count.String())
+	if err != nil || n < 0 {
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", fmt.Sprintf("scale expects a non-negative whole number of workers, got %s", req.Count))
+		return
+	}
+	msg, err := s.core.Scale(r.Context(), u.Name, r.PathValue("name"), n)
+	if err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	resp := map[string]any{"ok": msg == "", "msg": nil}
+	if msg != "" {
+		resp["msg"] = msg
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) adaptCluster(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	if _, err := s.core.Get(r.Context(), u.Name, r.PathValue("name")); err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	WriteError(w, http.StatusNotImplemented, "not_implemented", "adaptive scaling is not available in this version of the gateway; use scale")
+}
+
+func (s *Server) clusterLogs(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	tail := 0
+	if t := r.URL.Query().Get("tail"); t != "" {
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 0 {
+			WriteError(w, http.StatusUnprocessableEntity, "invalid_request", "tail must be a non-negative whole number of lines")
+			return
+		}
+		tail = n
+	}
+	// Check access before writing anything, so errors still get JSON.
+	if _, err := s.core.Get(r.Context(), u.Name, r.PathValue("name")); err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	var b strings.Builder
+	if err := s.core.Logs(r.Context(), u.Name, r.PathValue("name"), tail, &b); err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, b.String())
+}
+
+func (s *Server) clusterEvents(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	evs, err := s.core.Events(r.Context(), u.Name, r.PathValue("name"))
+	if err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	out := make([]EventJSON, 0, len(evs))
+	for _, e := range evs {
+		out = append(out, EventJSON{Time: e.At.UTC(), Kind: e.Kind, Message: e.Message})
+	}
+	writeJSON(w, http.StatusOK, out)
+}

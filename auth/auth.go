@@ -1,0 +1,127 @@
+// Package auth turns a request's credentials into a user.
+//
+// Credentials travel as "Authorization: Bearer <token>" (or dask-gateway's
+// "token <token>" form). Authenticators are tried in order; the first that
+// recognises the credential decides.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Errors callers match with errors.Is.
+var (
+	ErrNoCredentials = errors.New("no credentials")
+	ErrInvalid       = errors.New("invalid credentials")
+)
+
+// User is an authenticated identity.
+type User struct {
+	Name   string
+	Groups []string
+	Admin  bool
+}
+
+// Authenticator recognises one kind of credential.
+type Authenticator interface {
+	// Authenticate returns ErrNoCredentials when the request carries none of
+	// its kind, and an error wrapping ErrInvalid when it carries a bad one.
+	Authenticate(ctx context.Context, token string) (*User, error)
+}
+
+// BearerToken extracts the token from the Authorization header.
+func BearerToken(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", ErrNoCredentials
+	}
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || strings.TrimSpace(tok) == "" {
+		return "", fmt.Errorf("%w: malformed Authorization header; use \"Bearer <token>\"", ErrInvalid)
+	}
+	switch strings.ToLower(scheme) {
+	case "bearer", "token":
+		return strings.TrimSpace(tok), nil
+	default:
+		return "", fmt.Errorf("%w: unsupported Authorization scheme %q; use \"Bearer <token>\"", ErrInvalid, scheme)
+	}
+}
+
+// StaticTokens authenticates fixed tokens, each standing for one user. Only
+// the tokens' hashes are kept, and lookups go by hash, so comparisons take
+// the same time whatever the token.
+type StaticTokens struct {
+	users map[[32]byte]User
+}
+
+// NewStaticTokens maps tokens to users.
+func NewStaticTokens(tokens map[string]User) *StaticTokens {
+	s := &StaticTokens{users: make(map[[32]byte]User, len(tokens))}
+	for tok, u := range tokens {
+		s.users[sha256.Sum256([]byte(tok))] = u
+	}
+	return s
+}
+
+// Authenticate implements Authenticator.
+func (s *StaticTokens) Authenticate(_ context.Context, token string) (*User, error) {
+	u, ok := s.users[sha256.Sum256([]byte(token))]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown or expired token; run: gateway login", ErrInvalid)
+	}
+	return &u, nil
+}
+
+// Chain tries authenticators in order.
+type Chain []Authenticator
+
+// Authenticate implements Authenticator.
+func (c Chain) Authenticate(ctx context.Context, token string) (*User, error) {
+	var last error = fmt.Errorf("%w: unknown token", ErrInvalid)
+	for _, a := range c {
+		u, err := a.Authenticate(ctx, token)
+		if err == nil {
+			return u, nil
+		}
+		if !errors.Is(err, ErrNoCredentials) {
+			last = err
+		}
+	}
+	return nil, last
+}
+
+// NewToken makes a random token with a recognisable prefix.
+func NewToken(prefix string) string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// LoadOrCreateToken reads a token from path, or makes one and stores it
+// there with mode 0600.
+func LoadOrCreateToken(path, prefix string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("auth: read %s: %w", path, err)
+	}
+	tok := NewToken(prefix)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", fmt.Errorf("auth: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("auth: write %s: %w", path, err)
+	}
+	return tok, nil
+}

@@ -1,0 +1,196 @@
+// Package client is the Go client of the gateway's API, used by the CLI.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gatewayhq/gateway/api"
+)
+
+// APIError is an error answer from the gateway.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("gateway answered %d %s", e.Status, http.StatusText(e.Status))
+	}
+	return e.Message
+}
+
+// IsNotFound reports whether err is a 404 from the gateway.
+func IsNotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
+
+// Client talks to one gateway.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// New makes a client for the gateway at base (http[s]://host:port).
+func New(base, token string, tlsCfg *tls.Config) (*Client, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("gateway URL %q must look like http://127.0.0.1:8000 or https://gateway.example.com", base)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsCfg
+	tr.Proxy = nil // the gateway is reached directly; HTTP proxies would see tokens
+	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Transport: tr, Timeout: 60 * time.Second}}, nil
+}
+
+// BaseURL is the gateway's URL.
+func (c *Client) BaseURL() string { return c.base }
+
+func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the gateway at %s: %w (is it running? start one with: gateway dev)", c.base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("reading the gateway's answer: %w", err)
+	}
+	if resp.StatusCode >= 400 {
+		ae := &APIError{Status: resp.StatusCode}
+		var e api.Error
+		if json.Unmarshal(data, &e) == nil {
+			ae.Code, ae.Message = e.Code, e.Message
+			if ae.Message == "" {
+				ae.Message = e.Error
+			}
+		}
+		if resp.StatusCode == http.StatusUnauthorized {
+			ae.Message = strings.TrimSpace(ae.Message + "; run: gateway login (or gateway dev, which stores a dev token)")
+		}
+		return ae
+	}
+	if out == nil {
+		return nil
+	}
+	if s, ok := out.(*string); ok {
+		*s = string(data)
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("unexpected answer from the gateway (%s): %w", resp.Status, err)
+	}
+	return nil
+}
+
+// Version returns the server version.
+func (c *Client) Version(ctx context.Context) (string, error) {
+	var v struct {
+		Version string `json:"version"`
+	}
+	err := c.do(ctx, http.MethodGet, "/api/version", nil, &v)
+	return v.Version, err
+}
+
+// Whoami returns the caller's identity.
+func (c *Client) Whoami(ctx context.Context) (map[string]any, error) {
+	var v map[string]any
+	err := c.do(ctx, http.MethodGet, "/api/v1/whoami", nil, &v)
+	return v, err
+}
+
+// Create requests a cluster and returns its name.
+func (c *Client) Create(ctx context.Context, options map[string]any) (string, error) {
+	var v struct {
+		Name string `json:"name"`
+	}
+	err := c.do(ctx, http.MethodPost, "/api/v1/clusters/", map[string]any{"cluster_options": options}, &v)
+	return v.Name, err
+}
+
+// Get returns the detailed view of a cluster.
+func (c *Client) Get(ctx context.Context, name string) (*api.ClusterDetail, error) {
+	var v api.ClusterDetail
+	if err := c.do(ctx, http.MethodGet, "/api/v1/clusters/"+url.PathEscape(name)+"?view=detail", nil, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// List returns the caller's clusters with the given statuses; none means the
+// active ones, "all" every one.
+func (c *Client) List(ctx context.Context, statuses []string) (map[string]api.ClusterDetail, error) {
+	q := url.Values{"view": {"detail"}}
+	if len(statuses) > 0 {
+		q.Set("status", strings.Join(statuses, ","))
+	}
+	v := map[string]api.ClusterDetail{}
+	err := c.do(ctx, http.MethodGet, "/api/v1/clusters/?"+q.Encode(), nil, &v)
+	return v, err
+}
+
+// Scale sets the number of workers; msg is set when the request was clamped.
+func (c *Client) Scale(ctx context.Context, name string, n int) (msg string, err error) {
+	var v struct {
+		OK  bool    `json:"ok"`
+		Msg *string `json:"msg"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(name)+"/scale", map[string]int{"count": n}, &v); err != nil {
+		return "", err
+	}
+	if v.Msg != nil {
+		msg = *v.Msg
+	}
+	return msg, nil
+}
+
+// Stop asks for a cluster to stop.
+func (c *Client) Stop(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/api/v1/clusters/"+url.PathEscape(name), nil, nil)
+}
+
+// Logs returns a cluster's logs, the last tail lines per member when tail > 0.
+func (c *Client) Logs(ctx context.Context, name string, tail int) (string, error) {
+	var s string
+	err := c.do(ctx, http.MethodGet, "/api/v1/clusters/"+url.PathEscape(name)+"/logs?tail="+strconv.Itoa(tail), nil, &s)
+	return s, err
+}
+
+// Events returns a cluster's lifecycle events.
+func (c *Client) Events(ctx context.Context, name string) ([]api.EventJSON, error) {
+	var v []api.EventJSON
+	err := c.do(ctx, http.MethodGet, "/api/v1/clusters/"+url.PathEscape(name)+"/events", nil, &v)
+	return v, err
+}

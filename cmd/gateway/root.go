@@ -1,0 +1,116 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gatewayhq/gateway/client"
+)
+
+// globals are the flags every client command shares.
+type globals struct {
+	gateway string
+	token   string
+	caFile  string
+	output  string
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "gateway",
+		Short: "Ephemeral Dask clusters for every user of a team, behind one gateway",
+		Long: `gateway runs Dask clusters for authenticated users and is the single door to them.
+
+Server:   gateway dev            (development: local clusters, plain HTTP, a dev user)
+          gateway serve          (production: TLS, configured authentication)
+Clusters: gateway new-cluster, list, show, scale, stop, logs`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       buildVersion(),
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.gateway, "gateway", os.Getenv("GATEWAY_URL"), "gateway URL (env GATEWAY_URL; default: the one last used by gateway dev or login)")
+	pf.StringVar(&g.token, "token", "", "API token (env GATEWAY_TOKEN; default: from the credentials file)")
+	pf.StringVar(&g.caFile, "ca-file", os.Getenv("GATEWAY_CA_FILE"), "PEM file of the CA that signed the gateway's certificate (env GATEWAY_CA_FILE)")
+	pf.StringVarP(&g.output, "output", "o", "text", "output format of read commands: text or json")
+
+	root.AddCommand(
+		newDevCmd(), newServeCmd(), newConfigCmd(),
+		newNewClusterCmd(g), newListCmd(g), newShowCmd(g), newScaleCmd(g), newStopCmd(g), newLogsCmd(g),
+		newWhoamiCmd(g), newPrintTokenCmd(g),
+	)
+	return root
+}
+
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " (" + s.Value[:12] + ")"
+		}
+	}
+	return v
+}
+
+// client builds an API client from flags, environment and the credentials file.
+func (g *globals) client() (*client.Client, error) {
+	if g.output != "text" && g.output != "json" {
+		return nil, fmt.Errorf("--output %q: use text or json", g.output)
+	}
+	creds, err := client.LoadCredentials()
+	if err != nil {
+		return nil, err
+	}
+	url := g.gateway
+	if url == "" {
+		url = creds.Current
+	}
+	if url == "" {
+		return nil, fmt.Errorf("no gateway to talk to: start one with `gateway dev`, or pass --gateway URL (or set GATEWAY_URL)")
+	}
+	entry := creds.Gateways[client.Key(url)]
+	token := g.token
+	if token == "" {
+		token = os.Getenv("GATEWAY_TOKEN")
+	}
+	if token == "" {
+		token = entry.Token
+	}
+	caFile := g.caFile
+	if caFile == "" {
+		caFile = entry.CAFile
+	}
+	var tlsCfg *tls.Config
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", caFile)
+		}
+		tlsCfg = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return client.New(url, token, tlsCfg)
+}
+
+func (g *globals) json() bool { return g.output == "json" }
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"gopkg.in/yaml.v3"
+
+	"github.com/gatewayhq/gateway/client"
+	"github.com/gatewayhq/gateway/internal/config"
+	"github.com/gatewayhq/gateway/internal/gateway"
+)
+
+// serverFlags binds the server flags to their configuration keys.
+type serverFlags struct {
+	configFile string
+	v          *viper.Viper
+}
+
+func addServerFlags(fs *pflag.FlagSet) *serverFlags {
+	sf := &serverFlags{v: config.New()}
+	fs.StringVar(&sf.configFile, "config", "", "YAML configuration file (env GATEWAY_CONFIG)")
+	fs.String("listen", "", "public address, host:port (key listen)")
+	fs.String("data-dir", "", "data directory (key data_dir)")
+	fs.String("provider", "", "backend for new clusters (key provider)")
+	fs.String("log-level", "", "debug, info, warn or error (key log.level)")
+	for flag, key := range map[string]string{"listen": "listen", "data-dir": "data_dir", "provider": "provider", "log-level": "log.level"} {
+		_ = sf.v.BindPFlag(key, fs.Lookup(flag))
+	}
+	return sf
+}
+
+func (sf *serverFlags) load(dev bool) (*config.Config, error) {
+	if dev {
+		sf.v.SetDefault("dev", true)
+	}
+	return config.Load(sf.v, sf.configFile)
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Log.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func newDevCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a development gateway: local Dask clusters, plain HTTP, a dev user",
+		Long: `Run a gateway for development on this machine, with embedded defaults:
+SQLite state in the data directory, the local provider (Dask processes on this
+machine), one port on 127.0.0.1:8000 and a dev user whose token is written to
+the CLI's credentials file, so that other gateway commands just work.
+
+Not for production: it serves plain HTTP and trusts one static token.`,
+		Args: cobra.NoArgs,
+	}
+	sf := addServerFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := sf.load(true)
+		if err != nil {
+			return err
+		}
+		log := newLogger(cfg, cmd.ErrOrStderr())
+		g, err := gateway.New(cmd.Context(), cfg, log, buildVersion())
+		if err != nil {
+			return err
+		}
+		credPath, err := saveDevCredentials(g.PublicURL, g.DevToken)
+		if err != nil {
+			return fmt.Errorf("write CLI credentials: %w", err)
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), `
+  gateway dev: FOR DEVELOPMENT ONLY (plain HTTP, one static dev token, Dask on this machine)
+    gateway URL:  %s
+    data dir:     %s
+    credentials:  %s (user %q)
+    next, in another shell:  gateway new-cluster --workers 2
+
+`, g.PublicURL, cfg.DataDir, credPath, cfg.Auth.DevUser)
+		return g.Run(cmd.Context())
+	}
+	return cmd
+}
+
+func saveDevCredentials(url, token string) (string, error) {
+	creds, err := client.LoadCredentials()
+	if err != nil {
+		return "", err
+	}
+	creds.Current = client.Key(url)
+	e := creds.Gateways[creds.Current]
+	e.Token = token
+	creds.Gateways[creds.Current] = e
+	if err := creds.Save(); err != nil {
+		return "", err
+	}
+	return client.CredentialsPath()
+}
+
+func newServeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the gateway server (TLS by default)",
+		Args:  cobra.NoArgs,
+	}
+	sf := addServerFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := sf.load(false)
+		if err != nil {
+			return err
+		}
+		log := newLogger(cfg, cmd.ErrOrStderr())
+		g, err := gateway.New(cmd.Context(), cfg, log, buildVersion())
+		if err != nil {
+			return err
+		}
+		return g.Run(cmd.Context())
+	}
+	return cmd
+}
+
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Show the server configuration"}
+	print := &cobra.Command{
+		Use:   "print",
+		Short: "Print the effective configuration (secrets redacted) as YAML",
+		Args:  cobra.NoArgs,
+	}
+	sf := addServerFlags(print.Flags())
+	dev := print.Flags().Bool("dev", false, "show the configuration gateway dev would use")
+	print.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := sf.load(*dev)
+		if err != nil {
+			return err
+		}
+		b, err := yaml.Marshal(cfg.Redacted())
+		if err != nil {
+			return err
+		}
+		_, err = cmd.OutOrStdout().Write(b)
+		return err
+	}
+	keys := &cobra.Command{
+		Use:   "keys",
+		Short: "List every configuration key with its environment variable and meaning",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			docs := config.Docs()
+			names := make([]string, 0, len(docs))
+			for k := range docs {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			w := cmd.OutOrStdout()
+			for _, k := range names {
+				fmt.Fprintf(w, "%-28s %-36s %s\n", k, config.EnvName(k), docs[k])
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(print, keys)
+	return cmd
+}

@@ -1,0 +1,338 @@
+// Package config loads the gateway server's configuration.
+//
+// Sources, highest precedence first: command-line flags, GATEWAY_*
+// environment variables (the key in upper case with dots as underscores:
+// cluster.max_workers is GATEWAY_CLUSTER_MAX_WORKERS), the YAML file named by
+// --config or GATEWAY_CONFIG, then the built-in defaults below. Every key has
+// a default, which is what makes it known to the environment layer.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+)
+
+// EnvPrefix prefixes every environment variable.
+const EnvPrefix = "GATEWAY"
+
+// Config is the server configuration. Fields tagged secret:"true" are
+// redacted by Redacted.
+type Config struct {
+	// Listen is the one public address: API, dashboards and scheduler traffic.
+	Listen string `mapstructure:"listen" doc:"address of the single public port (API, dashboards, Dask traffic)"`
+	// PublicURL is how users reach Listen; derived from Listen when empty.
+	PublicURL string `mapstructure:"public_url" doc:"URL users and clients reach the gateway at; derived from listen when empty"`
+	DataDir   string `mapstructure:"data_dir" doc:"directory for the SQLite database, logs and local clusters"`
+	GatewayID string `mapstructure:"gateway_id" doc:"ownership tag put on every resource this gateway starts"`
+	Dev       bool   `mapstructure:"dev" doc:"development mode: plain HTTP allowed, dev credentials (set by gateway dev)"`
+
+	Database struct {
+		URL string `mapstructure:"url" secret:"true" doc:"sqlite:///path/to/gateway.db (default: in data_dir)"`
+	} `mapstructure:"database"`
+
+	TLS struct {
+		CertFile string `mapstructure:"cert_file" doc:"PEM certificate for the gateway's HTTPS; self-signed in data_dir when empty"`
+		KeyFile  string `mapstructure:"key_file" doc:"PEM key for cert_file"`
+		// AllowPlainHTTP also serves plain HTTP; on by default only in dev.
+		AllowPlainHTTP bool   `mapstructure:"allow_plain_http" doc:"also serve plain HTTP on the public port (default true only in dev)"`
+		ClusterDomain  string `mapstructure:"cluster_domain" doc:"also route TLS server names <cluster>.<cluster_domain> to schedulers"`
+	} `mapstructure:"tls"`
+
+	Auth struct {
+		DevToken string `mapstructure:"dev_token" secret:"true" doc:"token of the dev user (gateway dev makes one in data_dir when empty)"`
+		DevUser  string `mapstructure:"dev_user" doc:"user name the dev token stands for"`
+	} `mapstructure:"auth"`
+
+	Provider  string `mapstructure:"provider" doc:"backend for new clusters: local"`
+	Providers struct {
+		Local struct {
+			Python    string        `mapstructure:"python" doc:"interpreter that runs python -m dask scheduler|worker"`
+			Command   string        `mapstructure:"command" doc:"Dask command replacing '<python> -m dask', e.g. /opt/conda/bin/dask"`
+			Host      string        `mapstructure:"host" doc:"address local schedulers and workers bind to"`
+			Nanny     bool          `mapstructure:"nanny" doc:"run each worker under a Dask nanny (needed for client.restart)"`
+			StopGrace time.Duration `mapstructure:"stop_grace" doc:"time a process gets after SIGTERM before SIGKILL"`
+		} `mapstructure:"local"`
+	} `mapstructure:"providers"`
+
+	Cluster struct {
+		MaxWorkers       int           `mapstructure:"max_workers" doc:"most workers one cluster may have (scale requests are clamped)"`
+		MaxWorkerThreads int           `mapstructure:"max_worker_threads" doc:"most threads per worker"`
+		MaxWorkerMemory  float64       `mapstructure:"max_worker_memory" doc:"most memory per worker, GiB"`
+		StartTimeout     time.Duration `mapstructure:"start_timeout" doc:"a scheduler not ready this long after the request fails the cluster"`
+		PollInterval     time.Duration `mapstructure:"poll_interval" doc:"how often running clusters are health-checked"`
+		WorkerRestarts   int           `mapstructure:"worker_restarts" doc:"unexpected worker exits replaced before the cluster is failed"`
+		OnShutdown       string        `mapstructure:"on_shutdown" doc:"what gateway shutdown does to local clusters: stop, or leave them to be re-adopted"`
+	} `mapstructure:"cluster"`
+
+	Log struct {
+		Level  string `mapstructure:"level" doc:"debug, info, warn or error"`
+		Format string `mapstructure:"format" doc:"text or json"`
+	} `mapstructure:"log"`
+}
+
+// defaults lists every key with its default value.
+func defaults() map[string]any {
+	return map[string]any{
+		"listen":                     "127.0.0.1:8000",
+		"public_url":                 "",
+		"data_dir":                   defaultDataDir(),
+		"gateway_id":                 "",
+		"dev":                        false,
+		"database.url":               "",
+		"tls.cert_file":              "",
+		"tls.key_file":               "",
+		"tls.allow_plain_http":       false,
+		"tls.cluster_domain":         "",
+		"auth.dev_token":             "",
+		"auth.dev_user":              "dev",
+		"provider":                   "local",
+		"providers.local.python":     "/usr/bin/python3",
+		"providers.local.command":    "",
+		"providers.local.host":       "127.0.0.1",
+		"providers.local.nanny":      false,
+		"providers.local.stop_grace": "10s",
+		"cluster.max_workers":        50,
+		"cluster.max_worker_threads": 64,
+		"cluster.max_worker_memory":  256.0,
+		"cluster.start_timeout":      "60s",
+		"cluster.poll_interval":      "5s",
+		"cluster.worker_restarts":    5,
+		"cluster.on_shutdown":        "stop",
+		"log.level":                  "info",
+		"log.format":                 "text",
+	}
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "gateway")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "gateway")
+	}
+	return "gateway-data"
+}
+
+// Keys lists every configuration key, sorted.
+func Keys() []string {
+	d := defaults()
+	keys := make([]string, 0, len(d))
+	for k := range d {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// EnvName is the environment variable of a key.
+func EnvName(key string) string {
+	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// New returns a viper instance with defaults and the environment layer set;
+// callers bind their flags to it, then call Load.
+func New() *viper.Viper {
+	v := viper.New()
+	for k, val := range defaults() {
+		v.SetDefault(k, val)
+	}
+	v.SetEnvPrefix(EnvPrefix)
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	return v
+}
+
+// Load reads the optional file and decodes everything into a Config,
+// refusing unknown keys so that a typo does not silently do nothing.
+func Load(v *viper.Viper, file string) (*Config, error) {
+	if file == "" {
+		file = os.Getenv(EnvPrefix + "_CONFIG")
+	}
+	if file != "" {
+		v.SetConfigFile(file)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return nil, fmt.Errorf("config: read %s: %w", file, err)
+		}
+		known := map[string]bool{}
+		for _, k := range Keys() {
+			known[k] = true
+		}
+		var unknown []string
+		for _, k := range v.AllKeys() {
+			if !known[k] {
+				unknown = append(unknown, k)
+			}
+		}
+		if len(unknown) > 0 {
+			sort.Strings(unknown)
+			return nil, fmt.Errorf("config: %s: unknown key(s) %s (run: gateway config keys)", file, strings.Join(unknown, ", "))
+		}
+	}
+	var c Config
+	dec := viper.DecoderConfigOption(func(dc *mapstructure.DecoderConfig) {
+		dc.ErrorUnused = true
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		)
+	})
+	if err := v.Unmarshal(&c, dec); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := c.finish(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// finish fills derived values and validates.
+func (c *Config) finish() error {
+	var problems []string
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("listen %q must be host:port, e.g. 127.0.0.1:8000", c.Listen))
+	}
+	if c.Dev {
+		c.TLS.AllowPlainHTTP = true
+	}
+	if c.PublicURL == "" && err == nil {
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "127.0.0.1"
+		}
+		scheme := "https"
+		if c.TLS.AllowPlainHTTP {
+			scheme = "http"
+		}
+		c.PublicURL = scheme + "://" + net.JoinHostPort(host, port)
+	}
+	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		problems = append(problems, fmt.Sprintf("public_url %q must be an http:// or https:// URL", c.PublicURL))
+	}
+	if c.DataDir == "" {
+		problems = append(problems, "data_dir must not be empty")
+	} else if abs, err := filepath.Abs(c.DataDir); err == nil {
+		c.DataDir = abs
+	}
+	if c.Database.URL == "" {
+		c.Database.URL = "sqlite://" + filepath.Join(c.DataDir, "gateway.db")
+	}
+	if c.Provider != "local" {
+		problems = append(problems, fmt.Sprintf("provider %q is not available in this version (available: local)", c.Provider))
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		problems = append(problems, "tls.cert_file and tls.key_file must be set together")
+	}
+	switch c.Cluster.OnShutdown {
+	case "stop", "leave":
+	default:
+		problems = append(problems, fmt.Sprintf("cluster.on_shutdown %q must be stop or leave", c.Cluster.OnShutdown))
+	}
+	if c.Cluster.MaxWorkers < 1 {
+		problems = append(problems, "cluster.max_workers must be at least 1")
+	}
+	if c.Cluster.WorkerRestarts < 0 {
+		problems = append(problems, "cluster.worker_restarts must not be negative")
+	}
+	if c.Cluster.StartTimeout < time.Second {
+		problems = append(problems, "cluster.start_timeout must be at least 1s")
+	}
+	if c.Cluster.PollInterval < 100*time.Millisecond {
+		problems = append(problems, "cluster.poll_interval must be at least 100ms")
+	}
+	switch strings.ToLower(c.Log.Level) {
+	case "debug", "info", "warn", "error":
+	default:
+		problems = append(problems, fmt.Sprintf("log.level %q must be debug, info, warn or error", c.Log.Level))
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		problems = append(problems, fmt.Sprintf("log.format %q must be text or json", c.Log.Format))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("config: %w: %s", ErrInvalid, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// ErrInvalid marks a configuration that cannot be used.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Redacted returns the configuration as a nested map keyed like the YAML
+// file, with secrets replaced.
+func (c *Config) Redacted() map[string]any {
+	return structToMap(reflect.ValueOf(*c))
+}
+
+func structToMap(v reflect.Value) map[string]any {
+	out := map[string]any{}
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		key := f.Tag.Get("mapstructure")
+		if key == "" {
+			continue
+		}
+		fv := v.Field(i)
+		switch {
+		case fv.Kind() == reflect.Struct && fv.Type() != reflect.TypeOf(time.Duration(0)):
+			out[key] = structToMap(fv)
+		case f.Tag.Get("secret") == "true":
+			out[key] = redact(fv.String())
+		case fv.Type() == reflect.TypeOf(time.Duration(0)):
+			out[key] = fv.Interface().(time.Duration).String()
+		default:
+			out[key] = fv.Interface()
+		}
+	}
+	return out
+}
+
+// redact hides a secret but keeps what is safe to show: the non-secret
+// parts of a URL.
+func redact(s string) string {
+	if s == "" {
+		return ""
+	}
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" && strings.Contains(s, "://") {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "REDACTED")
+		}
+		return u.String()
+	}
+	return "REDACTED"
+}
+
+// Docs returns each key with its description, for `gateway config keys`.
+func Docs() map[string]string {
+	out := map[string]string{}
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			key := f.Tag.Get("mapstructure")
+			if key == "" {
+				continue
+			}
+			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+				walk(f.Type, prefix+key+".")
+				continue
+			}
+			out[prefix+key] = f.Tag.Get("doc")
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "")
+	return out
+}

@@ -1,0 +1,248 @@
+// Package gateway assembles the server: store, provider, scheduling core,
+// route table, API and the public listener, and runs them until shutdown.
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/internal/config"
+	"github.com/gatewayhq/gateway/internal/pki"
+	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/local"
+	"github.com/gatewayhq/gateway/proxy"
+	"github.com/gatewayhq/gateway/proxy/routes"
+	"github.com/gatewayhq/gateway/scheduler"
+	"github.com/gatewayhq/gateway/store"
+)
+
+// Gateway is one running gateway process.
+type Gateway struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	store    *store.DB
+	provider providers.Provider
+	core     *scheduler.Core
+	routes   *routes.Table
+	proxy    *proxy.Server
+	http     *http.Server
+	ln       net.Listener
+
+	// DevToken is the dev user's token in dev mode (never logged).
+	DevToken string
+	// PublicURL is where clients reach this gateway.
+	PublicURL string
+}
+
+// New opens everything the gateway needs and binds its port, but serves
+// nothing until Run.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version string) (g *Gateway, err error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("gateway: create data_dir: %w", err)
+	}
+	g = &Gateway{cfg: cfg, log: log, routes: routes.New(), PublicURL: cfg.PublicURL}
+	defer func() {
+		if err != nil {
+			g.closeAll()
+		}
+	}()
+	gwID := cfg.GatewayID
+	if gwID == "" {
+		if gwID, err = auth.LoadOrCreateToken(filepath.Join(cfg.DataDir, "gateway-id"), "gw-"); err != nil {
+			return nil, err
+		}
+		gwID = gwID[:15] // an ownership tag, not a secret: short is fine
+	}
+
+	if g.store, err = store.Open(ctx, cfg.Database.URL); err != nil {
+		return nil, err
+	}
+
+	lp, err := local.New(local.Config{
+		Dir: filepath.Join(cfg.DataDir, "clusters"), Python: cfg.Providers.Local.Python, Command: cfg.Providers.Local.Command,
+		Host: cfg.Providers.Local.Host, Nanny: cfg.Providers.Local.Nanny, GatewayID: gwID,
+		StopGrace: cfg.Providers.Local.StopGrace, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.provider = lp
+
+	authn, err := g.authenticator()
+	if err != nil {
+		return nil, err
+	}
+
+	g.core = scheduler.New(scheduler.Config{
+		GatewayID: gwID,
+		Limits: scheduler.Limits{MaxWorkers: cfg.Cluster.MaxWorkers, MaxWorkerThreads: cfg.Cluster.MaxWorkerThreads,
+			MaxWorkerMemory: cfg.Cluster.MaxWorkerMemory},
+		StartTimeout:   cfg.Cluster.StartTimeout,
+		PollInterval:   cfg.Cluster.PollInterval,
+		WorkerRestarts: cfg.Cluster.WorkerRestarts,
+	}, g.store, g.provider, routerAdapter{g.routes}, log)
+
+	tlsCfg, err := g.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	g.proxy = proxy.New(proxy.Config{TLS: tlsCfg, AllowPlainHTTP: cfg.TLS.AllowPlainHTTP, ClusterDomain: cfg.TLS.ClusterDomain, Logger: log}, g.routes)
+
+	if g.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("gateway: listen on %s: %w (is another gateway running? set listen or --listen)", cfg.Listen, err)
+	}
+	if u, err := url.Parse(g.PublicURL); err == nil && u.Port() == "0" {
+		// Listening on port 0 (tests): publish the port actually bound.
+		_, port, _ := net.SplitHostPort(g.ln.Addr().String())
+		u.Host = net.JoinHostPort(u.Hostname(), port)
+		g.PublicURL = u.String()
+	}
+
+	apiSrv := api.New(api.Config{Version: version, PublicURL: g.PublicURL}, g.core, authn, log)
+	mux := http.NewServeMux()
+	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(func(r *http.Request) (*auth.User, error) {
+		return api.Authenticate(r, authn)
+	}))
+	mux.Handle("/", apiSrv)
+	g.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	return g, nil
+}
+
+type routerAdapter struct{ t *routes.Table }
+
+func (r routerAdapter) SetRoute(cluster, owner, sched, dash string) {
+	r.t.SetRoute(cluster, owner, sched, dash)
+}
+func (r routerAdapter) DeleteRoute(cluster string) { r.t.DeleteRoute(cluster) }
+
+func (g *Gateway) authenticator() (auth.Authenticator, error) {
+	tok := g.cfg.Auth.DevToken
+	if tok == "" {
+		if !g.cfg.Dev {
+			return nil, fmt.Errorf("gateway: %w: no authentication is configured; set auth.dev_token (GATEWAY_AUTH_DEV_TOKEN) or run gateway dev", config.ErrInvalid)
+		}
+		var err error
+		if tok, err = auth.LoadOrCreateToken(filepath.Join(g.cfg.DataDir, "dev-token"), "gwdev_"); err != nil {
+			return nil, err
+		}
+	}
+	if len(tok) < 16 {
+		return nil, fmt.Errorf("gateway: %w: auth.dev_token must be at least 16 characters", config.ErrInvalid)
+	}
+	g.DevToken = tok
+	return auth.NewStaticTokens(map[string]auth.User{tok: {Name: g.cfg.Auth.DevUser}}), nil
+}
+
+func (g *Gateway) tlsConfig() (*tls.Config, error) {
+	var cert tls.Certificate
+	var err error
+	if g.cfg.TLS.CertFile != "" {
+		cert, err = tls.LoadX509KeyPair(g.cfg.TLS.CertFile, g.cfg.TLS.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: load tls.cert_file/tls.key_file: %w", err)
+		}
+	} else {
+		host, _, _ := net.SplitHostPort(g.cfg.Listen)
+		hosts := []string{"localhost", "127.0.0.1", "::1"}
+		if u, err := url.Parse(g.cfg.PublicURL); err == nil {
+			hosts = append(hosts, u.Hostname())
+		}
+		if host != "" {
+			hosts = append(hosts, host)
+		}
+		cert, err = pki.LoadOrCreateServing(g.cfg.DataDir, hosts, time.Now())
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}, nil
+}
+
+// Addr is the bound public address.
+func (g *Gateway) Addr() net.Addr { return g.ln.Addr() }
+
+// Run serves until ctx ends, then shuts down: it stops accepting, drains
+// HTTP requests, stops the reconcile loop, and stops or leaves the local
+// clusters according to cluster.on_shutdown.
+func (g *Gateway) Run(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 3)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		if err := g.core.Run(runCtx); err != nil {
+			errc <- err
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if err := g.http.Serve(g.proxy.HTTPListener(g.ln.Addr())); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if err := g.proxy.Serve(runCtx, g.ln); err != nil {
+			errc <- err
+		}
+	}()
+	g.log.Info("gateway listening", "addr", g.ln.Addr().String(), "public_url", g.PublicURL, "provider", g.provider.Name(), "data_dir", g.cfg.DataDir)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+		g.log.Error("gateway failed", "err", runErr)
+	}
+	g.log.Info("shutting down")
+	shutCtx, shutCancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer shutCancel()
+	_ = g.ln.Close()
+	_ = g.http.Shutdown(shutCtx)
+	cancel()
+	wg.Wait()
+	leave := g.cfg.Cluster.OnShutdown == "leave"
+	if !leave {
+		g.core.Shutdown(shutCtx)
+	}
+	g.proxy.Close()
+	if c, ok := g.provider.(providers.Closer); ok {
+		if err := c.Close(shutCtx, leave); err != nil {
+			g.log.Error("provider shutdown", "err", err)
+		}
+	}
+	if leave {
+		g.log.Info("leaving clusters running for the next gateway to re-adopt")
+	}
+	g.closeAll()
+	g.log.Info("gateway stopped")
+	return runErr
+}
+
+func (g *Gateway) closeAll() {
+	if g.ln != nil {
+		g.ln.Close()
+	}
+	if g.store != nil {
+		g.store.Close()
+	}
+}

@@ -1,0 +1,643 @@
+// Package local runs Dask schedulers and workers as child processes of the
+// gateway, for development and single-machine use.
+//
+// Every member runs in its own process group (so that stopping it stops the
+// nanny and its worker together) with its output in a per-member log file.
+// A state file per member records the pid, the process start time and the
+// marker placed in its environment, so that a restarted gateway can re-adopt
+// members that outlived it, and never mistakes a recycled pid for one of its
+// own.
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gatewayhq/gateway/providers"
+)
+
+// Config configures the local backend.
+type Config struct {
+	// Dir holds one folder per cluster with its TLS files, logs and state.
+	Dir string
+	// Python is the interpreter that runs "python -m dask scheduler|worker"
+	// when Command is empty.
+	Python string
+	// Command, when set, replaces "<Python> -m dask" (for example
+	// "/opt/conda/bin/dask"); it is split on white space.
+	Command string
+	// Host is the address members bind to.
+	Host string
+	// Nanny runs each worker under a nanny process, which Dask needs for
+	// client.restart(); it costs a second Python process per worker.
+	Nanny bool
+	// GatewayID is written into every member's environment as the
+	// ownership marker.
+	GatewayID string
+	// StopGrace is how long a member gets to exit after SIGTERM before the
+	// whole process group gets SIGKILL.
+	StopGrace time.Duration
+	Logger    *slog.Logger
+}
+
+// Name is the provider name this package registers under.
+const Name = "local"
+
+// Environment variables that mark a process as a member of this gateway.
+const (
+	envGateway = "GATEWAY_OWNER_ID"
+	envMember  = "GATEWAY_MEMBER"
+)
+
+// Provider is the local backend.
+type Provider struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex
+	procs map[string]map[string]*proc // cluster -> member name -> process
+}
+
+type proc struct {
+	Cluster    string         `json:"cluster"`
+	Name       string         `json:"name"`
+	Role       providers.Role `json:"role"`
+	Owner      string         `json:"owner"`
+	Pid        int            `json:"pid"`
+	StartTicks uint64         `json:"start_ticks"`
+	StartedAt  time.Time      `json:"started_at"`
+
+	child    *exec.Cmd     // nil when adopted from an earlier gateway
+	exited   chan struct{} // closed when a child has been reaped
+	stopping bool          // the gateway asked it to stop
+}
+
+// New makes the backend and re-adopts members left running by an earlier
+// gateway process.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("local provider: no directory configured")
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.Python == "" && cfg.Command == "" {
+		cfg.Python = "/usr/bin/python3"
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	exe := cfg.Python
+	if cfg.Command != "" {
+		exe = strings.Fields(cfg.Command)[0]
+	}
+	if _, err := exec.LookPath(exe); err != nil {
+		return nil, fmt.Errorf("local provider: %q not found: install Dask (on Debian: apt-get install python3-distributed) or set providers.local.python / providers.local.command: %w", exe, err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("local provider: %w", err)
+	}
+	p := &Provider{cfg: cfg, log: cfg.Logger.With("provider", Name), procs: map[string]map[string]*proc{}}
+	p.adopt()
+	return p, nil
+}
+
+// Name implements providers.Provider.
+func (p *Provider) Name() string { return Name }
+
+func (p *Provider) clusterDir(cluster string) string { return filepath.Join(p.cfg.Dir, cluster) }
+
+func (p *Provider) command(sub string) []string {
+	if p.cfg.Command != "" {
+		return append(strings.Fields(p.cfg.Command), sub)
+	}
+	return []string{p.cfg.Python, "-m", "dask", sub}
+}
+
+func (p *Provider) writeTLS(spec providers.ClusterSpec) (cert, key string, err error) {
+	dir := p.clusterDir(spec.Name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", fmt.Errorf("local provider: %w", err)
+	}
+	cert, key = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(cert, spec.TLSCert, 0o600); err != nil {
+		return "", "", fmt.Errorf("local provider: write certificate: %w", err)
+	}
+	if err := os.WriteFile(key, spec.TLSKey, 0o600); err != nil {
+		return "", "", fmt.Errorf("local provider: write key: %w", err)
+	}
+	return cert, key, nil
+}
+
+// StartScheduler implements providers.Provider.
+func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpec) error {
+	if p.running(spec.Name, "scheduler") {
+		return nil
+	}
+	cert, key, err := p.writeTLS(spec)
+	if err != nil {
+		return err
+	}
+	schedFile := filepath.Join(p.clusterDir(spec.Name), "scheduler.json")
+	_ = os.Remove(schedFile) // a stale file would report a dead address
+	args := append(p.command("scheduler"),
+		"--host", p.cfg.Host, "--port", "0", "--protocol", "tls",
+		"--tls-ca-file", cert, "--tls-cert", cert, "--tls-key", key,
+		"--dashboard-address", p.cfg.Host+":0",
+		"--scheduler-file", schedFile, "--no-show")
+	if spec.DashboardPrefix != "" {
+		args = append(args, "--dashboard-prefix", spec.DashboardPrefix)
+	}
+	return p.spawn(spec, "scheduler", providers.RoleScheduler, args)
+}
+
+// StartWorker implements providers.Provider.
+func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, worker, schedulerAddress string) error {
+	if worker == "" || worker == "scheduler" || strings.ContainsAny(worker, "/\\ ") {
+		return fmt.Errorf("local provider: invalid worker name %q", worker)
+	}
+	if p.running(spec.Name, worker) {
+		return nil
+	}
+	if schedulerAddress == "" {
+		return errors.New("local provider: worker needs the scheduler address")
+	}
+	cert, key, err := p.writeTLS(spec)
+	if err != nil {
+		return err
+	}
+	threads := spec.WorkerThreads
+	if threads <= 0 {
+		threads = 1
+	}
+	args := append(p.command("worker"), "tls://"+schedulerAddress,
+		"--host", p.cfg.Host,
+		"--tls-ca-file", cert, "--tls-cert", cert, "--tls-key", key,
+		"--nthreads", strconv.Itoa(threads), "--name", worker,
+		"--no-dashboard",
+		// A worker whose scheduler is gone exits by itself: no orphans
+		// even if the gateway is not there to stop it.
+		"--death-timeout", "60")
+	if spec.WorkerMemory > 0 {
+		args = append(args, "--memory-limit", strconv.FormatInt(spec.WorkerMemory, 10))
+	}
+	if !p.cfg.Nanny {
+		args = append(args, "--no-nanny")
+	}
+	return p.spawn(spec, worker, providers.RoleWorker, args)
+}
+
+func (p *Provider) running(cluster, name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pr := p.procs[cluster][name]
+	return pr != nil && !pr.stopping && pr.alive()
+}
+
+func (p *Provider) spawn(spec providers.ClusterSpec, name string, role providers.Role, args []string) error {
+	dir := p.clusterDir(spec.Name)
+	logf, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("local provider: open log: %w", err)
+	}
+	defer logf.Close() // the child has its own descriptor
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = childEnv(os.Environ(), p.cfg.GatewayID, spec.Name+"/"+name)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("local provider: start %s of %s: %w", name, spec.Name, err)
+	}
+	pr := &proc{Cluster: spec.Name, Name: name, Role: role, Owner: spec.Owner, Pid: cmd.Process.Pid,
+		StartedAt: time.Now(), child: cmd, exited: make(chan struct{})}
+	pr.StartTicks, _ = startTicks(pr.Pid)
+	go func() {
+		_ = cmd.Wait() // reap, so no zombie is left
+		close(pr.exited)
+	}()
+	if err := p.writeState(pr); err != nil {
+		p.killGroup(pr)
+		return err
+	}
+	p.mu.Lock()
+	if p.procs[spec.Name] == nil {
+		p.procs[spec.Name] = map[string]*proc{}
+	}
+	p.procs[spec.Name][name] = pr
+	p.mu.Unlock()
+	p.log.Info("started member", "cluster", spec.Name, "member", name, "pid", pr.Pid)
+	return nil
+}
+
+// childEnv passes the gateway's environment on, minus its own settings
+// (which may carry secrets such as a database password), plus the marker.
+func childEnv(parent []string, gatewayID, member string) []string {
+	env := make([]string, 0, len(parent)+3)
+	for _, kv := range parent {
+		if strings.HasPrefix(kv, "GATEWAY_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, envGateway+"="+gatewayID, envMember+"="+member, "PYTHONUNBUFFERED=1")
+}
+
+func (p *Provider) statePath(pr *proc) string {
+	return filepath.Join(p.clusterDir(pr.Cluster), pr.Name+".proc")
+}
+
+func (p *Provider) writeState(pr *proc) error {
+	b, err := json.Marshal(pr)
+	if err != nil {
+		return fmt.Errorf("local provider: %w", err)
+	}
+	tmp := p.statePath(pr) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("local provider: write state: %w", err)
+	}
+	if err := os.Rename(tmp, p.statePath(pr)); err != nil {
+		return fmt.Errorf("local provider: write state: %w", err)
+	}
+	return nil
+}
+
+// alive reports whether the process is still the one that was started.
+func (pr *proc) alive() bool {
+	if pr.child != nil {
+		select {
+		case <-pr.exited:
+			return false
+		default:
+			return true
+		}
+	}
+	ticks, err := startTicks(pr.Pid)
+	return err == nil && ticks == pr.StartTicks
+}
+
+// startTicks reads a process's start time (clock ticks since boot) from
+// /proc; with the pid it identifies a process for good. A zombie counts as
+// gone.
+func startTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces and parentheses: fields start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat")
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 {
+		return 0, errors.New("malformed stat")
+	}
+	if fields[0] == "Z" || fields[0] == "X" {
+		return 0, errors.New("process exited")
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+func hasMarker(pid int, gatewayID, member string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return false
+	}
+	var gw, mem bool
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		switch string(kv) {
+		case envGateway + "=" + gatewayID:
+			gw = true
+		case envMember + "=" + member:
+			mem = true
+		}
+	}
+	return gw && mem
+}
+
+// adopt loads the state files of members started by an earlier gateway
+// process. Live ones are adopted; dead ones are kept as stopped so that
+// Describe reports them and their logs.
+func (p *Provider) adopt() {
+	files, _ := filepath.Glob(filepath.Join(p.cfg.Dir, "*", "*.proc"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var pr proc
+		if err := json.Unmarshal(b, &pr); err != nil || pr.Cluster == "" || pr.Name == "" {
+			p.log.Warn("ignoring unreadable member state", "file", f)
+			continue
+		}
+		ok := pr.alive() && hasMarker(pr.Pid, p.cfg.GatewayID, pr.Cluster+"/"+pr.Name)
+		if !ok {
+			pr.StartTicks = 0 // never matches again: the pid may be recycled
+		}
+		if p.procs[pr.Cluster] == nil {
+			p.procs[pr.Cluster] = map[string]*proc{}
+		}
+		p.procs[pr.Cluster][pr.Name] = &pr
+		p.log.Info("found member from an earlier run", "cluster", pr.Cluster, "member", pr.Name, "pid", pr.Pid, "alive", ok)
+	}
+}
+
+// Describe implements providers.Provider.
+func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Member, error) {
+	p.mu.Lock()
+	procs := make([]*proc, 0, len(p.procs[cluster]))
+	for _, pr := range p.procs[cluster] {
+		procs = append(procs, pr)
+	}
+	p.mu.Unlock()
+	out := make([]providers.Member, 0, len(procs))
+	for _, pr := range procs {
+		out = append(out, p.member(pr))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (p *Provider) member(pr *proc) providers.Member {
+	m := providers.Member{Cluster: pr.Cluster, Name: pr.Name, Role: pr.Role, Owner: pr.Owner, StartedAt: pr.StartedAt, State: providers.StatePending}
+	if !pr.alive() {
+		m.State = providers.StateStopped
+		if !pr.stopping {
+			m.Reason = p.exitReason(pr)
+		}
+		return m
+	}
+	if pr.Role == providers.RoleWorker {
+		m.State = providers.StateRunning
+		return m
+	}
+	addr, dash, err := readSchedulerFile(filepath.Join(p.clusterDir(pr.Cluster), "scheduler.json"), p.cfg.Host)
+	if err == nil {
+		m.State, m.Address, m.DashboardURL = providers.StateRunning, addr, dash
+	}
+	return m
+}
+
+func (p *Provider) exitReason(pr *proc) string {
+	msg := fmt.Sprintf("%s exited", pr.Name)
+	if pr.child != nil && pr.child.ProcessState != nil {
+		msg = fmt.Sprintf("%s exited (%s)", pr.Name, pr.child.ProcessState.String())
+	}
+	if tail := tailFile(filepath.Join(p.clusterDir(pr.Cluster), pr.Name+".log"), 15); tail != "" {
+		msg += "; last lines of its log:\n" + tail
+	}
+	return msg
+}
+
+func readSchedulerFile(path, host string) (addr, dashboard string, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", "", err
+	}
+	var f struct {
+		Address  string         `json:"address"`
+		Services map[string]int `json:"services"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return "", "", err // written but not complete yet
+	}
+	addr = strings.TrimPrefix(f.Address, "tls://")
+	if addr == "" || addr == f.Address {
+		return "", "", fmt.Errorf("scheduler file has no tls address: %q", f.Address)
+	}
+	if port := f.Services["dashboard"]; port > 0 {
+		dashboard = fmt.Sprintf("http://%s:%d", host, port)
+	}
+	return addr, dashboard, nil
+}
+
+// List implements providers.Provider.
+func (p *Provider) List(ctx context.Context) ([]providers.Member, error) {
+	p.mu.Lock()
+	var procs []*proc
+	for _, m := range p.procs {
+		for _, pr := range m {
+			procs = append(procs, pr)
+		}
+	}
+	p.mu.Unlock()
+	out := make([]providers.Member, 0, len(procs))
+	for _, pr := range procs {
+		out = append(out, p.member(pr))
+	}
+	return out, nil
+}
+
+// StopWorker implements providers.Provider.
+func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error {
+	p.mu.Lock()
+	pr := p.procs[cluster][worker]
+	if pr != nil {
+		pr.stopping = true
+	}
+	p.mu.Unlock()
+	if pr == nil {
+		return nil
+	}
+	p.stop(ctx, pr)
+	p.mu.Lock()
+	delete(p.procs[cluster], worker)
+	p.mu.Unlock()
+	_ = os.Remove(p.statePath(pr))
+	return nil
+}
+
+// StopCluster implements providers.Provider.
+func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
+	p.mu.Lock()
+	members := p.procs[cluster]
+	for _, pr := range members {
+		pr.stopping = true
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, pr := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.stop(ctx, pr)
+		}()
+	}
+	wg.Wait()
+	p.mu.Lock()
+	delete(p.procs, cluster)
+	p.mu.Unlock()
+	dir := p.clusterDir(cluster)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.proc"))
+	for _, f := range files {
+		_ = os.Remove(f)
+	}
+	// The key is only needed while members run; logs stay for `gateway logs`.
+	for _, f := range []string{"tls.key", "tls.crt", "scheduler.json"} {
+		_ = os.Remove(filepath.Join(dir, f))
+	}
+	return nil
+}
+
+// stop sends SIGTERM to the member's process group, waits for the member to
+// exit, and SIGKILLs the group when the grace period runs out.
+func (p *Provider) stop(ctx context.Context, pr *proc) {
+	if !pr.alive() {
+		p.killGroupQuietly(pr) // a nanny's children may outlive it
+		return
+	}
+	_ = syscall.Kill(-pr.Pid, syscall.SIGTERM)
+	deadline := time.NewTimer(p.cfg.StopGrace)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for pr.alive() {
+		select {
+		case <-deadline.C:
+			p.log.Warn("member did not exit after SIGTERM; killing it", "cluster", pr.Cluster, "member", pr.Name, "grace", p.cfg.StopGrace)
+			p.killGroup(pr)
+			return
+		case <-ctx.Done():
+			p.killGroup(pr)
+			return
+		case <-pr.exitedChan():
+		case <-tick.C:
+		}
+	}
+	p.killGroupQuietly(pr)
+}
+
+func (pr *proc) exitedChan() <-chan struct{} {
+	if pr.exited != nil {
+		return pr.exited
+	}
+	return nil
+}
+
+func (p *Provider) killGroup(pr *proc) {
+	_ = syscall.Kill(-pr.Pid, syscall.SIGKILL)
+	if pr.child != nil {
+		select {
+		case <-pr.exited:
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// killGroupQuietly removes stragglers of a group whose leader has exited,
+// but only while the group id still belongs to a process of ours: with the
+// leader gone its pid could be recycled by an unrelated process group.
+func (p *Provider) killGroupQuietly(pr *proc) {
+	if pr.child != nil {
+		_ = syscall.Kill(-pr.Pid, syscall.SIGKILL) // reaped leader: our group id is not reusable while members remain
+	}
+}
+
+// Close implements providers.Closer. With leave=false every member is
+// stopped; with leave=true members keep running for a later gateway to
+// re-adopt.
+func (p *Provider) Close(ctx context.Context, leave bool) error {
+	if leave {
+		return nil
+	}
+	p.mu.Lock()
+	clusters := make([]string, 0, len(p.procs))
+	for c := range p.procs {
+		clusters = append(clusters, c)
+	}
+	p.mu.Unlock()
+	for _, c := range clusters {
+		if err := p.StopCluster(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Logs implements providers.LogReader.
+func (p *Provider) Logs(ctx context.Context, cluster string, tail int, w io.Writer) error {
+	files, err := filepath.Glob(filepath.Join(p.clusterDir(cluster), "*.log"))
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("local provider: no logs for cluster %s: %w", cluster, providers.ErrNotFound)
+	}
+	sort.Slice(files, func(i, j int) bool { // scheduler first, then workers in order
+		a, b := filepath.Base(files[i]), filepath.Base(files[j])
+		if (a == "scheduler.log") != (b == "scheduler.log") {
+			return a == "scheduler.log"
+		}
+		return a < b
+	})
+	for _, f := range files {
+		member := strings.TrimSuffix(filepath.Base(f), ".log")
+		var text string
+		if tail > 0 {
+			text = tailFile(f, tail)
+		} else {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			text = string(b)
+		}
+		for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+			if line == "" {
+				continue
+			}
+			if _, err := fmt.Fprintf(w, "[%s] %s\n", member, line); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tailFile returns the last n lines of a file, reading at most 64 KiB.
+func tailFile(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const maxRead = 64 << 10
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := st.Size() - maxRead
+	if off < 0 {
+		off = 0
+	}
+	b := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if off > 0 && len(lines) > 0 {
+		lines = lines[1:] // the first line may be cut
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

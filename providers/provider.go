@@ -1,0 +1,111 @@
+// Package providers defines the contract between the scheduling core and the
+// backends that run Dask schedulers and workers (local processes, Docker,
+// EC2, Fargate, Compute Engine).
+//
+// The contract is shaped for crash safety: every resource has a
+// deterministic name chosen by the caller, and every call is idempotent, so
+// the reconcile loop can repeat any call after a crash without starting a
+// second machine. Calls return once the request is accepted; progress is
+// observed with Describe, as a cloud API would report it.
+package providers
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Role tells a scheduler from a worker.
+type Role string
+
+// The roles of a cluster member.
+const (
+	RoleScheduler Role = "scheduler"
+	RoleWorker    Role = "worker"
+)
+
+// State is what the backend reports of one resource.
+type State string
+
+// Resource states.
+const (
+	StatePending State = "pending" // accepted, not yet serving
+	StateRunning State = "running"
+	StateStopped State = "stopped" // gone, or exited; Reason says why when it was not asked to stop
+)
+
+// ErrNotFound is returned by calls on resources the backend does not know.
+var ErrNotFound = errors.New("provider: resource not found")
+
+// ClusterSpec is what a backend needs to run one cluster.
+type ClusterSpec struct {
+	Name      string // the cluster name, unique per gateway
+	Owner     string // user name, recorded in the ownership tag
+	GatewayID string // which gateway owns the resources (ownership tag)
+
+	TLSCert []byte // PEM; CA, server and client certificate in one
+	TLSKey  []byte // PEM
+
+	// DashboardPrefix is the URL path under which the gateway publishes the
+	// scheduler's HTTP server; schedulers serve under it so that links in
+	// their pages resolve through the gateway.
+	DashboardPrefix string
+
+	WorkerThreads int
+	WorkerMemory  int64 // bytes; 0 means the backend's default
+	Image         string
+}
+
+// Member is one scheduler or worker as the backend sees it.
+type Member struct {
+	Cluster string
+	Name    string // deterministic: the scheduler is "scheduler", workers are chosen by the caller
+	Role    Role
+	State   State
+	Owner   string
+	// Address is where the gateway reaches the member: host:port of the
+	// scheduler's TLS listener; empty until known.
+	Address string
+	// DashboardURL is the base URL of the scheduler's HTTP server.
+	DashboardURL string
+	Reason       string // why a member stopped on its own, e.g. the last lines of its log
+	StartedAt    time.Time
+}
+
+// Provider is what every backend implements.
+type Provider interface {
+	// Name is the backend's configured name ("local", "ec2", ...).
+	Name() string
+	// StartScheduler launches the cluster's scheduler, or does nothing if it
+	// already runs.
+	StartScheduler(ctx context.Context, spec ClusterSpec) error
+	// StartWorker launches the named worker connected to the scheduler at
+	// schedulerAddress, or does nothing if it already runs.
+	StartWorker(ctx context.Context, spec ClusterSpec, worker, schedulerAddress string) error
+	// StopWorker stops the named worker; a worker already gone is not an error.
+	StopWorker(ctx context.Context, cluster, worker string) error
+	// Describe reports the cluster's members, stopped ones included while the
+	// backend remembers them.
+	Describe(ctx context.Context, cluster string) ([]Member, error)
+	// List reports every member carrying this gateway's ownership tag, for
+	// the reaper and for re-adoption after a restart.
+	List(ctx context.Context) ([]Member, error)
+	// StopCluster stops every member of the cluster and frees what the
+	// backend made for it; an unknown cluster is not an error.
+	StopCluster(ctx context.Context, cluster string) error
+}
+
+// LogReader is implemented by backends that keep members' logs.
+type LogReader interface {
+	// Logs writes the cluster's logs, each line prefixed by the member name,
+	// at most tail lines per member when tail > 0.
+	Logs(ctx context.Context, cluster string, tail int, w io.Writer) error
+}
+
+// Closer is implemented by backends that hold resources of their own
+// (child processes, connections). Close with leave=true leaves members
+// running so that a restarted gateway re-adopts them.
+type Closer interface {
+	Close(ctx context.Context, leave bool) error
+}

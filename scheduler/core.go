@@ -1,0 +1,758 @@
+// Package scheduler is the gateway's scheduling core. Each cluster is a
+// state machine stored in the database; a reconcile loop drives it towards
+// what was asked for, calling the provider. Requests only write intents to
+// the store and wake the loop: no provider call ever runs inside an HTTP
+// handler, and after a crash the loop resumes from what is stored.
+package scheduler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gatewayhq/gateway/internal/pki"
+	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/store"
+)
+
+// Errors the API maps to HTTP statuses.
+var (
+	ErrNotFound = errors.New("cluster not found")        // 404
+	ErrInvalid  = errors.New("invalid request")          // 422
+	ErrConflict = errors.New("conflicts with its state") // 409
+)
+
+// Store is what the core needs of the database.
+type Store interface {
+	CreateCluster(ctx context.Context, c *store.Cluster) error
+	GetCluster(ctx context.Context, name string) (*store.Cluster, error)
+	ListClusters(ctx context.Context, f store.Filter) ([]*store.Cluster, error)
+	UpdateCluster(ctx context.Context, name string, fn store.UpdateFunc) (*store.Cluster, error)
+	Events(ctx context.Context, cluster string) ([]store.Event, error)
+}
+
+// Router publishes where each running cluster's scheduler and dashboard are.
+type Router interface {
+	SetRoute(cluster, owner, schedulerAddr, dashboardURL string)
+	DeleteRoute(cluster string)
+}
+
+// Config tunes the core.
+type Config struct {
+	GatewayID    string
+	Limits       Limits
+	StartTimeout time.Duration // scheduler start, from creation
+	WorkerWait   time.Duration // how long a started worker may take to connect
+	PollInterval time.Duration // health poll of running clusters
+	Concurrency  int           // clusters reconciled at once
+	CertLifetime time.Duration
+	// WorkerRestarts is how many unexpected worker exits a cluster absorbs
+	// by starting replacements before it is failed.
+	WorkerRestarts int
+}
+
+func (c *Config) setDefaults() {
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 60 * time.Second
+	}
+	if c.WorkerWait <= 0 {
+		c.WorkerWait = 60 * time.Second
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 5 * time.Second
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 8
+	}
+	if c.CertLifetime <= 0 {
+		c.CertLifetime = 30 * 24 * time.Hour
+	}
+	if c.Limits.MaxWorkers <= 0 {
+		c.Limits.MaxWorkers = 50
+	}
+	if c.Limits.MaxWorkerThreads <= 0 {
+		c.Limits.MaxWorkerThreads = 64
+	}
+	if c.Limits.MaxWorkerMemory <= 0 {
+		c.Limits.MaxWorkerMemory = 256
+	}
+	if c.WorkerRestarts < 0 {
+		c.WorkerRestarts = 0
+	}
+}
+
+// Core is the scheduling core.
+type Core struct {
+	cfg      Config
+	store    Store
+	provider providers.Provider
+	router   Router
+	log      *slog.Logger
+	now      func() time.Time
+	http     *http.Client
+	queue    *queue
+
+	mu       sync.Mutex
+	watchers map[string]chan struct{} // closed on every change of the cluster
+	restarts map[string]int           // unexpected worker exits per cluster, this process
+}
+
+// New makes a core. Run starts its loop.
+func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger) *Core {
+	cfg.setDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Core{
+		cfg: cfg, store: st, provider: p, router: r, log: log, now: time.Now,
+		http:     &http.Client{Timeout: 3 * time.Second},
+		queue:    newQueue(),
+		watchers: map[string]chan struct{}{},
+		restarts: map[string]int{},
+	}
+}
+
+// SetClock replaces the clock (tests).
+func (c *Core) SetClock(now func() time.Time) { c.now = now }
+
+// Limits returns the per-cluster limits.
+func (c *Core) Limits() Limits { return c.cfg.Limits }
+
+// ProviderName is the backend new clusters go to.
+func (c *Core) ProviderName() string { return c.provider.Name() }
+
+// Run reconciles until ctx ends. On start it queues every active cluster,
+// which re-adopts what an earlier process left running.
+func (c *Core) Run(ctx context.Context) error {
+	active, err := c.store.ListClusters(ctx, store.Filter{Statuses: []store.Status{store.Pending, store.Starting, store.Running, store.Stopping}})
+	if err != nil {
+		return fmt.Errorf("scheduler: load clusters: %w", err)
+	}
+	for _, cl := range active {
+		c.queue.Add(cl.Name)
+	}
+	c.log.Info("scheduling core started", "active_clusters", len(active), "provider", c.provider.Name())
+	var wg sync.WaitGroup
+	for i := 0; i < c.cfg.Concurrency; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.worker(ctx)
+		}()
+	}
+	<-ctx.Done()
+	c.queue.Shutdown()
+	wg.Wait()
+	return nil
+}
+
+func (c *Core) worker(ctx context.Context) {
+	for {
+		name, ok := c.queue.Get()
+		if !ok {
+			return
+		}
+		after, err := c.reconcile(ctx, name)
+		c.queue.Done(name)
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("reconcile failed; retrying", "cluster", name, "err", err)
+			if after <= 0 {
+				after = time.Second
+			}
+		}
+		if after > 0 {
+			c.queue.AddAfter(name, after)
+		}
+	}
+}
+
+func (c *Core) notify(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch, ok := c.watchers[name]; ok {
+		close(ch)
+		delete(c.watchers, name)
+	}
+}
+
+func (c *Core) changed(name string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.watchers[name]
+	if !ok {
+		ch = make(chan struct{})
+		c.watchers[name] = ch
+	}
+	return ch
+}
+
+// update applies fn to the stored cluster and wakes any waiters.
+func (c *Core) update(ctx context.Context, name string, fn store.UpdateFunc) (*store.Cluster, error) {
+	cl, err := c.store.UpdateCluster(ctx, name, fn)
+	if err == nil {
+		c.notify(name)
+	}
+	return cl, err
+}
+
+// errStale aborts an update whose premise no longer holds: someone else
+// changed the cluster since it was read. The loop simply runs again.
+var errStale = errors.New("cluster changed meanwhile")
+
+// ---- requests ----
+
+// NewName makes a cluster name: 16 hex digits, short enough for the SNI
+// label limit and unguessable enough not to collide.
+func NewName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ValidName reports whether s could be a cluster name, so malformed names are
+// refused before they reach the store or a route.
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > 51 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Create validates the options and records a new PENDING cluster. The
+// reconcile loop does the rest.
+func (c *Core) Create(ctx context.Context, owner string, raw map[string]json.RawMessage) (*store.Cluster, error) {
+	opts, err := c.cfg.Limits.ParseOptions(raw)
+	if err != nil {
+		return nil, err
+	}
+	optJSON, _ := json.Marshal(opts)
+	for attempt := 0; ; attempt++ {
+		name := NewName()
+		pair, err := pki.ClusterCert(name, c.cfg.CertLifetime, c.now())
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: %w", err)
+		}
+		cl := &store.Cluster{
+			Name: name, Owner: owner, Status: store.Pending, Phase: "queued", Provider: c.provider.Name(),
+			Options: string(optJSON), DesiredWorkers: opts.Workers, TLSCert: pair.CertPEM, TLSKey: pair.KeyPEM,
+			CreatedAt: c.now(),
+		}
+		err = c.store.CreateCluster(ctx, cl)
+		if errors.Is(err, store.ErrExists) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: %w", err)
+		}
+		c.log.Info("cluster requested", "cluster", name, "owner", owner, "workers", opts.Workers)
+		c.queue.Add(name)
+		return cl, nil
+	}
+}
+
+// Get returns the owner's cluster. Another user's cluster is reported as not
+// found, so that names do not leak.
+func (c *Core) Get(ctx context.Context, owner, name string) (*store.Cluster, error) {
+	if !ValidName(name) {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	cl, err := c.store.GetCluster(ctx, name)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && cl.Owner != owner) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	return cl, nil
+}
+
+// Wait returns the owner's cluster once it has left PENDING and STARTING, or
+// when timeout passes, whichever comes first.
+func (c *Core) Wait(ctx context.Context, owner, name string, timeout time.Duration) (*store.Cluster, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		ch := c.changed(name)
+		cl, err := c.Get(ctx, owner, name)
+		if err != nil || (cl.Status != store.Pending && cl.Status != store.Starting) {
+			return cl, err
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return cl, nil
+		case <-ctx.Done():
+			return cl, nil
+		case <-time.After(time.Second): // another replica may have changed it
+		}
+	}
+}
+
+// List returns the owner's clusters with the given statuses (all when none).
+func (c *Core) List(ctx context.Context, owner string, statuses []store.Status) ([]*store.Cluster, error) {
+	cls, err := c.store.ListClusters(ctx, store.Filter{Owner: owner, Statuses: statuses})
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	return cls, nil
+}
+
+// Events returns the owner's cluster's lifecycle events.
+func (c *Core) Events(ctx context.Context, owner, name string) ([]store.Event, error) {
+	if _, err := c.Get(ctx, owner, name); err != nil {
+		return nil, err
+	}
+	return c.store.Events(ctx, name)
+}
+
+// Scale sets the wanted number of workers. A count above the per-cluster
+// limit is clamped, and the returned message says so.
+func (c *Core) Scale(ctx context.Context, owner, name string, count int) (msg string, err error) {
+	if _, err := c.Get(ctx, owner, name); err != nil {
+		return "", err
+	}
+	if count < 0 {
+		return "", fmt.Errorf("%w: scale expects a non-negative number of workers, got %d", ErrInvalid, count)
+	}
+	if max := c.cfg.Limits.MaxWorkers; count > max {
+		msg = fmt.Sprintf("Scale request of %d workers would exceed the limit of %d workers per cluster; scaling to %d instead.", count, max, max)
+		count = max
+	}
+	_, err = c.update(ctx, name, func(cl *store.Cluster) (store.Event, error) {
+		if !cl.Status.Active() || cl.Status == store.Stopping {
+			return store.Event{}, fmt.Errorf("%w: cluster %s is %s; only a pending or running cluster can be scaled", ErrConflict, name, cl.Status)
+		}
+		if cl.DesiredWorkers == count {
+			return store.Event{}, nil
+		}
+		from := cl.DesiredWorkers
+		cl.DesiredWorkers = count
+		return store.Event{Kind: "scale", Message: fmt.Sprintf("%d -> %d workers by %s", from, count, owner)}, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	c.queue.Add(name)
+	return msg, nil
+}
+
+// Stop asks for the cluster to be stopped. Stopping a stopped cluster is
+// not an error.
+func (c *Core) Stop(ctx context.Context, owner, name, why string) error {
+	if _, err := c.Get(ctx, owner, name); err != nil {
+		return err
+	}
+	_, err := c.update(ctx, name, func(cl *store.Cluster) (store.Event, error) {
+		if !cl.Status.Active() || cl.Status == store.Stopping {
+			return store.Event{}, nil
+		}
+		cl.Status, cl.Phase, cl.Reason = store.Stopping, "stopping", why
+		return store.Event{Kind: "stop", Message: why}, nil
+	})
+	if err != nil {
+		return err
+	}
+	c.queue.Add(name)
+	return nil
+}
+
+// Logs writes the cluster's logs when the provider keeps them.
+func (c *Core) Logs(ctx context.Context, owner, name string, tail int, w io.Writer) error {
+	if _, err := c.Get(ctx, owner, name); err != nil {
+		return err
+	}
+	lr, ok := c.provider.(providers.LogReader)
+	if !ok {
+		return fmt.Errorf("%w: the %s provider does not keep logs", ErrInvalid, c.provider.Name())
+	}
+	err := lr.Logs(ctx, name, tail, w)
+	if errors.Is(err, providers.ErrNotFound) {
+		return fmt.Errorf("%w: cluster %s has no logs yet", ErrNotFound, name)
+	}
+	return err
+}
+
+// Shutdown stops every active cluster of this gateway (used when the
+// gateway is configured to stop its clusters on exit).
+func (c *Core) Shutdown(ctx context.Context) {
+	active, err := c.store.ListClusters(ctx, store.Filter{Statuses: []store.Status{store.Pending, store.Starting, store.Running, store.Stopping}})
+	if err != nil {
+		c.log.Error("shutdown: cannot list clusters", "err", err)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, cl := range active {
+		if cl.Provider != c.provider.Name() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.provider.StopCluster(ctx, cl.Name); err != nil {
+				c.log.Error("shutdown: stop cluster", "cluster", cl.Name, "err", err)
+				return
+			}
+			c.router.DeleteRoute(cl.Name)
+			_, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+				x.Status, x.Phase, x.Reason, x.StoppedAt, x.ReadyWorkers = store.Stopped, "stopped", "the gateway shut down", c.now(), 0
+				return store.Event{Kind: "stopped", Message: "the gateway shut down"}, nil
+			})
+			if err != nil {
+				c.log.Error("shutdown: record stop", "cluster", cl.Name, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// ---- the reconcile loop ----
+
+func (c *Core) spec(cl *store.Cluster) providers.ClusterSpec {
+	var o Options
+	_ = json.Unmarshal([]byte(cl.Options), &o)
+	return providers.ClusterSpec{
+		Name: cl.Name, Owner: cl.Owner, GatewayID: c.cfg.GatewayID,
+		TLSCert: cl.TLSCert, TLSKey: cl.TLSKey,
+		DashboardPrefix: "/clusters/" + cl.Name,
+		WorkerThreads:   o.WorkerThreads,
+		WorkerMemory:    int64(math.Round(o.WorkerMemory * (1 << 30))),
+	}
+}
+
+// reconcile moves one cluster one or more steps towards its goal and says
+// when to look at it again (0: only when something changes).
+func (c *Core) reconcile(ctx context.Context, name string) (time.Duration, error) {
+	cl, err := c.store.GetCluster(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		c.router.DeleteRoute(name)
+		return 0, nil
+	}
+	if err != nil {
+		return time.Second, err
+	}
+	switch cl.Status {
+	case store.Pending:
+		_, err := c.update(ctx, name, func(x *store.Cluster) (store.Event, error) {
+			if x.Status != store.Pending {
+				return store.Event{}, errStale
+			}
+			x.Status, x.Phase = store.Starting, "starting scheduler"
+			return store.Event{Kind: "starting", Message: "starting the scheduler on " + c.provider.Name()}, nil
+		})
+		if err != nil && !errors.Is(err, errStale) {
+			return time.Second, err
+		}
+		return 1, nil // at once
+	case store.Starting:
+		return c.reconcileStarting(ctx, cl)
+	case store.Running:
+		return c.reconcileRunning(ctx, cl)
+	case store.Stopping:
+		return c.reconcileStopping(ctx, cl)
+	default: // STOPPED, FAILED: nothing runs; make sure nothing routes there
+		c.router.DeleteRoute(name)
+		return 0, nil
+	}
+}
+
+func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.Duration, error) {
+	if age := c.now().Sub(cl.CreatedAt); age > c.cfg.StartTimeout {
+		reason := fmt.Sprintf("the scheduler did not start within %s", c.cfg.StartTimeout)
+		if tail := c.logTail(ctx, cl.Name); tail != "" {
+			reason += "; last lines of its log:\n" + tail
+		}
+		return 0, c.fail(ctx, cl, reason)
+	}
+	if err := c.provider.StartScheduler(ctx, c.spec(cl)); err != nil {
+		return 0, c.fail(ctx, cl, "could not start the scheduler: "+err.Error())
+	}
+	members, err := c.provider.Describe(ctx, cl.Name)
+	if err != nil {
+		return time.Second, err
+	}
+	sched := findScheduler(members)
+	switch {
+	case sched == nil:
+		return 200 * time.Millisecond, nil
+	case sched.State == providers.StateStopped:
+		return 0, c.fail(ctx, cl, "the scheduler failed to start: "+orDefault(sched.Reason, "it exited"))
+	case sched.State != providers.StateRunning || sched.Address == "":
+		return 100 * time.Millisecond, nil
+	}
+	c.router.SetRoute(cl.Name, cl.Owner, sched.Address, sched.DashboardURL)
+	_, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+		if x.Status != store.Starting {
+			return store.Event{}, errStale
+		}
+		x.Status, x.StartedAt = store.Running, c.now()
+		x.SchedulerAddress, x.DashboardAddress = sched.Address, sched.DashboardURL
+		x.Phase = workerPhase(0, x.DesiredWorkers)
+		return store.Event{Kind: "running", Message: "scheduler ready at " + sched.Address}, nil
+	})
+	if errors.Is(err, errStale) {
+		return 1, nil
+	}
+	if err != nil {
+		return time.Second, err
+	}
+	c.log.Info("cluster running", "cluster", cl.Name, "scheduler", sched.Address, "startup", c.now().Sub(cl.CreatedAt).Round(time.Millisecond))
+	return 1, nil
+}
+
+func workerPhase(ready, desired int) string {
+	if ready >= desired {
+		return "running"
+	}
+	return fmt.Sprintf("waiting for workers %d/%d", ready, desired)
+}
+
+func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Duration, error) {
+	members, err := c.provider.Describe(ctx, cl.Name)
+	if err != nil {
+		return time.Second, err
+	}
+	sched := findScheduler(members)
+	if sched == nil || sched.State == providers.StateStopped {
+		reason := "the scheduler is gone"
+		if sched != nil && sched.Reason != "" {
+			reason = "the scheduler stopped: " + sched.Reason
+		}
+		return 0, c.fail(ctx, cl, reason)
+	}
+	if sched.Address != "" && (sched.Address != cl.SchedulerAddress || sched.DashboardURL != cl.DashboardAddress) {
+		// A re-adopted or restarted scheduler may have moved.
+		cl, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+			x.SchedulerAddress, x.DashboardAddress = sched.Address, sched.DashboardURL
+			return store.Event{}, nil
+		})
+		if err != nil {
+			return time.Second, err
+		}
+	}
+	c.router.SetRoute(cl.Name, cl.Owner, cl.SchedulerAddress, cl.DashboardAddress)
+
+	var alive []providers.Member
+	for _, m := range members {
+		if m.Role != providers.RoleWorker {
+			continue
+		}
+		if m.State == providers.StateStopped {
+			// It exited without being asked: forget it and count it.
+			_ = c.provider.StopWorker(ctx, cl.Name, m.Name)
+			c.mu.Lock()
+			c.restarts[cl.Name]++
+			n := c.restarts[cl.Name]
+			c.mu.Unlock()
+			c.log.Warn("worker exited", "cluster", cl.Name, "worker", m.Name, "reason", m.Reason)
+			c.event(ctx, cl.Name, "worker-exited", m.Name+": "+m.Reason)
+			if n > c.cfg.WorkerRestarts {
+				return 0, c.fail(ctx, cl, fmt.Sprintf("workers keep exiting (%d exits; the limit is %d). Last: %s", n, c.cfg.WorkerRestarts, m.Reason))
+			}
+			continue
+		}
+		alive = append(alive, m)
+	}
+
+	if missing := cl.DesiredWorkers - len(alive); missing > 0 {
+		// Record the names before starting anything: a crash between the
+		// two can then never start a worker twice under one name.
+		first := cl.NextWorkerSeq
+		cl, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+			if x.Status != store.Running || x.NextWorkerSeq != first {
+				return store.Event{}, errStale
+			}
+			x.NextWorkerSeq += missing
+			return store.Event{}, nil
+		})
+		if errors.Is(err, errStale) {
+			return 1, nil
+		}
+		if err != nil {
+			return time.Second, err
+		}
+		spec := c.spec(cl)
+		for seq := first; seq < first+missing; seq++ {
+			w := "worker-" + strconv.Itoa(seq)
+			if err := c.provider.StartWorker(ctx, spec, w, cl.SchedulerAddress); err != nil {
+				return 0, c.fail(ctx, cl, fmt.Sprintf("could not start %s: %v", w, err))
+			}
+		}
+	} else if extra := len(alive) - cl.DesiredWorkers; extra > 0 {
+		// Stop the newest first: the oldest hold the most data.
+		sort.Slice(alive, func(i, j int) bool { return workerSeq(alive[i].Name) > workerSeq(alive[j].Name) })
+		for _, m := range alive[:extra] {
+			if err := c.provider.StopWorker(ctx, cl.Name, m.Name); err != nil {
+				return time.Second, err
+			}
+		}
+	}
+
+	ready, err := c.connectedWorkers(ctx, cl)
+	if err != nil {
+		c.log.Debug("scheduler not answering", "cluster", cl.Name, "err", err)
+		return c.cfg.PollInterval / 5, nil
+	}
+	phase := workerPhase(ready, cl.DesiredWorkers)
+	if ready != cl.ReadyWorkers || phase != cl.Phase {
+		_, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+			if x.Status != store.Running {
+				return store.Event{}, errStale
+			}
+			x.ReadyWorkers, x.Phase = ready, workerPhase(ready, x.DesiredWorkers)
+			return store.Event{}, nil
+		})
+		if err != nil && !errors.Is(err, errStale) {
+			return time.Second, err
+		}
+	}
+	if ready != cl.DesiredWorkers {
+		return 250 * time.Millisecond, nil
+	}
+	return c.cfg.PollInterval, nil
+}
+
+func workerSeq(name string) int {
+	n, err := strconv.Atoi(strings.TrimPrefix(name, "worker-"))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// connectedWorkers asks the scheduler how many workers it has.
+func (c *Core) connectedWorkers(ctx context.Context, cl *store.Cluster) (int, error) {
+	if cl.DashboardAddress == "" {
+		return 0, errors.New("no dashboard address")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cl.DashboardAddress+"/clusters/"+cl.Name+"/json/counts.json", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("counts: %s", resp.Status)
+	}
+	var counts struct {
+		Workers int `json:"workers"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&counts); err != nil {
+		return 0, err
+	}
+	return counts.Workers, nil
+}
+
+func (c *Core) reconcileStopping(ctx context.Context, cl *store.Cluster) (time.Duration, error) {
+	c.router.DeleteRoute(cl.Name)
+	if err := c.provider.StopCluster(ctx, cl.Name); err != nil {
+		return time.Second, fmt.Errorf("stop cluster: %w", err)
+	}
+	_, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+		if x.Status != store.Stopping {
+			return store.Event{}, errStale
+		}
+		x.Status, x.Phase, x.StoppedAt, x.ReadyWorkers = store.Stopped, "stopped", c.now(), 0
+		return store.Event{Kind: "stopped", Message: orDefault(x.Reason, "stopped")}, nil
+	})
+	if err != nil && !errors.Is(err, errStale) {
+		return time.Second, err
+	}
+	c.forget(cl.Name)
+	c.log.Info("cluster stopped", "cluster", cl.Name)
+	return 0, nil
+}
+
+// fail stops whatever runs of the cluster and records why it failed.
+func (c *Core) fail(ctx context.Context, cl *store.Cluster, reason string) error {
+	c.router.DeleteRoute(cl.Name)
+	if err := c.provider.StopCluster(ctx, cl.Name); err != nil {
+		return fmt.Errorf("clean up failed cluster: %w", err)
+	}
+	_, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+		if !x.Status.Active() {
+			return store.Event{}, errStale
+		}
+		if x.Status == store.Stopping { // a stop was asked: honour it as a stop
+			x.Status, x.Phase, x.StoppedAt, x.ReadyWorkers = store.Stopped, "stopped", c.now(), 0
+			return store.Event{Kind: "stopped", Message: orDefault(x.Reason, "stopped")}, nil
+		}
+		x.Status, x.Phase, x.Reason, x.StoppedAt, x.ReadyWorkers = store.Failed, "failed", reason, c.now(), 0
+		return store.Event{Kind: "failed", Message: reason}, nil
+	})
+	c.forget(cl.Name)
+	if errors.Is(err, errStale) {
+		return nil
+	}
+	if err == nil {
+		c.log.Warn("cluster failed", "cluster", cl.Name, "reason", firstLine(reason))
+	}
+	return err
+}
+
+func (c *Core) forget(name string) {
+	c.mu.Lock()
+	delete(c.restarts, name)
+	c.mu.Unlock()
+}
+
+func (c *Core) event(ctx context.Context, name, kind, msg string) {
+	_, err := c.update(ctx, name, func(*store.Cluster) (store.Event, error) {
+		return store.Event{Kind: kind, Message: msg}, nil
+	})
+	if err != nil {
+		c.log.Warn("record event", "cluster", name, "err", err)
+	}
+}
+
+func (c *Core) logTail(ctx context.Context, name string) string {
+	lr, ok := c.provider.(providers.LogReader)
+	if !ok {
+		return ""
+	}
+	var b strings.Builder
+	_ = lr.Logs(ctx, name, 15, &b)
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func findScheduler(ms []providers.Member) *providers.Member {
+	for i := range ms {
+		if ms[i].Role == providers.RoleScheduler {
+			return &ms[i]
+		}
+	}
+	return nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

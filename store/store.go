@@ -1,0 +1,490 @@
+// Package store keeps the gateway's durable state: clusters and their
+// lifecycle events. It speaks SQL through database/sql so that SQLite
+// (modernc.org/sqlite, pure Go) and PostgreSQL share one implementation and
+// one set of migrations; dialect differences are confined to this package.
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Errors callers match with errors.Is.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrExists   = errors.New("already exists")
+)
+
+// Status is a cluster's lifecycle state.
+type Status string
+
+// The lifecycle: PENDING -> STARTING -> RUNNING -> STOPPING -> STOPPED, or
+// FAILED (with a reason) from any state before STOPPED.
+const (
+	Pending  Status = "PENDING"
+	Starting Status = "STARTING"
+	Running  Status = "RUNNING"
+	Stopping Status = "STOPPING"
+	Stopped  Status = "STOPPED"
+	Failed   Status = "FAILED"
+)
+
+// AllStatuses lists every status in lifecycle order.
+var AllStatuses = []Status{Pending, Starting, Running, Stopping, Stopped, Failed}
+
+// Active reports whether a cluster in this status may hold resources.
+func (s Status) Active() bool { return s == Pending || s == Starting || s == Running || s == Stopping }
+
+// ParseStatus accepts a status name in any case.
+func ParseStatus(s string) (Status, error) {
+	up := Status(strings.ToUpper(strings.TrimSpace(s)))
+	for _, v := range AllStatuses {
+		if v == up {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("unknown status %q (want one of PENDING, STARTING, RUNNING, STOPPING, STOPPED, FAILED)", s)
+}
+
+// Cluster is one stored cluster.
+type Cluster struct {
+	Name     string
+	Owner    string
+	Status   Status
+	Phase    string // human-readable progress detail
+	Reason   string // why it failed or stopped
+	Provider string
+	Options  string // JSON object of the validated cluster options
+
+	DesiredWorkers int
+	NextWorkerSeq  int // the next worker's sequence number; names are never reused
+	ReadyWorkers   int // workers connected to the scheduler, last observed
+
+	TLSCert []byte
+	TLSKey  []byte
+
+	SchedulerAddress string // where the proxy dials the scheduler (host:port)
+	DashboardAddress string // base URL of the scheduler's HTTP server
+
+	CreatedAt time.Time
+	StartedAt time.Time // zero until RUNNING
+	StoppedAt time.Time // zero until STOPPED or FAILED
+	UpdatedAt time.Time
+	Version   int64
+}
+
+// Event is one entry of a cluster's lifecycle log.
+type Event struct {
+	At      time.Time
+	Kind    string
+	Message string
+}
+
+// Filter selects clusters. Zero fields select everything.
+type Filter struct {
+	Owner    string
+	Statuses []Status
+}
+
+type dialect int
+
+const (
+	sqlite dialect = iota
+	postgres
+)
+
+// DB is the store.
+type DB struct {
+	db      *sql.DB
+	dialect dialect
+	now     func() time.Time
+}
+
+// Open opens (creating if needed) the store named by url and applies pending
+// migrations. Accepted forms: "sqlite:///abs/path.db", "sqlite://rel/path.db",
+// a bare file path, or "postgres://..." (see OpenPostgres).
+func Open(ctx context.Context, rawURL string) (*DB, error) {
+	switch {
+	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+		return nil, fmt.Errorf("store: PostgreSQL is not built into this version yet; use a sqlite:// URL for database.url")
+	case strings.HasPrefix(rawURL, "sqlite://"):
+		return openSQLite(ctx, strings.TrimPrefix(rawURL, "sqlite://"))
+	case strings.Contains(rawURL, "://"):
+		u, _ := url.Parse(rawURL)
+		scheme := rawURL
+		if u != nil {
+			scheme = u.Scheme
+		}
+		return nil, fmt.Errorf("store: unsupported database.url scheme %q (want sqlite:// or postgres://)", scheme)
+	case rawURL == "":
+		return nil, errors.New("store: database.url is empty")
+	default:
+		return openSQLite(ctx, rawURL)
+	}
+}
+
+func openSQLite(ctx context.Context, path string) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("store: sqlite URL has no file path")
+	}
+	if path != ":memory:" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("store: create directory for %s: %w", path, err)
+		}
+	}
+	// _txlock=immediate takes the write lock at BEGIN, so two writers never
+	// deadlock upgrading read locks; busy_timeout makes them queue instead.
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if path == ":memory:" {
+		db.SetMaxOpenConns(1) // each connection would see its own database
+	}
+	s := &DB{db: db, dialect: sqlite, now: time.Now}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close releases the database.
+func (s *DB) Close() error { return s.db.Close() }
+
+// SetClock replaces the clock used for timestamps (tests).
+func (s *DB) SetClock(now func() time.Time) { s.now = now }
+
+func (s *DB) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+		return fmt.Errorf("store: create migrations table: %w", err)
+	}
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return fmt.Errorf("store: list migrations: %w", err)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		version := strings.TrimSuffix(filepath.Base(name), ".sql")
+		body, err := migrationFS.ReadFile(name)
+		if err != nil {
+			return fmt.Errorf("store: read migration %s: %w", name, err)
+		}
+		if err := s.apply(ctx, version, string(body)); err != nil {
+			return fmt.Errorf("store: migration %s: %w", version, err)
+		}
+	}
+	return nil
+}
+
+func (s *DB) apply(ctx context.Context, version, body string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	var n int
+	if err := tx.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), version).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	autoID := "INTEGER PRIMARY KEY AUTOINCREMENT"
+	if s.dialect == postgres {
+		autoID = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+	}
+	body = strings.ReplaceAll(body, "{{AUTOID}}", autoID)
+	for _, stmt := range splitStatements(body) {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("%w\n%s", err, stmt)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`), version, s.now().UnixMilli()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// splitStatements splits a migration on semicolons that end a line, dropping
+// comment-only lines. Migrations are ours, so this simple rule is enough.
+func splitStatements(body string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(body, "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteString("\n")
+		if strings.HasSuffix(t, ";") {
+			out = append(out, strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
+			cur.Reset()
+		}
+	}
+	if strings.TrimSpace(cur.String()) != "" {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// rebind turns ? placeholders into $n for PostgreSQL.
+func (s *DB) rebind(q string) string {
+	if s.dialect != postgres {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+const clusterColumns = `name, owner, status, phase, reason, provider, options, desired_workers, next_worker_seq,
+ready_workers, tls_cert, tls_key, scheduler_address, dashboard_address, created_at, started_at, stopped_at,
+updated_at, version`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanCluster(r scanner) (*Cluster, error) {
+	var c Cluster
+	var status, cert, key string
+	var created, started, stopped, updated int64
+	err := r.Scan(&c.Name, &c.Owner, &status, &c.Phase, &c.Reason, &c.Provider, &c.Options, &c.DesiredWorkers,
+		&c.NextWorkerSeq, &c.ReadyWorkers, &cert, &key, &c.SchedulerAddress, &c.DashboardAddress, &created,
+		&started, &stopped, &updated, &c.Version)
+	if err != nil {
+		return nil, err
+	}
+	c.Status = Status(status)
+	c.TLSCert, c.TLSKey = []byte(cert), []byte(key)
+	c.CreatedAt, c.StartedAt, c.StoppedAt, c.UpdatedAt = fromMillis(created), fromMillis(started), fromMillis(stopped), fromMillis(updated)
+	return &c, nil
+}
+
+func fromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// CreateCluster inserts a new cluster with an event. It fails with ErrExists
+// when the name is taken.
+func (s *DB) CreateCluster(ctx context.Context, c *Cluster) error {
+	now := s.now()
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = now
+	}
+	c.UpdatedAt = now
+	c.Version = 1
+	if c.Options == "" {
+		c.Options = "{}"
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	var n int
+	if err := tx.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM clusters WHERE name = ?`), c.Name).Scan(&n); err != nil {
+		return fmt.Errorf("store: create cluster: %w", err)
+	}
+	if n > 0 {
+		return fmt.Errorf("store: cluster %s: %w", c.Name, ErrExists)
+	}
+	_, err = tx.ExecContext(ctx, s.rebind(`INSERT INTO clusters (`+clusterColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`),
+		c.Name, c.Owner, string(c.Status), c.Phase, c.Reason, c.Provider, c.Options, c.DesiredWorkers, c.NextWorkerSeq,
+		c.ReadyWorkers, string(c.TLSCert), string(c.TLSKey), c.SchedulerAddress, c.DashboardAddress, millis(c.CreatedAt),
+		millis(c.StartedAt), millis(c.StoppedAt), millis(c.UpdatedAt), c.Version)
+	if err != nil {
+		return fmt.Errorf("store: create cluster: %w", err)
+	}
+	if err := s.addEvent(ctx, tx, c.Name, "created", fmt.Sprintf("by %s, %d workers requested", c.Owner, c.DesiredWorkers)); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: create cluster: %w", err)
+	}
+	return nil
+}
+
+// GetCluster returns one cluster, or ErrNotFound.
+func (s *DB) GetCluster(ctx context.Context, name string) (*Cluster, error) {
+	row := s.db.QueryRowContext(ctx, s.rebind(`SELECT `+clusterColumns+` FROM clusters WHERE name = ?`), name)
+	c, err := scanCluster(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: cluster %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get cluster: %w", err)
+	}
+	return c, nil
+}
+
+// ListClusters returns the clusters matching f, newest first.
+func (s *DB) ListClusters(ctx context.Context, f Filter) ([]*Cluster, error) {
+	q := `SELECT ` + clusterColumns + ` FROM clusters`
+	var where []string
+	var args []any
+	if f.Owner != "" {
+		where = append(where, "owner = ?")
+		args = append(args, f.Owner)
+	}
+	if len(f.Statuses) > 0 {
+		ph := make([]string, len(f.Statuses))
+		for i, st := range f.Statuses {
+			ph[i] = "?"
+			args = append(args, string(st))
+		}
+		where = append(where, "status IN ("+strings.Join(ph, ",")+")")
+	}
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, name"
+	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list clusters: %w", err)
+	}
+	defer rows.Close()
+	var out []*Cluster
+	for rows.Next() {
+		c, err := scanCluster(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list clusters: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list clusters: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateFunc changes a cluster in place and returns the event to record
+// ("" kind records none). Returning an error aborts the update.
+type UpdateFunc func(c *Cluster) (Event, error)
+
+// UpdateCluster reads a cluster, applies fn and writes it back in one
+// transaction, so concurrent intents (an API scale and the reconcile loop)
+// never overwrite each other. It returns the updated cluster.
+func (s *DB) UpdateCluster(ctx context.Context, name string, fn UpdateFunc) (*Cluster, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("store: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	q := `SELECT ` + clusterColumns + ` FROM clusters WHERE name = ?`
+	if s.dialect == postgres {
+		q += " FOR UPDATE"
+	}
+	c, err := scanCluster(tx.QueryRowContext(ctx, s.rebind(q), name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: cluster %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: update cluster: %w", err)
+	}
+	before := *c
+	ev, err := fn(c)
+	if err != nil {
+		return nil, err
+	}
+	if c.Name != before.Name || c.Owner != before.Owner {
+		return nil, errors.New("store: a cluster's name and owner cannot change")
+	}
+	if ev.Kind == "" && sameCluster(c, &before) {
+		return c, nil // nothing changed: spare the write
+	}
+	c.UpdatedAt = s.now()
+	c.Version = before.Version + 1
+	_, err = tx.ExecContext(ctx, s.rebind(`UPDATE clusters SET status=?, phase=?, reason=?, provider=?, options=?,
+desired_workers=?, next_worker_seq=?, ready_workers=?, tls_cert=?, tls_key=?, scheduler_address=?,
+dashboard_address=?, started_at=?, stopped_at=?, updated_at=?, version=? WHERE name=? AND version=?`),
+		string(c.Status), c.Phase, c.Reason, c.Provider, c.Options, c.DesiredWorkers, c.NextWorkerSeq, c.ReadyWorkers,
+		string(c.TLSCert), string(c.TLSKey), c.SchedulerAddress, c.DashboardAddress, millis(c.StartedAt),
+		millis(c.StoppedAt), millis(c.UpdatedAt), c.Version, c.Name, before.Version)
+	if err != nil {
+		return nil, fmt.Errorf("store: update cluster: %w", err)
+	}
+	if ev.Kind != "" {
+		if err := s.addEvent(ctx, tx, c.Name, ev.Kind, ev.Message); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("store: update cluster: %w", err)
+	}
+	return c, nil
+}
+
+func sameCluster(a, b *Cluster) bool {
+	x, y := *a, *b
+	if !bytes.Equal(x.TLSCert, y.TLSCert) || !bytes.Equal(x.TLSKey, y.TLSKey) {
+		return false
+	}
+	x.TLSCert, x.TLSKey, y.TLSCert, y.TLSKey = nil, nil, nil, nil
+	return reflect.DeepEqual(x, y)
+}
+
+func (s *DB) addEvent(ctx context.Context, tx *sql.Tx, cluster, kind, msg string) error {
+	_, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO cluster_events (cluster, at, kind, message) VALUES (?, ?, ?, ?)`),
+		cluster, s.now().UnixMilli(), kind, msg)
+	if err != nil {
+		return fmt.Errorf("store: add event: %w", err)
+	}
+	return nil
+}
+
+// Events returns a cluster's lifecycle events, oldest first.
+func (s *DB) Events(ctx context.Context, cluster string) ([]Event, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT at, kind, message FROM cluster_events WHERE cluster = ? ORDER BY id`), cluster)
+	if err != nil {
+		return nil, fmt.Errorf("store: events: %w", err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var at int64
+		if err := rows.Scan(&at, &e.Kind, &e.Message); err != nil {
+			return nil, fmt.Errorf("store: events: %w", err)
+		}
+		e.At = time.UnixMilli(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
