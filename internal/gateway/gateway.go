@@ -48,11 +48,11 @@ type Gateway struct {
 
 // New opens everything the gateway needs and binds its port, but serves
 // nothing until Run.
-func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version string) (g *Gateway, err error) {
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version string) (_ *Gateway, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("gateway: create data_dir: %w", err)
 	}
-	g = &Gateway{cfg: cfg, log: log, routes: routes.New(), PublicURL: cfg.PublicURL}
+	g := &Gateway{cfg: cfg, log: log, routes: routes.New(), PublicURL: cfg.PublicURL}
 	defer func() {
 		if err != nil {
 			g.closeAll()

@@ -192,6 +192,9 @@ func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, 
 		"--tls-ca-file", cert, "--tls-cert", cert, "--tls-key", key,
 		"--nthreads", strconv.Itoa(threads), "--name", worker,
 		"--no-dashboard",
+		// Spill space per worker inside the cluster's folder, not a /tmp
+		// directory shared with every other user's workers.
+		"--local-directory", filepath.Join(p.clusterDir(spec.Name), worker+"-space"),
 		// A worker whose scheduler is gone exits by itself: no orphans
 		// even if the gateway is not there to stop it.
 		"--death-timeout", "60")
@@ -493,6 +496,10 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 	// The key is only needed while members run; logs stay for `gateway logs`.
 	for _, f := range []string{"tls.key", "tls.crt", "scheduler.json"} {
 		_ = os.Remove(filepath.Join(dir, f))
+	}
+	spaces, _ := filepath.Glob(filepath.Join(dir, "*-space"))
+	for _, s := range spaces {
+		_ = os.RemoveAll(s)
 	}
 	return nil
 }

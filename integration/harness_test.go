@@ -1,0 +1,312 @@
+// Package integration runs the real gateway binary against real Dask
+// schedulers and workers (Debian's python3-distributed), the way a user
+// does: gateway dev in one process, the CLI and a Python client in others.
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// python is the interpreter with Dask that the tests drive.
+const python = "/usr/bin/python3"
+
+var buildOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// gatewayBinary builds the gateway once per test run.
+func gatewayBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gateway-bin-")
+		if err != nil {
+			buildOnce.err = err
+			return
+		}
+		buildOnce.path = filepath.Join(dir, "gateway")
+		cmd := exec.Command("go", "build", "-race", "-o", buildOnce.path, "../cmd/gateway")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildOnce.err != nil {
+		t.Fatal(buildOnce.err)
+	}
+	return buildOnce.path
+}
+
+func requireDask(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command(python, "-c", "import distributed, dask.array; print(distributed.__version__)").CombinedOutput()
+	if err != nil {
+		t.Fatalf("these tests need Dask at %s (on Debian: apt-get install python3-distributed; scripts/test.sh installs it): %v\n%s", python, err, out)
+	}
+}
+
+// env is one user's environment: its own config and data directories.
+type env struct {
+	t       *testing.T
+	bin     string
+	home    string
+	vars    []string
+	gateway *exec.Cmd
+	gwLog   *syncBuffer
+	url     string
+	exited  chan struct{}
+}
+
+func newEnv(t *testing.T, extra ...string) *env {
+	t.Helper()
+	requireDask(t)
+	home := t.TempDir()
+	e := &env{t: t, bin: gatewayBinary(t), home: home}
+	e.vars = append(filterEnv(os.Environ()),
+		"HOME="+home,
+		"XDG_CONFIG_HOME="+filepath.Join(home, "config"),
+		"XDG_DATA_HOME="+filepath.Join(home, "data"),
+	)
+	e.vars = append(e.vars, extra...)
+	return e
+}
+
+// filterEnv drops the caller's gateway settings so tests see only their own.
+func filterEnv(in []string) []string {
+	var out []string
+	for _, kv := range in {
+		if !strings.HasPrefix(kv, "GATEWAY_") && !strings.HasPrefix(kv, "XDG_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func (e *env) dataDir() string { return filepath.Join(e.home, "data", "gateway") }
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startGateway runs `gateway dev` on a free loopback port and waits until it
+// answers.
+func (e *env) startGateway(args ...string) {
+	t := e.t
+	t.Helper()
+	cmd := exec.Command(e.bin, append([]string{"dev", "--listen", "127.0.0.1:0", "--log-level", "debug"}, args...)...)
+	cmd.Env = e.vars
+	e.gwLog = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = e.gwLog, e.gwLog
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.gateway = cmd
+	e.exited = make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(e.exited)
+	}()
+	t.Cleanup(func() { e.stopGateway(syscall.SIGTERM) })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if u := e.currentURL(); u != "" {
+			if resp, err := http.Get(u + "/api/health"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					e.url = u
+					return
+				}
+			}
+		}
+		select {
+		case <-e.exited:
+			t.Fatalf("gateway exited at start:\n%s", e.gwLog.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway did not answer within 30s:\n%s", e.gwLog.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// currentURL reads the URL gateway dev wrote to the credentials file; the
+// file is written once the port is bound.
+func (e *env) currentURL() string {
+	b, err := os.ReadFile(filepath.Join(e.home, "config", "gateway", "credentials.json"))
+	if err != nil {
+		return ""
+	}
+	var c struct {
+		Current  string `json:"current"`
+		Gateways map[string]struct {
+			Token string `json:"token"`
+		} `json:"gateways"`
+	}
+	if json.Unmarshal(b, &c) != nil {
+		return ""
+	}
+	return c.Current
+}
+
+func (e *env) token() string {
+	out, err := e.gw("print-token")
+	if err != nil {
+		e.t.Fatalf("print-token: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+// stopGateway signals the gateway and waits for it to exit.
+func (e *env) stopGateway(sig syscall.Signal) {
+	if e.gateway == nil {
+		return
+	}
+	select {
+	case <-e.exited:
+		return
+	default:
+	}
+	_ = e.gateway.Process.Signal(sig)
+	select {
+	case <-e.exited:
+	case <-time.After(60 * time.Second):
+		_ = syscall.Kill(-e.gateway.Process.Pid, syscall.SIGKILL)
+		<-e.exited
+		e.t.Errorf("gateway did not exit within 60s of %v:\n%s", sig, e.gwLog.String())
+	}
+}
+
+// gw runs the CLI and returns its combined output.
+func (e *env) gw(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.bin, args...)
+	cmd.Env = e.vars
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// gwOK runs the CLI and fails the test if it fails.
+func (e *env) gwOK(args ...string) string {
+	e.t.Helper()
+	out, err := e.gw(args...)
+	if err != nil {
+		e.t.Fatalf("gateway %s: %v\n%s\n--- gateway log:\n%s", strings.Join(args, " "), err, out, e.gwLog.String())
+	}
+	return out
+}
+
+// gwJSON runs a CLI command with -o json and decodes its standard output.
+func (e *env) gwJSON(v any, args ...string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.bin, append(args, "-o", "json")...)
+	cmd.Env = e.vars
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		e.t.Fatalf("gateway %s: %v\n%s%s\n--- gateway log:\n%s", strings.Join(args, " "), err, out, stderr.String(), e.gwLog.String())
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		e.t.Fatalf("gateway %s -o json: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// runPython runs a script with Debian's Dask and returns its output.
+func (e *env) runPython(script string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := filepath.Join(e.t.TempDir(), "script.py")
+	if err := os.WriteFile(f, []byte(script), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, python, f)
+	cmd.Env = e.vars
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// memberPIDs lists live processes marked as members of the cluster (by the
+// marker the local provider puts in their environment).
+func memberPIDs(cluster string) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "environ"))
+		if err != nil {
+			continue
+		}
+		if stat, err := os.ReadFile(filepath.Join(d, "stat")); err == nil {
+			if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+				continue // a zombie is gone for our purposes, and is its parent's to reap
+			}
+		}
+		for _, kv := range bytes.Split(b, []byte{0}) {
+			if bytes.HasPrefix(kv, []byte("GATEWAY_MEMBER="+cluster+"/")) {
+				var pid int
+				fmt.Sscanf(filepath.Base(d), "%d", &pid)
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
+
+// waitNoMembers waits until no process of the cluster remains.
+func waitNoMembers(t *testing.T, cluster string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		pids := memberPIDs(cluster)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of cluster %s still running after %s: %v", cluster, within, pids)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func lastLines(s string, n int) string {
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,166 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func writeScript(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fake-dask")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSchedulerCrashAtStart: a Dask that dies at start fails the cluster with
+// the last lines of its log, and leaves no process behind.
+func TestSchedulerCrashAtStart(t *testing.T) {
+	script := writeScript(t, `echo "starting $1"; echo "ModuleNotFoundError: No module named 'distributed'" >&2; exit 3`)
+	e := newEnv(t, "GATEWAY_PROVIDERS_LOCAL_COMMAND="+script)
+	e.startGateway()
+	out, err := e.gw("new-cluster", "--workers", "1")
+	if err == nil {
+		t.Fatalf("new-cluster succeeded with a crashing Dask:\n%s", out)
+	}
+	if !strings.Contains(out, "failed") || !strings.Contains(out, "No module named 'distributed'") {
+		t.Fatalf("new-cluster does not say why:\n%s", out)
+	}
+	var list []struct {
+		Name, State, Reason string
+	}
+	e.gwJSON(&list, "list", "--all")
+	if len(list) != 1 || list[0].State != "FAILED" {
+		t.Fatalf("list: %+v", list)
+	}
+	show := e.gwOK("show", list[0].Name)
+	for _, want := range []string{"FAILED", "scheduler exited (exit status 3)", "No module named 'distributed'", "starting scheduler"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("show lacks %q:\n%s", want, show)
+		}
+	}
+	if pids := memberPIDs(list[0].Name); len(pids) != 0 {
+		t.Errorf("processes left: %v", pids)
+	}
+}
+
+// TestMissingDask: a gateway whose Dask interpreter does not exist refuses to
+// start and says what to install or set.
+func TestMissingDask(t *testing.T) {
+	e := newEnv(t, "GATEWAY_PROVIDERS_LOCAL_PYTHON=/nonexistent/python3")
+	out, err := e.gw("dev", "--listen", "127.0.0.1:0")
+	if err == nil {
+		t.Fatal("gateway dev started without Dask")
+	}
+	for _, want := range []string{"/nonexistent/python3", "apt-get install python3-distributed", "providers.local.python"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("error lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestStopWhileStarting: a cluster stopped before its scheduler is ready
+// ends STOPPED with nothing left running.
+func TestStopWhileStarting(t *testing.T) {
+	script := writeScript(t, `exec sleep 300`) // a scheduler that never gets ready
+	e := newEnv(t, "GATEWAY_PROVIDERS_LOCAL_COMMAND="+script)
+	e.startGateway()
+	var c struct{ Name string }
+	e.gwJSON(&c, "new-cluster", "--no-wait")
+	deadline := time.Now().Add(10 * time.Second)
+	for len(memberPIDs(c.Name)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the scheduler process never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var d struct{ Cluster struct{ State string } }
+	e.gwJSON(&d, "show", c.Name)
+	if d.Cluster.State != "STARTING" {
+		t.Fatalf("state %s, want STARTING", d.Cluster.State)
+	}
+	out := e.gwOK("stop", c.Name)
+	if !strings.Contains(out, "stopped") {
+		t.Fatalf("stop: %s", out)
+	}
+	waitNoMembers(t, c.Name, 15*time.Second)
+	e.gwJSON(&d, "show", c.Name)
+	if d.Cluster.State != "STOPPED" {
+		t.Fatalf("state %s, want STOPPED", d.Cluster.State)
+	}
+}
+
+// TestShutdownStopsClusters: SIGTERM to the gateway stops its local clusters
+// (the default), records them STOPPED, and leaves no process.
+func TestShutdownStopsClusters(t *testing.T) {
+	e := newEnv(t)
+	e.startGateway()
+	var c cluster
+	e.gwJSON(&c, "new-cluster", "--workers", "1")
+	if n := len(memberPIDs(c.Name)); n != 2 {
+		t.Fatalf("%d processes, want 2", n)
+	}
+	e.stopGateway(syscall.SIGTERM)
+	if pids := memberPIDs(c.Name); len(pids) != 0 {
+		t.Fatalf("processes left after the gateway stopped: %v", pids)
+	}
+	if !strings.Contains(e.gwLog.String(), "gateway stopped") {
+		t.Errorf("gateway did not shut down cleanly:\n%s", lastLines(e.gwLog.String(), 20))
+	}
+	e.startGateway()
+	var list []struct{ Name, State, Reason string }
+	e.gwJSON(&list, "list", "--all")
+	if len(list) != 1 || list[0].State != "STOPPED" || !strings.Contains(list[0].Reason, "shut down") {
+		t.Fatalf("after restart: %+v", list)
+	}
+}
+
+// TestShutdownLeavesClustersForReadoption: with cluster.on_shutdown=leave a
+// restarted gateway re-adopts the running cluster and routes to it again.
+func TestShutdownLeavesClustersForReadoption(t *testing.T) {
+	e := newEnv(t, "GATEWAY_CLUSTER_ON_SHUTDOWN=leave")
+	e.startGateway()
+	var c cluster
+	e.gwJSON(&c, "new-cluster", "--workers", "1")
+	before := memberPIDs(c.Name)
+	if len(before) != 2 {
+		t.Fatalf("%d processes, want 2", len(before))
+	}
+	e.stopGateway(syscall.SIGTERM)
+	after := memberPIDs(c.Name)
+	if len(after) != 2 {
+		t.Fatalf("the cluster did not survive the gateway: %v", after)
+	}
+	e.startGateway()
+	// Same port for the Python client is not guaranteed (port 0): use the
+	// snippet from the new gateway.
+	out, err := e.runPython(pythonFromShow(t, e, c.Name) + `
+print("sum", client.submit(sum, range(10)).result())
+print("workers", len(client.scheduler_info()["workers"]))
+`)
+	if err != nil || !strings.Contains(out, "sum 45") || !strings.Contains(out, "workers 1") {
+		t.Fatalf("client through the restarted gateway: %v\n%s\n--- gateway log:\n%s", err, out, lastLines(e.gwLog.String(), 30))
+	}
+	if pids := memberPIDs(c.Name); len(pids) != 2 || pids[0] != after[0] && pids[0] != after[1] {
+		t.Errorf("processes changed across the restart: before %v, now %v", after, pids)
+	}
+	e.gwOK("stop", c.Name)
+	waitNoMembers(t, c.Name, 15*time.Second)
+}
+
+func pythonFromShow(t *testing.T, e *env, name string) string {
+	t.Helper()
+	var s struct {
+		Connection struct{ Python string } `json:"connection"`
+	}
+	e.gwJSON(&s, "show", name)
+	if s.Connection.Python == "" {
+		t.Fatalf("show %s gives no Python snippet", name)
+	}
+	return s.Connection.Python
+}
