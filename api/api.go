@@ -53,17 +53,19 @@ type Server struct {
 	auth auth.Authenticator
 	log  *slog.Logger
 	mux  *http.ServeMux
+
+	sessions *auth.Sessions // nil: no browser sessions
 }
 
-// New builds the API.
-func New(cfg Config, core Core, a auth.Authenticator, log *slog.Logger) *Server {
+// New builds the API. sessions may be nil.
+func New(cfg Config, core Core, a auth.Authenticator, sessions *auth.Sessions, log *slog.Logger) *Server {
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = 20 * time.Second
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, core: core, auth: a, log: log, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, core: core, auth: a, sessions: sessions, log: log, mux: http.NewServeMux()}
 	s.routes()
 	return s
 }
@@ -84,6 +86,9 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/clusters/{name}/adapt", s.authed(s.adaptCluster))
 	m.HandleFunc("GET /api/v1/clusters/{name}/logs", s.authed(s.clusterLogs))
 	m.HandleFunc("GET /api/v1/clusters/{name}/events", s.authed(s.clusterEvents))
+	m.HandleFunc("POST /api/v1/clusters/{name}/dashboard-link", s.authed(s.dashboardLink))
+	m.HandleFunc("GET /auth/ticket", s.redeemTicket)
+	m.HandleFunc("POST /auth/logout", s.logout)
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s", r.Method, r.URL.Path))
 	})

@@ -194,3 +194,13 @@ func (c *Client) Events(ctx context.Context, name string) ([]api.EventJSON, erro
 	err := c.do(ctx, http.MethodGet, "/api/v1/clusters/"+url.PathEscape(name)+"/events", nil, &v)
 	return v, err
 }
+
+// DashboardLink returns a one-time sign-in link that opens the cluster's
+// dashboard in a browser.
+func (c *Client) DashboardLink(ctx context.Context, name string) (string, error) {
+	var v struct {
+		URL string `json:"url"`
+	}
+	err := c.do(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(name)+"/dashboard-link", map[string]string{}, &v)
+	return v.URL, err
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"strings"
 	"testing"
@@ -87,6 +88,36 @@ client.close()
 	}
 	if code, _ := get(t, e.url+"/clusters/"+c.Name+"/health", "wrong-token-0123456789"); code != http.StatusUnauthorized {
 		t.Errorf("dashboard with a wrong token: %d, want 401", code)
+	}
+
+	// In a browser: a one-time link sets a session cookie, then the plain
+	// dashboard URL works; the link does not work twice.
+	link := strings.TrimSpace(e.gwOK("dashboard", c.Name))
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	resp, err := browser.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/clusters/"+c.Name+"/status" {
+		t.Fatalf("sign-in link: %d at %s", resp.StatusCode, resp.Request.URL)
+	}
+	resp, err = browser.Get(e.url + "/clusters/" + c.Name + "/info/main/workers.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("dashboard with the session cookie: %d", resp.StatusCode)
+	}
+	resp, err = (&http.Client{}).Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("sign-in link used twice: %d, want 401", resp.StatusCode)
 	}
 
 	// Scale up, and the scheduler sees it.

@@ -77,7 +77,7 @@ func printConnection(w io.Writer, ci connectInfo) {
 	fmt.Fprintf(w, "  Cluster:            %s\n", ci.Name)
 	fmt.Fprintf(w, "  Scheduler address:  %s  (TLS server name %s)\n", ci.SchedulerAddress, ci.ServerName)
 	fmt.Fprintf(w, "  dask_gateway:       %s\n", ci.GatewayAddress)
-	fmt.Fprintf(w, "  Dashboard:          %s\n", ci.DashboardURL)
+	fmt.Fprintf(w, "  Dashboard:          %s\n                      (in a browser: gateway dashboard %s)\n", ci.DashboardURL, ci.Name)
 	fmt.Fprintf(w, "  TLS credentials:    %s, %s\n", ci.TLSCertFile, ci.TLSKeyFile)
 	fmt.Fprintf(w, "\nConnect from Python:\n\n%s", ci.Python)
 }

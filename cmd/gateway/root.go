@@ -45,7 +45,7 @@ Clusters: gateway new-cluster, list, show, scale, stop, logs`,
 	root.AddCommand(
 		newDevCmd(), newServeCmd(), newConfigCmd(),
 		newNewClusterCmd(g), newListCmd(g), newShowCmd(g), newScaleCmd(g), newStopCmd(g), newLogsCmd(g),
-		newWhoamiCmd(g), newPrintTokenCmd(g),
+		newWhoamiCmd(g), newPrintTokenCmd(g), newDashboardCmd(g),
 	)
 	return root
 }

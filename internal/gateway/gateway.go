@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,10 +111,23 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		g.PublicURL = u.String()
 	}
 
-	apiSrv := api.New(api.Config{Version: version, PublicURL: g.PublicURL}, g.core, authn, log)
+	key, err := auth.LoadOrCreateKey(filepath.Join(cfg.DataDir, "session-key"))
+	if err != nil {
+		return nil, err
+	}
+	sessions, err := auth.NewSessions(key, 12*time.Hour, strings.HasPrefix(g.PublicURL, "https://"))
+	if err != nil {
+		return nil, err
+	}
+	apiSrv := api.New(api.Config{Version: version, PublicURL: g.PublicURL}, g.core, authn, sessions, log)
 	mux := http.NewServeMux()
 	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(func(r *http.Request) (*auth.User, error) {
-		return api.Authenticate(r, authn)
+		// A bearer token (curl, scripts) or the browser session cookie.
+		u, err := api.Authenticate(r, authn)
+		if errors.Is(err, auth.ErrNoCredentials) {
+			return sessions.FromRequest(r)
+		}
+		return u, err
 	}))
 	mux.Handle("/", apiSrv)
 	g.http = &http.Server{

@@ -476,8 +476,19 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 		pr.stopping = true
 	}
 	p.mu.Unlock()
-	var wg sync.WaitGroup
+	// Workers first, while their scheduler can still release them: a worker
+	// whose scheduler is already gone waits to reconnect instead of exiting.
+	var workers []*proc
+	var sched *proc
 	for _, pr := range members {
+		if pr.Role == providers.RoleScheduler {
+			sched = pr
+		} else {
+			workers = append(workers, pr)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, pr := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -485,6 +496,9 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 		}()
 	}
 	wg.Wait()
+	if sched != nil {
+		p.stop(ctx, sched)
+	}
 	p.mu.Lock()
 	delete(p.procs, cluster)
 	p.mu.Unlock()

@@ -1,0 +1,159 @@
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// SessionCookie is the browser session cookie. It is only ever accepted by
+// the dashboard proxy: the API takes bearer tokens alone, so it needs no
+// CSRF defence.
+const SessionCookie = "gateway_session"
+
+// Sessions signs browser sessions and hands out one-time tickets that turn
+// into a session, so that a user authenticated on the command line can open
+// a dashboard in a browser without pasting a token.
+type Sessions struct {
+	key    []byte
+	ttl    time.Duration
+	secure bool
+	now    func() time.Time
+
+	mu      sync.Mutex
+	tickets map[[32]byte]ticket
+}
+
+type ticket struct {
+	user    User
+	expires time.Time
+}
+
+type sessionClaims struct {
+	Name   string   `json:"n"`
+	Groups []string `json:"g,omitempty"`
+	Admin  bool     `json:"a,omitempty"`
+	Exp    int64    `json:"e"`
+}
+
+// TicketTTL is how long a ticket may wait before it is redeemed.
+const TicketTTL = 2 * time.Minute
+
+// NewSessions makes sessions signed with key (at least 32 bytes), lasting
+// ttl, with cookies marked Secure when secure is set (HTTPS).
+func NewSessions(key []byte, ttl time.Duration, secure bool) (*Sessions, error) {
+	if len(key) < 32 {
+		return nil, errors.New("auth: session key must be at least 32 bytes")
+	}
+	return &Sessions{key: key, ttl: ttl, secure: secure, now: time.Now, tickets: map[[32]byte]ticket{}}, nil
+}
+
+// LoadOrCreateKey reads a session key from path, making one if needed.
+func LoadOrCreateKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil && len(b) >= 32 {
+		return b, nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("auth: read %s: %w", path, err)
+	}
+	b = make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("auth: write %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// SetClock replaces the clock (tests).
+func (s *Sessions) SetClock(now func() time.Time) { s.now = now }
+
+// NewTicket returns a one-time ticket for u, valid for TicketTTL.
+func (s *Sessions) NewTicket(u User) string {
+	t := NewToken("gwt_")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for k, v := range s.tickets { // tickets are few and short-lived: sweep as we go
+		if now.After(v.expires) {
+			delete(s.tickets, k)
+		}
+	}
+	s.tickets[sha256.Sum256([]byte(t))] = ticket{user: u, expires: now.Add(TicketTTL)}
+	return t
+}
+
+// Redeem consumes a ticket.
+func (s *Sessions) Redeem(t string) (*User, error) {
+	k := sha256.Sum256([]byte(t))
+	s.mu.Lock()
+	v, ok := s.tickets[k]
+	delete(s.tickets, k)
+	s.mu.Unlock()
+	if !ok || s.now().After(v.expires) {
+		return nil, fmt.Errorf("%w: the sign-in link is unknown, used or expired; ask for a new one with: gateway dashboard NAME", ErrInvalid)
+	}
+	return &v.user, nil
+}
+
+// Cookie returns a session cookie for u.
+func (s *Sessions) Cookie(u User) *http.Cookie {
+	exp := s.now().Add(s.ttl)
+	payload, _ := json.Marshal(sessionClaims{Name: u.Name, Groups: u.Groups, Admin: u.Admin, Exp: exp.Unix()})
+	body := base64.RawURLEncoding.EncodeToString(payload)
+	return &http.Cookie{
+		Name: SessionCookie, Value: body + "." + s.sign(body), Path: "/", Expires: exp,
+		HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode,
+	}
+}
+
+// ClearCookie returns a cookie that deletes the session.
+func (s *Sessions) ClearCookie() *http.Cookie {
+	return &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode}
+}
+
+func (s *Sessions) sign(body string) string {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(body))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// FromRequest returns the user of a request's session cookie:
+// ErrNoCredentials without one, ErrInvalid for a forged or expired one.
+func (s *Sessions) FromRequest(r *http.Request) (*User, error) {
+	c, err := r.Cookie(SessionCookie)
+	if err != nil || c.Value == "" {
+		return nil, ErrNoCredentials
+	}
+	body, sig, ok := strings.Cut(c.Value, ".")
+	if !ok || !hmac.Equal([]byte(sig), []byte(s.sign(body))) {
+		return nil, fmt.Errorf("%w: session cookie is not valid", ErrInvalid)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: session cookie is not valid", ErrInvalid)
+	}
+	var cl sessionClaims
+	if err := json.Unmarshal(payload, &cl); err != nil || cl.Name == "" {
+		return nil, fmt.Errorf("%w: session cookie is not valid", ErrInvalid)
+	}
+	if s.now().Unix() > cl.Exp {
+		return nil, fmt.Errorf("%w: session expired", ErrInvalid)
+	}
+	return &User{Name: cl.Name, Groups: cl.Groups, Admin: cl.Admin}, nil
+}

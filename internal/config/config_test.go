@@ -1,0 +1,167 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPrecedence(t *testing.T) {
+	file := writeFile(t, "listen: 127.0.0.1:7000\ncluster:\n  max_workers: 7\n  start_timeout: 2m\nlog:\n  level: warn\n")
+	t.Setenv("GATEWAY_CLUSTER_MAX_WORKERS", "9")
+	t.Setenv("GATEWAY_LISTEN", "127.0.0.1:7100")
+	v := New()
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	fs.String("listen", "", "")
+	if err := v.BindPFlag("listen", fs.Lookup("listen")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Parse([]string{"--listen", "127.0.0.1:7200"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(v, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"flag beats env and file", c.Listen, "127.0.0.1:7200"},
+		{"env beats file", c.Cluster.MaxWorkers, 9},
+		{"file beats default", c.Cluster.StartTimeout, 2 * time.Minute},
+		{"file beats default", c.Log.Level, "warn"},
+		{"default", c.Cluster.PollInterval, 5 * time.Second},
+		{"derived public URL is https outside dev", c.PublicURL, "https://127.0.0.1:7200"},
+		{"derived database in data_dir", c.Database.URL, "sqlite://" + filepath.Join(c.DataDir, "gateway.db")},
+	}
+	for _, ck := range checks {
+		if !reflect.DeepEqual(ck.got, ck.want) {
+			t.Errorf("%s: got %v, want %v", ck.name, ck.got, ck.want)
+		}
+	}
+}
+
+func TestDevDefaults(t *testing.T) {
+	v := New()
+	v.SetDefault("dev", true)
+	v.Set("data_dir", t.TempDir())
+	c, err := Load(v, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.TLS.AllowPlainHTTP || c.PublicURL != "http://127.0.0.1:8000" {
+		t.Errorf("dev: plain=%v public=%s", c.TLS.AllowPlainHTTP, c.PublicURL)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	cases := []struct {
+		name string
+		file string
+		env  map[string]string
+		want string
+	}{
+		{"unknown key", "listn: x\n", nil, "unknown key(s) listn"},
+		{"bad listen", "listen: nowhere\n", nil, `listen "nowhere" must be host:port`},
+		{"bad provider", "provider: ec3\n", nil, `provider "ec3" is not available`},
+		{"half TLS", "tls:\n  cert_file: /x\n", nil, "must be set together"},
+		{"bad on_shutdown", "", map[string]string{"GATEWAY_CLUSTER_ON_SHUTDOWN": "explode"}, "cluster.on_shutdown"},
+		{"bad level", "log:\n  level: loud\n", nil, "log.level"},
+		{"bad duration", "cluster:\n  start_timeout: soon\n", nil, "start_timeout"},
+		{"zero workers", "cluster:\n  max_workers: 0\n", nil, "max_workers must be at least 1"},
+		{"bad public url", "public_url: ftp://x\n", nil, "public_url"},
+		{"not yaml", "listen: [\n", nil, "read"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			file := ""
+			if tc.file != "" {
+				file = writeFile(t, tc.file)
+			}
+			_, err := Load(New(), file)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	_, err := Load(New(), writeFile(t, "provider: nope\n"))
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("validation errors must wrap ErrInvalid: %v", err)
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	t.Setenv("GATEWAY_AUTH_DEV_TOKEN", "supersecret-token-value")
+	t.Setenv("GATEWAY_DATABASE_URL", "postgres://gw:hunter2@db.example:5432/gw")
+	v := New()
+	v.Set("provider", "local")
+	c, err := Load(v, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Redacted()
+	flat := strings.Join(flatten("", m), "\n")
+	for _, secret := range []string{"supersecret-token-value", "hunter2"} {
+		if strings.Contains(flat, secret) {
+			t.Errorf("redacted config shows %q:\n%s", secret, flat)
+		}
+	}
+	for _, want := range []string{"auth.dev_token=REDACTED", "database.url=postgres://gw:REDACTED@db.example:5432/gw", "cluster.start_timeout=1m0s"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("redacted config lacks %q:\n%s", want, flat)
+		}
+	}
+}
+
+func flatten(prefix string, m map[string]any) []string {
+	var out []string
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok {
+			out = append(out, flatten(prefix+k+".", sub)...)
+			continue
+		}
+		out = append(out, prefix+k+"="+fmt.Sprint(v))
+	}
+	return out
+}
+
+// TestKeysMatchStruct: every key has a default (so the environment layer
+// knows it), a field, and a description.
+func TestKeysMatchStruct(t *testing.T) {
+	docs := Docs()
+	var fromStruct []string
+	for k, d := range docs {
+		fromStruct = append(fromStruct, k)
+		if d == "" {
+			t.Errorf("key %s has no doc tag", k)
+		}
+	}
+	sort.Strings(fromStruct)
+	if !reflect.DeepEqual(fromStruct, Keys()) {
+		t.Errorf("struct keys and defaults differ:\nstruct:   %v\ndefaults: %v", fromStruct, Keys())
+	}
+	if EnvName("cluster.max_workers") != "GATEWAY_CLUSTER_MAX_WORKERS" {
+		t.Error(EnvName("cluster.max_workers"))
+	}
+}

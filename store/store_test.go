@@ -1,0 +1,961 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatewayhq/gateway/store"
+)
+
+// fakeClock hands out a fixed, ms-aligned time that tests advance explicitly.
+// It is safe for concurrent use.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
+func openTestDB(t *testing.T) (*store.DB, *fakeClock) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "gateway.db")
+	db, err := store.Open(context.Background(), "sqlite://"+path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	clk := newFakeClock()
+	db.SetClock(clk.Now)
+	return db, clk
+}
+
+func newCluster(name, owner string) *store.Cluster {
+	return &store.Cluster{
+		Name:     name,
+		Owner:    owner,
+		Status:   store.Pending,
+		Provider: "local",
+		TLSCert:  []byte("cert-" + name),
+		TLSKey:   []byte("key-" + name),
+	}
+}
+
+func mustCreate(t *testing.T, db *store.DB, c *store.Cluster) {
+	t.Helper()
+	if err := db.CreateCluster(context.Background(), c); err != nil {
+		t.Fatalf("CreateCluster(%s): %v", c.Name, err)
+	}
+}
+
+func mustGet(t *testing.T, db *store.DB, name string) *store.Cluster {
+	t.Helper()
+	c, err := db.GetCluster(context.Background(), name)
+	if err != nil {
+		t.Fatalf("GetCluster(%s): %v", name, err)
+	}
+	return c
+}
+
+func mustEvents(t *testing.T, db *store.DB, name string) []store.Event {
+	t.Helper()
+	evs, err := db.Events(context.Background(), name)
+	if err != nil {
+		t.Fatalf("Events(%s): %v", name, err)
+	}
+	return evs
+}
+
+// rawCount runs a COUNT(*) query on the database file behind the store's back.
+func rawCount(t *testing.T, path, query string, args ...any) int {
+	t.Helper()
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatalf("raw open: %v", err)
+	}
+	defer raw.Close()
+	var n int
+	if err := raw.QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatalf("raw query %q: %v", query, err)
+	}
+	return n
+}
+
+func migrationCount(t *testing.T) int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("migrations", "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("list migrations: %v (%d files)", err, len(files))
+	}
+	return len(files)
+}
+
+func TestOpenForms(t *testing.T) {
+	tests := []struct {
+		name string
+		// url builds the URL to open from a fresh temporary directory; file
+		// is where the database must end up.
+		url func(dir string) (url, file string)
+		rel bool // run in dir, so relative paths land there
+	}{
+		{"sqlite URL absolute", func(dir string) (string, string) {
+			p := filepath.Join(dir, "a.db")
+			return "sqlite://" + p, p
+		}, false},
+		{"sqlite URL creates parent directories", func(dir string) (string, string) {
+			p := filepath.Join(dir, "x", "y", "a.db")
+			return "sqlite://" + p, p
+		}, false},
+		{"sqlite URL relative", func(dir string) (string, string) {
+			return "sqlite://data/a.db", filepath.Join(dir, "data", "a.db")
+		}, true},
+		{"bare absolute path", func(dir string) (string, string) {
+			p := filepath.Join(dir, "bare.db")
+			return p, p
+		}, false},
+		{"bare relative path", func(dir string) (string, string) {
+			return "sub/bare.db", filepath.Join(dir, "sub", "bare.db")
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tt.rel {
+				t.Chdir(dir)
+			}
+			u, file := tt.url(dir)
+			ctx := context.Background()
+
+			db, err := store.Open(ctx, u)
+			if err != nil {
+				t.Fatalf("Open(%q): %v", u, err)
+			}
+			mustCreate(t, db, newCluster("c1", "alice"))
+			if err := db.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if _, err := os.Stat(file); err != nil {
+				t.Fatalf("database file not at %s: %v", file, err)
+			}
+
+			// Reopening the same URL sees the same data.
+			db, err = store.Open(ctx, u)
+			if err != nil {
+				t.Fatalf("reopen %q: %v", u, err)
+			}
+			defer db.Close()
+			if got := mustGet(t, db, "c1"); got.Owner != "alice" {
+				t.Fatalf("after reopen owner = %q, want alice", got.Owner)
+			}
+		})
+	}
+}
+
+func TestOpenInMemory(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, "sqlite://:memory:")
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer db.Close()
+	mustCreate(t, db, newCluster("m", "alice"))
+	// Several statements in a row must all see the one in-memory database.
+	for i := 0; i < 3; i++ {
+		if _, err := db.UpdateCluster(ctx, "m", func(c *store.Cluster) (store.Event, error) {
+			c.DesiredWorkers++
+			return store.Event{}, nil
+		}); err != nil {
+			t.Fatalf("UpdateCluster: %v", err)
+		}
+	}
+	if got := mustGet(t, db, "m").DesiredWorkers; got != 3 {
+		t.Fatalf("DesiredWorkers = %d, want 3", got)
+	}
+}
+
+func TestMigrationsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "m.db")
+	want := migrationCount(t)
+
+	first, err := store.Open(ctx, "sqlite://"+path)
+	if err != nil {
+		t.Fatalf("first Open: %v", err)
+	}
+	defer first.Close()
+	mustCreate(t, first, newCluster("keep", "alice"))
+
+	// A second Open on the same file, while the first is still open, and a
+	// third after it closes, must neither fail nor re-run migrations.
+	second, err := store.Open(ctx, "sqlite://"+path)
+	if err != nil {
+		t.Fatalf("second Open: %v", err)
+	}
+	if err := second.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	third, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("third Open (bare path): %v", err)
+	}
+	defer third.Close()
+
+	if got := mustGet(t, third, "keep"); got.Owner != "alice" {
+		t.Fatalf("data lost across reopen: owner %q", got.Owner)
+	}
+	if n := rawCount(t, path, `SELECT COUNT(*) FROM schema_migrations`); n != want {
+		t.Fatalf("schema_migrations has %d rows, want %d (one per migration file)", n, want)
+	}
+	if n := rawCount(t, path, `SELECT COUNT(*) FROM cluster_events WHERE cluster = ?`, "keep"); n != 1 {
+		t.Fatalf("cluster_events has %d rows for keep, want 1", n)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	tests := []struct {
+		url  string
+		want []string // substrings of the error, case-insensitive
+	}{
+		{"", []string{"empty"}},
+		{"postgres://user:pw@localhost/gateway", []string{"postgresql", "not", "sqlite://"}},
+		{"postgresql://localhost/gateway", []string{"postgresql", "not", "sqlite://"}},
+		{"mysql://x", []string{"unsupported", `"mysql"`}},
+		{"redis://localhost:6379/0", []string{"unsupported", `"redis"`}},
+		{"sqlite://", []string{"no file path"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			db, err := store.Open(context.Background(), tt.url)
+			if err == nil {
+				db.Close()
+				t.Fatalf("Open(%q) succeeded, want an error", tt.url)
+			}
+			if db != nil {
+				t.Errorf("Open(%q) returned a non-nil DB with its error", tt.url)
+			}
+			msg := strings.ToLower(err.Error())
+			for _, w := range tt.want {
+				if !strings.Contains(msg, strings.ToLower(w)) {
+					t.Errorf("Open(%q) error %q does not mention %q", tt.url, err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "pw@") {
+				t.Errorf("Open(%q) error leaks the password: %q", tt.url, err)
+			}
+		})
+	}
+}
+
+func TestCreateGetRoundTrip(t *testing.T) {
+	zone := time.FixedZone("UTC+5:30", 5*3600+1800)
+	binary := []byte{0x00, 0x01, 0xfe, 0xff, '\n', 0xc3, 0x28, 0x00} // NULs and invalid UTF-8
+
+	tests := []struct {
+		name string
+		in   store.Cluster
+		// want is what GetCluster must return, given clock time now.
+		want func(now time.Time) store.Cluster
+	}{
+		{
+			name: "every field set",
+			in: store.Cluster{
+				Name: "full", Owner: "alice", Status: store.Running, Phase: "3/4 workers",
+				Reason: "none yet", Provider: "kubernetes", Options: `{"worker_cores":2,"image":"dask:latest"}`,
+				DesiredWorkers: 4, NextWorkerSeq: 17, ReadyWorkers: 3,
+				TLSCert:          []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
+				TLSKey:           binary,
+				SchedulerAddress: "10.0.0.5:8786", DashboardAddress: "http://10.0.0.5:8787",
+				CreatedAt: time.Date(2023, 12, 31, 23, 59, 59, 123456789, zone),
+				StartedAt: time.Date(2024, 1, 1, 0, 0, 1, 999999999, time.UTC),
+				StoppedAt: time.Date(2024, 1, 2, 3, 4, 5, 6000000, time.UTC),
+			},
+			want: func(now time.Time) store.Cluster {
+				return store.Cluster{
+					Name: "full", Owner: "alice", Status: store.Running, Phase: "3/4 workers",
+					Reason: "none yet", Provider: "kubernetes", Options: `{"worker_cores":2,"image":"dask:latest"}`,
+					DesiredWorkers: 4, NextWorkerSeq: 17, ReadyWorkers: 3,
+					TLSCert:          []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
+					TLSKey:           binary,
+					SchedulerAddress: "10.0.0.5:8786", DashboardAddress: "http://10.0.0.5:8787",
+					CreatedAt: time.Date(2023, 12, 31, 23, 59, 59, 123000000, zone),
+					StartedAt: time.Date(2024, 1, 1, 0, 0, 1, 999000000, time.UTC),
+					StoppedAt: time.Date(2024, 1, 2, 3, 4, 5, 6000000, time.UTC),
+					UpdatedAt: now,
+					Version:   1,
+				}
+			},
+		},
+		{
+			name: "minimal: defaults filled, zero times stay zero",
+			in:   store.Cluster{Name: "min", Owner: "bob", Status: store.Pending, Provider: "local"},
+			want: func(now time.Time) store.Cluster {
+				return store.Cluster{
+					Name: "min", Owner: "bob", Status: store.Pending, Provider: "local", Options: "{}",
+					TLSCert: []byte{}, TLSKey: []byte{},
+					CreatedAt: now, UpdatedAt: now, Version: 1,
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, clk := openTestDB(t)
+			now := clk.Advance(1234 * time.Millisecond)
+			in := tt.in
+			mustCreate(t, db, &in)
+			if in.Version != 1 || !in.UpdatedAt.Equal(now) {
+				t.Errorf("CreateCluster left Version=%d UpdatedAt=%v, want 1 and %v", in.Version, in.UpdatedAt, now)
+			}
+			got := mustGet(t, db, tt.in.Name)
+			assertClusterEqual(t, got, tt.want(now))
+		})
+	}
+}
+
+// assertClusterEqual compares clusters field by field, times with Equal (the
+// store returns them in the local zone) and byte slices by content.
+func assertClusterEqual(t *testing.T, got *store.Cluster, want store.Cluster) {
+	t.Helper()
+	times := []struct {
+		name      string
+		got, want time.Time
+	}{
+		{"CreatedAt", got.CreatedAt, want.CreatedAt},
+		{"StartedAt", got.StartedAt, want.StartedAt},
+		{"StoppedAt", got.StoppedAt, want.StoppedAt},
+		{"UpdatedAt", got.UpdatedAt, want.UpdatedAt},
+	}
+	for _, tm := range times {
+		if tm.want.IsZero() != tm.got.IsZero() || !tm.got.Equal(tm.want) {
+			t.Errorf("%s = %v (zero=%v), want %v (zero=%v)", tm.name, tm.got, tm.got.IsZero(), tm.want, tm.want.IsZero())
+		}
+	}
+	if !bytes.Equal(got.TLSCert, want.TLSCert) {
+		t.Errorf("TLSCert = %q, want %q", got.TLSCert, want.TLSCert)
+	}
+	if !bytes.Equal(got.TLSKey, want.TLSKey) {
+		t.Errorf("TLSKey = %q, want %q", got.TLSKey, want.TLSKey)
+	}
+	g, w := *got, want
+	g.CreatedAt, g.StartedAt, g.StoppedAt, g.UpdatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	w.CreatedAt, w.StartedAt, w.StoppedAt, w.UpdatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	g.TLSCert, g.TLSKey, w.TLSCert, w.TLSKey = nil, nil, nil, nil
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("cluster mismatch:\n got  %+v\n want %+v", g, w)
+	}
+}
+
+func TestCreateClusterRecordsEvent(t *testing.T) {
+	db, clk := openTestDB(t)
+	now := clk.Advance(time.Second)
+	c := newCluster("c", "alice")
+	c.DesiredWorkers = 3
+	mustCreate(t, db, c)
+	evs := mustEvents(t, db, "c")
+	if len(evs) != 1 {
+		t.Fatalf("got %d events, want 1: %+v", len(evs), evs)
+	}
+	if evs[0].Kind != "created" || evs[0].Message != "by alice, 3 workers requested" || !evs[0].At.Equal(now) {
+		t.Fatalf("event = %+v, want created/\"by alice, 3 workers requested\" at %v", evs[0], now)
+	}
+}
+
+func TestCreateClusterDuplicate(t *testing.T) {
+	db, _ := openTestDB(t)
+	ctx := context.Background()
+	orig := newCluster("dup", "alice")
+	orig.DesiredWorkers = 2
+	mustCreate(t, db, orig)
+
+	for _, owner := range []string{"alice", "mallory"} {
+		again := newCluster("dup", owner)
+		again.DesiredWorkers = 9
+		err := db.CreateCluster(ctx, again)
+		if !errors.Is(err, store.ErrExists) {
+			t.Fatalf("second CreateCluster by %s: err = %v, want ErrExists", owner, err)
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("ErrExists error also matches ErrNotFound: %v", err)
+		}
+	}
+	got := mustGet(t, db, "dup")
+	if got.Owner != "alice" || got.DesiredWorkers != 2 || got.Version != 1 {
+		t.Fatalf("duplicate create changed the original: %+v", got)
+	}
+	if n := len(mustEvents(t, db, "dup")); n != 1 {
+		t.Fatalf("duplicate create left %d events, want 1", n)
+	}
+}
+
+func TestNotFound(t *testing.T) {
+	db, _ := openTestDB(t)
+	ctx := context.Background()
+	mustCreate(t, db, newCluster("exists", "alice"))
+
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"GetCluster", func() error { _, err := db.GetCluster(ctx, "nope"); return err }},
+		{"GetCluster empty name", func() error { _, err := db.GetCluster(ctx, ""); return err }},
+		{"UpdateCluster", func() error {
+			_, err := db.UpdateCluster(ctx, "nope", func(*store.Cluster) (store.Event, error) {
+				t.Error("UpdateFunc called for a missing cluster")
+				return store.Event{}, nil
+			})
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("err = %v, want ErrNotFound", err)
+			}
+			if errors.Is(err, store.ErrExists) {
+				t.Fatalf("ErrNotFound error also matches ErrExists: %v", err)
+			}
+		})
+	}
+	evs, err := db.Events(ctx, "nope")
+	if err != nil || len(evs) != 0 {
+		t.Fatalf("Events(unknown) = %v, %v; want no events and no error", evs, err)
+	}
+}
+
+func TestListClusters(t *testing.T) {
+	db, clk := openTestDB(t)
+	ctx := context.Background()
+	// Created oldest first; b1 and b2 share a creation time, so name breaks the tie.
+	seed := []struct {
+		name, owner string
+		status      store.Status
+		advance     time.Duration
+	}{
+		{"a1", "alice", store.Running, time.Second},
+		{"b2", "bob", store.Pending, time.Second},
+		{"b1", "bob", store.Running, 0},
+		{"a2", "alice", store.Stopped, time.Second},
+		{"c1", "carol", store.Failed, time.Second},
+		{"a3", "alice", store.Starting, time.Second},
+	}
+	for _, s := range seed {
+		clk.Advance(s.advance)
+		c := newCluster(s.name, s.owner)
+		c.Status = s.status
+		mustCreate(t, db, c)
+	}
+
+	tests := []struct {
+		name   string
+		filter store.Filter
+		want   []string
+	}{
+		{"everything", store.Filter{}, []string{"a3", "c1", "a2", "b1", "b2", "a1"}},
+		{"owner", store.Filter{Owner: "alice"}, []string{"a3", "a2", "a1"}},
+		{"unknown owner", store.Filter{Owner: "zed"}, nil},
+		{"one status", store.Filter{Statuses: []store.Status{store.Running}}, []string{"b1", "a1"}},
+		{"status set", store.Filter{Statuses: []store.Status{store.Pending, store.Starting, store.Running, store.Stopping}},
+			[]string{"a3", "b1", "b2", "a1"}},
+		{"terminal", store.Filter{Statuses: []store.Status{store.Stopped, store.Failed}}, []string{"c1", "a2"}},
+		{"owner and status", store.Filter{Owner: "alice", Statuses: []store.Status{store.Running, store.Stopped}},
+			[]string{"a2", "a1"}},
+		{"owner and non-matching status", store.Filter{Owner: "carol", Statuses: []store.Status{store.Running}}, nil},
+		{"empty status slice selects all", store.Filter{Owner: "bob", Statuses: []store.Status{}}, []string{"b1", "b2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := db.ListClusters(ctx, tt.filter)
+			if err != nil {
+				t.Fatalf("ListClusters: %v", err)
+			}
+			var names []string
+			for _, c := range got {
+				names = append(names, c.Name)
+				if tt.filter.Owner != "" && c.Owner != tt.filter.Owner {
+					t.Errorf("%s has owner %s, filter %s", c.Name, c.Owner, tt.filter.Owner)
+				}
+			}
+			if !reflect.DeepEqual(names, tt.want) {
+				t.Fatalf("ListClusters(%+v) = %v, want %v", tt.filter, names, tt.want)
+			}
+		})
+	}
+
+	// Listed clusters are complete, like GetCluster's.
+	all, err := db.ListClusters(ctx, store.Filter{Owner: "carol"})
+	if err != nil || len(all) != 1 {
+		t.Fatalf("ListClusters(carol) = %v, %v", all, err)
+	}
+	assertClusterEqual(t, all[0], *mustGet(t, db, "c1"))
+}
+
+func TestUpdateCluster(t *testing.T) {
+	errBoom := errors.New("boom")
+	tests := []struct {
+		name        string
+		fn          store.UpdateFunc
+		wantErr     error  // matched with errors.Is; nil means success
+		wantErrText string // substring, when the error has no sentinel
+		wantWrite   bool   // the row changes: Version+1, UpdatedAt = clock
+		wantEvent   *store.Event
+		check       func(t *testing.T, c *store.Cluster)
+	}{
+		{
+			name: "change with event",
+			fn: func(c *store.Cluster) (store.Event, error) {
+				c.DesiredWorkers = 5
+				return store.Event{Kind: "scaled", Message: "to 5"}, nil
+			},
+			wantWrite: true,
+			wantEvent: &store.Event{Kind: "scaled", Message: "to 5"},
+			check: func(t *testing.T, c *store.Cluster) {
+				if c.DesiredWorkers != 5 {
+					t.Errorf("DesiredWorkers = %d, want 5", c.DesiredWorkers)
+				}
+			},
+		},
+		{
+			name: "change without event",
+			fn: func(c *store.Cluster) (store.Event, error) {
+				c.Phase = "waiting for scheduler"
+				return store.Event{}, nil
+			},
+			wantWrite: true,
+			check: func(t *testing.T, c *store.Cluster) {
+				if c.Phase != "waiting for scheduler" {
+					t.Errorf("Phase = %q", c.Phase)
+				}
+			},
+		},
+		{
+			name:      "no change, no event: nothing written",
+			fn:        func(c *store.Cluster) (store.Event, error) { return store.Event{}, nil },
+			wantWrite: false,
+		},
+		{
+			name: "same values reassigned: nothing written",
+			fn: func(c *store.Cluster) (store.Event, error) {
+				c.DesiredWorkers = 2
+				c.TLSCert = []byte("cert-c")
+				c.Status = store.Pending
+				return store.Event{}, nil
+			},
+			wantWrite: false,
+		},
+		{
+			name:      "no change but an event: written",
+			fn:        func(c *store.Cluster) (store.Event, error) { return store.Event{Kind: "ping", Message: "hello"}, nil },
+			wantWrite: true,
+			wantEvent: &store.Event{Kind: "ping", Message: "hello"},
+		},
+		{
+			name: "event with empty message",
+			fn: func(c *store.Cluster) (store.Event, error) {
+				c.Status = store.Running
+				return store.Event{Kind: "running"}, nil
+			},
+			wantWrite: true,
+			wantEvent: &store.Event{Kind: "running"},
+		},
+		{
+			name: "only TLS bytes change",
+			fn: func(c *store.Cluster) (store.Event, error) {
+				c.TLSKey = append(c.TLSKey, 0x00)
+				return store.Event{}, nil
+			},
+			wantWrite: true,
+			check: func(t *testing.T, c *store.Cluster) {
+				if !bytes.Equal(c.TLSKey, []byte("key-c\x00")) {
+					t.Errorf("TLSKey = %q", c.TLSKey)
+				}
+			},
+		},
+		{
+			name: "every mutable field",
+			fn: func(c *store.Cluster) (store.Event, error) {
+				c.Status, c.Phase, c.Reason, c.Provider, c.Options = store.Failed, "p", "r", "prov2", `{"a":1}`
+				c.DesiredWorkers, c.NextWorkerSeq, c.ReadyWorkers = 7, 8, 9
+				c.TLSCert, c.TLSKey = []byte{0xff}, []byte{0xfe}
+				c.SchedulerAddress, c.DashboardAddress = "h:1", "http://h:2"
+				c.StartedAt = time.Date(2024, 5, 1, 0, 0, 0, 5e6, time.UTC)
+				c.StoppedAt = time.Date(2024, 5, 2, 0, 0, 0, 0, time.UTC)
+				return store.Event{Kind: "failed", Message: "r"}, nil
+			},
+			wantWrite: true,
+			wantEvent: &store.Event{Kind: "failed", Message: "r"},
+			check: func(t *testing.T, c *store.Cluster) {
+				if c.Status != store.Failed || c.Phase != "p" || c.Reason != "r" || c.Provider != "prov2" ||
+					c.Options != `{"a":1}` || c.DesiredWorkers != 7 || c.NextWorkerSeq != 8 || c.ReadyWorkers != 9 ||
+					!bytes.Equal(c.TLSCert, []byte{0xff}) || !bytes.Equal(c.TLSKey, []byte{0xfe}) ||
+					c.SchedulerAddress != "h:1" || c.DashboardAddress != "http://h:2" ||
+					!c.StartedAt.Equal(time.Date(2024, 5, 1, 0, 0, 0, 5e6, time.UTC)) ||
+					!c.StoppedAt.Equal(time.Date(2024, 5, 2, 0, 0, 0, 0, time.UTC)) {
+					t.Errorf("stored cluster = %+v", c)
+				}
+			},
+		},
+		{
+			name: "zeroing a time stores zero",
+			fn: func(c *store.Cluster) (store.Event, error) {
+				c.StartedAt = time.Time{}
+				return store.Event{}, nil
+			},
+			wantWrite: true,
+			check: func(t *testing.T, c *store.Cluster) {
+				if !c.StartedAt.IsZero() {
+					t.Errorf("StartedAt = %v, want zero", c.StartedAt)
+				}
+			},
+		},
+		{
+			name: "fn error aborts",
+			fn: func(c *store.Cluster) (store.Event, error) {
+				c.DesiredWorkers = 99
+				c.Status = store.Failed
+				return store.Event{Kind: "scaled"}, fmt.Errorf("validate: %w", errBoom)
+			},
+			wantErr: errBoom,
+		},
+		{
+			name: "renaming refused",
+			fn: func(c *store.Cluster) (store.Event, error) {
+				c.Name = "other"
+				c.DesiredWorkers = 99
+				return store.Event{Kind: "renamed"}, nil
+			},
+			wantErrText: "name and owner cannot change",
+		},
+		{
+			name: "changing owner refused",
+			fn: func(c *store.Cluster) (store.Event, error) {
+				c.Owner = "mallory"
+				return store.Event{}, nil
+			},
+			wantErrText: "name and owner cannot change",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, clk := openTestDB(t)
+			ctx := context.Background()
+			c := newCluster("c", "alice")
+			c.DesiredWorkers = 2
+			c.StartedAt = time.Date(2024, 2, 2, 2, 2, 2, 0, time.UTC)
+			mustCreate(t, db, c)
+			before := mustGet(t, db, "c")
+			eventsBefore := mustEvents(t, db, "c")
+			now := clk.Advance(time.Minute)
+
+			calls := 0
+			got, err := db.UpdateCluster(ctx, "c", func(c *store.Cluster) (store.Event, error) {
+				calls++
+				return tt.fn(c)
+			})
+			if calls != 1 {
+				t.Errorf("UpdateFunc called %d times, want 1", calls)
+			}
+			after := mustGet(t, db, "c")
+			events := mustEvents(t, db, "c")
+
+			if tt.wantErr != nil || tt.wantErrText != "" {
+				if err == nil {
+					t.Fatalf("UpdateCluster succeeded, want an error")
+				}
+				if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+					t.Errorf("err = %v, want one matching %v", err, tt.wantErr)
+				}
+				if tt.wantErrText != "" && !strings.Contains(err.Error(), tt.wantErrText) {
+					t.Errorf("err = %q, want it to contain %q", err, tt.wantErrText)
+				}
+				if got != nil {
+					t.Errorf("UpdateCluster returned a cluster with its error: %+v", got)
+				}
+				assertClusterEqual(t, after, *before)
+				if !reflect.DeepEqual(events, eventsBefore) {
+					t.Errorf("failed update changed events: %+v", events)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("UpdateCluster: %v", err)
+			}
+			if tt.wantWrite {
+				if after.Version != before.Version+1 || got.Version != after.Version {
+					t.Errorf("Version stored %d, returned %d; want %d", after.Version, got.Version, before.Version+1)
+				}
+				if !after.UpdatedAt.Equal(now) || !got.UpdatedAt.Equal(now) {
+					t.Errorf("UpdatedAt stored %v, returned %v; want %v", after.UpdatedAt, got.UpdatedAt, now)
+				}
+			} else {
+				assertClusterEqual(t, after, *before)
+				if got.Version != before.Version {
+					t.Errorf("returned Version = %d, want unchanged %d", got.Version, before.Version)
+				}
+			}
+			if !after.CreatedAt.Equal(before.CreatedAt) {
+				t.Errorf("CreatedAt changed from %v to %v", before.CreatedAt, after.CreatedAt)
+			}
+			// What UpdateCluster returns is what a fresh read sees.
+			assertClusterEqual(t, got, *after)
+
+			wantEvents := len(eventsBefore)
+			if tt.wantEvent != nil {
+				wantEvents++
+			}
+			if len(events) != wantEvents {
+				t.Fatalf("got %d events, want %d: %+v", len(events), wantEvents, events)
+			}
+			if tt.wantEvent != nil {
+				last := events[len(events)-1]
+				if last.Kind != tt.wantEvent.Kind || last.Message != tt.wantEvent.Message || !last.At.Equal(now) {
+					t.Errorf("event = %+v, want %s/%q at %v", last, tt.wantEvent.Kind, tt.wantEvent.Message, now)
+				}
+			}
+			if tt.check != nil {
+				tt.check(t, after)
+			}
+		})
+	}
+}
+
+func TestUpdateClusterSequentialVersions(t *testing.T) {
+	db, _ := openTestDB(t)
+	ctx := context.Background()
+	mustCreate(t, db, newCluster("v", "alice"))
+	for i := 1; i <= 5; i++ {
+		got, err := db.UpdateCluster(ctx, "v", func(c *store.Cluster) (store.Event, error) {
+			if c.DesiredWorkers != i-1 {
+				t.Errorf("update %d saw DesiredWorkers %d, want %d", i, c.DesiredWorkers, i-1)
+			}
+			c.DesiredWorkers = i
+			return store.Event{}, nil
+		})
+		if err != nil {
+			t.Fatalf("update %d: %v", i, err)
+		}
+		if got.Version != int64(i+1) {
+			t.Fatalf("after update %d Version = %d, want %d", i, got.Version, i+1)
+		}
+	}
+}
+
+func TestEventsInOrder(t *testing.T) {
+	db, clk := openTestDB(t)
+	ctx := context.Background()
+	t0 := clk.Advance(time.Second)
+	mustCreate(t, db, newCluster("e", "alice"))
+	mustCreate(t, db, newCluster("other", "bob"))
+
+	steps := []struct {
+		status store.Status
+		kind   string
+		msg    string
+	}{
+		{store.Starting, "starting", "submitting scheduler"},
+		{store.Running, "running", "scheduler at 10.0.0.1:8786"},
+		{store.Running, "", ""}, // no event and no change
+		{store.Stopping, "stopping", "requested by alice"},
+		{store.Stopped, "stopped", ""},
+	}
+	want := []store.Event{{At: t0, Kind: "created", Message: "by alice, 0 workers requested"}}
+	for _, s := range steps {
+		// Same-millisecond events must still come back in insertion order,
+		// so only advance the clock on every other step.
+		at := clk.Now()
+		if s.kind != "" && len(want)%2 == 0 {
+			at = clk.Advance(time.Millisecond)
+		}
+		if _, err := db.UpdateCluster(ctx, "e", func(c *store.Cluster) (store.Event, error) {
+			c.Status = s.status
+			return store.Event{Kind: s.kind, Message: s.msg}, nil
+		}); err != nil {
+			t.Fatalf("UpdateCluster(%s): %v", s.status, err)
+		}
+		if s.kind != "" {
+			want = append(want, store.Event{At: at, Kind: s.kind, Message: s.msg})
+		}
+		// Interleave another cluster's events; they must not show up.
+		if _, err := db.UpdateCluster(ctx, "other", func(c *store.Cluster) (store.Event, error) {
+			return store.Event{Kind: "noise", Message: s.kind}, nil
+		}); err != nil {
+			t.Fatalf("UpdateCluster(other): %v", err)
+		}
+	}
+	got := mustEvents(t, db, "e")
+	if len(got) != len(want) {
+		t.Fatalf("got %d events, want %d:\n%+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i].Kind != want[i].Kind || got[i].Message != want[i].Message || !got[i].At.Equal(want[i].At) {
+			t.Errorf("event %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if n := len(mustEvents(t, db, "other")); n != 1+len(steps) {
+		t.Errorf("other has %d events, want %d", n, 1+len(steps))
+	}
+}
+
+func TestUpdateClusterConcurrentIncrements(t *testing.T) {
+	db, _ := openTestDB(t) // fakeClock is goroutine-safe
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 50
+	c := newCluster("hot", "alice")
+	c.DesiredWorkers = 10
+	mustCreate(t, db, c)
+
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	versions := make(chan int64, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			got, err := db.UpdateCluster(ctx, "hot", func(c *store.Cluster) (store.Event, error) {
+				c.DesiredWorkers++
+				return store.Event{Kind: "scaled", Message: fmt.Sprintf("goroutine %d to %d", i, c.DesiredWorkers)}, nil
+			})
+			if err != nil {
+				errs <- err
+				return
+			}
+			versions <- got.Version
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	close(versions)
+	for err := range errs {
+		t.Errorf("concurrent UpdateCluster: %v", err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	// Every update saw a distinct version: none was based on a stale read.
+	seen := map[int64]bool{}
+	for v := range versions {
+		if seen[v] {
+			t.Errorf("version %d returned twice", v)
+		}
+		seen[v] = true
+	}
+	got := mustGet(t, db, "hot")
+	if got.DesiredWorkers != 10+n {
+		t.Fatalf("DesiredWorkers = %d, want %d: lost updates", got.DesiredWorkers, 10+n)
+	}
+	if got.Version != 1+n {
+		t.Fatalf("Version = %d, want %d", got.Version, 1+n)
+	}
+	evs := mustEvents(t, db, "hot")
+	if len(evs) != 1+n {
+		t.Fatalf("got %d events, want %d", len(evs), 1+n)
+	}
+	// Events are in commit order, so the recorded targets run 11..60.
+	for i, e := range evs[1:] {
+		if want := fmt.Sprintf(" to %d", 11+i); !strings.HasSuffix(e.Message, want) {
+			t.Errorf("event %d message %q, want suffix %q", i+1, e.Message, want)
+		}
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    store.Status
+		wantErr bool
+	}{
+		{"PENDING", store.Pending, false},
+		{"pending", store.Pending, false},
+		{"Starting", store.Starting, false},
+		{"rUnNiNg", store.Running, false},
+		{"stopping", store.Stopping, false},
+		{"STOPPED", store.Stopped, false},
+		{"failed", store.Failed, false},
+		{"  running\t", store.Running, false},
+		{"", "", true},
+		{"run", "", true},
+		{"RUNNING!", "", true},
+		{"deleted", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := store.ParseStatus(tt.in)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("ParseStatus(%q) = %q, want an error", tt.in, got)
+				}
+				if got != "" {
+					t.Errorf("ParseStatus(%q) returned %q with its error", tt.in, got)
+				}
+				msg := err.Error()
+				if !strings.Contains(msg, fmt.Sprintf("%q", tt.in)) {
+					t.Errorf("error %q does not quote the input", msg)
+				}
+				for _, s := range store.AllStatuses {
+					if !strings.Contains(msg, string(s)) {
+						t.Errorf("error %q does not list %s", msg, s)
+					}
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ParseStatus(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+			}
+		})
+	}
+	// Every status round-trips through its own name.
+	for _, s := range store.AllStatuses {
+		if got, err := store.ParseStatus(strings.ToLower(string(s))); err != nil || got != s {
+			t.Errorf("ParseStatus(%q) = %q, %v", strings.ToLower(string(s)), got, err)
+		}
+	}
+}
+
+func TestStatusActive(t *testing.T) {
+	tests := []struct {
+		s    store.Status
+		want bool
+	}{
+		{store.Pending, true},
+		{store.Starting, true},
+		{store.Running, true},
+		{store.Stopping, true},
+		{store.Stopped, false},
+		{store.Failed, false},
+		{"", false},
+		{"running", false}, // not normalized: only ParseStatus accepts other cases
+	}
+	for _, tt := range tests {
+		if got := tt.s.Active(); got != tt.want {
+			t.Errorf("Status(%q).Active() = %v, want %v", tt.s, got, tt.want)
+		}
+	}
+	if len(store.AllStatuses) != 6 {
+		t.Errorf("AllStatuses has %d entries, want 6", len(store.AllStatuses))
+	}
+}
