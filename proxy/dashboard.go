@@ -109,15 +109,35 @@ func dashError(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg, "code": code, "message": msg})
 }
 
+// removeCookie drops one cookie from the request's Cookie headers and leaves
+// every other byte as the browser sent it.
 func removeCookie(r *http.Request, name string) {
-	cookies := r.Cookies()
-	if len(cookies) == 0 {
+	vals := r.Header.Values("Cookie")
+	if len(vals) == 0 {
+		return
+	}
+	var out []string
+	changed := false
+	for _, v := range vals {
+		parts := strings.Split(v, ";")
+		kept := parts[:0]
+		for _, p := range parts {
+			n, _, _ := strings.Cut(strings.TrimSpace(p), "=")
+			if n == name {
+				changed = true
+				continue
+			}
+			kept = append(kept, p)
+		}
+		if joined := strings.TrimSpace(strings.Join(kept, ";")); joined != "" {
+			out = append(out, joined)
+		}
+	}
+	if !changed {
 		return
 	}
 	r.Header.Del("Cookie")
-	for _, c := range cookies {
-		if c.Name != name {
-			r.AddCookie(c)
-		}
+	for _, v := range out {
+		r.Header.Add("Cookie", v)
 	}
 }

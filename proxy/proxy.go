@@ -53,8 +53,9 @@ type Server struct {
 	log    *slog.Logger
 	bufs   sync.Pool
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{} // passthrough connections, closed on Close
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{} // passthrough connections, closed on Close
+	closed bool
 
 	passthrough atomic.Int64
 }
@@ -70,7 +71,8 @@ func New(cfg Config, rt *routes.Table) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, routes: rt, log: cfg.Logger, conns: map[net.Conn]struct{}{}}
+	cfg.ClusterDomain = strings.ToLower(strings.Trim(cfg.ClusterDomain, ".")) // server names arrive lowercased
+	s := &Server{cfg: cfg, routes: rt, log: cfg.Logger, conns: map[net.Conn]struct{}{}, http: newChanListener()}
 	s.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	return s
 }
@@ -78,9 +80,7 @@ func New(cfg Config, rt *routes.Table) *Server {
 // HTTPListener is the listener an http.Server serves: it yields the
 // connections that are not for a scheduler, TLS already set up for HTTPS.
 func (s *Server) HTTPListener(addr net.Addr) net.Listener {
-	if s.http == nil {
-		s.http = newChanListener(addr)
-	}
+	s.http.setAddr(addr)
 	return s.http
 }
 
@@ -89,13 +89,9 @@ func (s *Server) ActivePassthrough() int64 { return s.passthrough.Load() }
 
 // Serve accepts connections from ln until ctx ends or ln fails.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	if s.http == nil {
-		s.HTTPListener(ln.Addr())
-	}
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
+	s.http.setAddr(ln.Addr())
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
 	var delay time.Duration
 	for {
 		conn, err := ln.Accept()
@@ -120,10 +116,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // Close closes the HTTP listener and every passthrough connection.
 func (s *Server) Close() {
-	if s.http != nil {
-		s.http.Close()
-	}
+	s.http.Close()
 	s.mu.Lock()
+	s.closed = true
 	for c := range s.conns {
 		c.Close()
 	}
@@ -197,10 +192,17 @@ func (s *Server) toHTTP(c net.Conn) {
 // net/http does, so curl users see why.
 func (s *Server) refusePlain(conn net.Conn, first []byte) {
 	defer conn.Close()
-	if len(first) > 0 && first[0] >= 'A' && first[0] <= 'Z' {
-		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
-		_, _ = io.WriteString(conn, "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nThis gateway speaks HTTPS only: use an https:// URL.\n")
+	if len(first) == 0 || first[0] < 'A' || first[0] > 'Z' {
+		return
 	}
+	_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = io.WriteString(conn, "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nThis gateway speaks HTTPS only: use an https:// URL.\n")
+	// Closing with the request still unread would make the kernel send a
+	// reset, and the client could lose the answer: finish writing, then
+	// read (a bounded amount, briefly) until the client closes.
+	closeWrite(conn)
+	_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, io.LimitReader(conn, 64<<10))
 }
 
 func (s *Server) passthroughTo(conn net.Conn, cluster string, hello []byte) {
@@ -221,22 +223,33 @@ func (s *Server) passthroughTo(conn net.Conn, cluster string, hello []byte) {
 		backend.Close()
 		return
 	}
-	s.track(conn, backend, true)
+	if !s.track(conn, backend, true) {
+		conn.Close()
+		backend.Close()
+		return
+	}
 	s.passthrough.Add(1)
 	pipe(conn, backend)
 	s.passthrough.Add(-1)
 	s.track(conn, backend, false)
 }
 
-func (s *Server) track(a, b net.Conn, add bool) {
+// track records (or forgets) a passthrough pair; after Close it refuses new
+// pairs, so a connection still peeking when the server closed cannot slip
+// through.
+func (s *Server) track(a, b net.Conn, add bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if add {
-		s.conns[a], s.conns[b] = struct{}{}, struct{}{}
-	} else {
+	if !add {
 		delete(s.conns, a)
 		delete(s.conns, b)
+		return true
 	}
+	if s.closed {
+		return false
+	}
+	s.conns[a], s.conns[b] = struct{}{}, struct{}{}
+	return true
 }
 
 // pipe copies both ways until both directions end, passing half-closes on.
@@ -281,14 +294,23 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 
 // chanListener is a net.Listener fed by the sorter.
 type chanListener struct {
+	mu     sync.Mutex
 	addr   net.Addr
 	ch     chan net.Conn
 	done   chan struct{}
 	closed sync.Once
 }
 
-func newChanListener(addr net.Addr) *chanListener {
-	return &chanListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+func newChanListener() *chanListener {
+	return &chanListener{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *chanListener) setAddr(a net.Addr) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.addr == nil {
+		l.addr = a
+	}
 }
 
 func (l *chanListener) deliver(c net.Conn) bool {
@@ -314,4 +336,8 @@ func (l *chanListener) Close() error {
 	return nil
 }
 
-func (l *chanListener) Addr() net.Addr { return l.addr }
+func (l *chanListener) Addr() net.Addr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.addr
+}
