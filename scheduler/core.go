@@ -138,6 +138,9 @@ func (c *Core) ProviderName() string { return c.provider.Name() }
 func (c *Core) Run(ctx context.Context) error {
 	active, err := c.store.ListClusters(ctx, store.Filter{Statuses: []store.Status{store.Pending, store.Starting, store.Running, store.Stopping}})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
+		}
 		return fmt.Errorf("scheduler: load clusters: %w", err)
 	}
 	for _, cl := range active {

@@ -9,18 +9,23 @@ import (
 // two goroutines at once, and a name added while it is being processed is
 // processed again afterwards, so no change is ever missed (the same contract
 // as client-go's workqueue, without its rate limiting).
+type delayed struct {
+	timer *time.Timer
+	due   time.Time
+}
+
 type queue struct {
 	mu         sync.Mutex
 	cond       *sync.Cond
 	items      []string
 	dirty      map[string]bool
 	processing map[string]bool
-	timers     map[string]*time.Timer
+	timers     map[string]*delayed
 	shutdown   bool
 }
 
 func newQueue() *queue {
-	q := &queue{dirty: map[string]bool{}, processing: map[string]bool{}, timers: map[string]*time.Timer{}}
+	q := &queue{dirty: map[string]bool{}, processing: map[string]bool{}, timers: map[string]*delayed{}}
 	q.cond = sync.NewCond(&q.mu)
 	return q
 }
@@ -37,7 +42,7 @@ func (q *queue) addLocked(name string) {
 		return
 	}
 	if t := q.timers[name]; t != nil {
-		t.Stop()
+		t.timer.Stop()
 		delete(q.timers, name)
 	}
 	q.dirty[name] = true
@@ -59,11 +64,15 @@ func (q *queue) AddAfter(name string, d time.Duration) {
 	if q.shutdown || q.dirty[name] {
 		return
 	}
+	due := time.Now().Add(d)
 	if t := q.timers[name]; t != nil {
-		t.Stop()
+		if !t.due.After(due) {
+			return // already due sooner: a later recheck must not delay a retry
+		}
+		t.timer.Stop()
 	}
-	var t *time.Timer
-	t = time.AfterFunc(d, func() {
+	t := &delayed{due: due}
+	t.timer = time.AfterFunc(d, func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		if q.timers[name] == t {
@@ -116,7 +125,7 @@ func (q *queue) Shutdown() {
 	defer q.mu.Unlock()
 	q.shutdown = true
 	for n, t := range q.timers {
-		t.Stop()
+		t.timer.Stop()
 		delete(q.timers, n)
 	}
 	q.cond.Broadcast()

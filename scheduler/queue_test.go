@@ -494,3 +494,12 @@ func TestQueueShutdown(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueLaterAddAfterKeepsEarlier: a long recheck asked for after a short
+// retry must not postpone the retry.
+func TestQueueLaterAddAfterKeepsEarlier(t *testing.T) {
+	q := qtNewQueue(t)
+	q.AddAfter("a", 20*time.Millisecond)
+	q.AddAfter("a", time.Hour)
+	qtMustGet(t, q, "a")
+}

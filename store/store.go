@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -121,17 +120,15 @@ type DB struct {
 // migrations. Accepted forms: "sqlite:///abs/path.db", "sqlite://rel/path.db",
 // a bare file path, or "postgres://..." (see OpenPostgres).
 func Open(ctx context.Context, rawURL string) (*DB, error) {
+	// Only the scheme is ever quoted back: the rest may hold a password.
+	scheme, rest, hasScheme := strings.Cut(rawURL, "://")
+	scheme = strings.ToLower(scheme)
 	switch {
-	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+	case hasScheme && (scheme == "postgres" || scheme == "postgresql"):
 		return nil, fmt.Errorf("store: PostgreSQL is not built into this version yet; use a sqlite:// URL for database.url")
-	case strings.HasPrefix(rawURL, "sqlite://"):
-		return openSQLite(ctx, strings.TrimPrefix(rawURL, "sqlite://"))
-	case strings.Contains(rawURL, "://"):
-		u, _ := url.Parse(rawURL)
-		scheme := rawURL
-		if u != nil {
-			scheme = u.Scheme
-		}
+	case hasScheme && scheme == "sqlite":
+		return openSQLite(ctx, rest)
+	case hasScheme:
 		return nil, fmt.Errorf("store: unsupported database.url scheme %q (want sqlite:// or postgres://)", scheme)
 	case rawURL == "":
 		return nil, errors.New("store: database.url is empty")
@@ -151,7 +148,9 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 	}
 	// _txlock=immediate takes the write lock at BEGIN, so two writers never
 	// deadlock upgrading read locks; busy_timeout makes them queue instead.
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	// The path goes into a file: URI, where %, ? and # have meanings of their own.
+	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	dsn := "file:" + escaped + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -304,10 +303,11 @@ func millis(t time.Time) int64 {
 // CreateCluster inserts a new cluster with an event. It fails with ErrExists
 // when the name is taken.
 func (s *DB) CreateCluster(ctx context.Context, c *Cluster) error {
-	now := s.now()
+	now := s.now().Truncate(time.Millisecond) // what the store keeps
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = now
 	}
+	c.CreatedAt = c.CreatedAt.Truncate(time.Millisecond)
 	c.UpdatedAt = now
 	c.Version = 1
 	if c.Options == "" {
@@ -429,9 +429,9 @@ func (s *DB) UpdateCluster(ctx context.Context, name string, fn UpdateFunc) (*Cl
 	if ev.Kind == "" && sameCluster(c, &before) {
 		return c, nil // nothing changed: spare the write
 	}
-	c.UpdatedAt = s.now()
+	c.UpdatedAt = s.now().Truncate(time.Millisecond)
 	c.Version = before.Version + 1
-	_, err = tx.ExecContext(ctx, s.rebind(`UPDATE clusters SET status=?, phase=?, reason=?, provider=?, options=?,
+	res, err := tx.ExecContext(ctx, s.rebind(`UPDATE clusters SET status=?, phase=?, reason=?, provider=?, options=?,
 desired_workers=?, next_worker_seq=?, ready_workers=?, tls_cert=?, tls_key=?, scheduler_address=?,
 dashboard_address=?, started_at=?, stopped_at=?, updated_at=?, version=? WHERE name=? AND version=?`),
 		string(c.Status), c.Phase, c.Reason, c.Provider, c.Options, c.DesiredWorkers, c.NextWorkerSeq, c.ReadyWorkers,
@@ -439,6 +439,11 @@ dashboard_address=?, started_at=?, stopped_at=?, updated_at=?, version=? WHERE n
 		millis(c.StoppedAt), millis(c.UpdatedAt), c.Version, c.Name, before.Version)
 	if err != nil {
 		return nil, fmt.Errorf("store: update cluster: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		// The row lock makes this impossible; if it ever happens, refuse
+		// rather than report a write that did not take place.
+		return nil, fmt.Errorf("store: update cluster %s: version %d changed underneath (%d rows, %v)", c.Name, before.Version, n, err)
 	}
 	if ev.Kind != "" {
 		if err := s.addEvent(ctx, tx, c.Name, ev.Kind, ev.Message); err != nil {

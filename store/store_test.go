@@ -959,3 +959,36 @@ func TestStatusActive(t *testing.T) {
 		t.Errorf("AllStatuses has %d entries, want 6", len(store.AllStatuses))
 	}
 }
+
+// TestOpenAwkwardPaths: characters that mean something in a file: URI still
+// name the file they spell.
+func TestOpenAwkwardPaths(t *testing.T) {
+	for _, dir := range []string{"a#b", "a?b", "a%41b", "with space"} {
+		t.Run(dir, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), dir, "g.db")
+			db, err := store.Open(context.Background(), "sqlite://"+path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			if _, err := os.Stat(path); err != nil {
+				t.Fatalf("database not at %s: %v", path, err)
+			}
+		})
+	}
+}
+
+// TestOpenErrorsDoNotEchoSecrets: a refused URL is reported by its scheme only.
+func TestOpenErrorsDoNotEchoSecrets(t *testing.T) {
+	for _, u := range []string{"mysql://user:s3cret@db/%zz", "MYSQL://user:s3cret@db/x"} {
+		_, err := store.Open(context.Background(), u)
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), `"mysql"`) {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+	db, err := store.Open(context.Background(), "SQLITE://"+filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatalf("scheme case: %v", err)
+	}
+	db.Close()
+}
