@@ -351,7 +351,9 @@ func (s *Server) adaptCluster(w http.ResponseWriter, r *http.Request) {
 		s.coreError(w, r, err)
 		return
 	}
-	WriteError(w, http.StatusNotImplemented, "not_implemented", "adaptive scaling is not available in this version of the gateway; use scale")
+	// 409, not 501: dask-gateway's client shows the message of a 409 (as a
+	// GatewayClusterError) but only a bare status for a 501.
+	WriteError(w, http.StatusConflict, "not_supported", "adaptive scaling is not available in this version of the gateway; use scale")
 }
 
 func (s *Server) clusterLogs(w http.ResponseWriter, r *http.Request) {

@@ -196,7 +196,7 @@ func TestTenancyAndStatusCodes(t *testing.T) {
 		{"scale missing count", "POST", "/api/v1/clusters/run1/scale", "alice-token-000000", `{}`, 422, "count"},
 		{"scale negative", "POST", "/api/v1/clusters/run1/scale", "alice-token-000000", `{"count":-1}`, 422, "non-negative"},
 		{"scale fraction", "POST", "/api/v1/clusters/run1/scale", "alice-token-000000", `{"count":1.5}`, 422, "non-negative whole"},
-		{"adapt is not there yet", "POST", "/api/v1/clusters/run1/adapt", "alice-token-000000", `{}`, 501, "not available"},
+		{"adapt is not there yet", "POST", "/api/v1/clusters/run1/adapt", "alice-token-000000", `{}`, 409, "not available"},
 		{"logs", "GET", "/api/v1/clusters/run1/logs?tail=5", "alice-token-000000", "", 200, "[scheduler] hello"},
 		{"logs bad tail", "GET", "/api/v1/clusters/run1/logs?tail=x", "alice-token-000000", "", 422, "tail"},
 		{"events", "GET", "/api/v1/clusters/run1/events", "alice-token-000000", "", 200, `"kind":"created"`},

@@ -51,6 +51,18 @@ func BearerToken(r *http.Request) (string, error) {
 	switch strings.ToLower(scheme) {
 	case "bearer", "token":
 		return strings.TrimSpace(tok), nil
+	case "basic":
+		// dask-gateway's default client auth is HTTP Basic: the token goes
+		// in the password, the user name is ignored (the token names the user).
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(tok))
+		if err != nil {
+			return "", fmt.Errorf("%w: malformed Basic credentials", ErrInvalid)
+		}
+		_, pw, ok := strings.Cut(string(raw), ":")
+		if !ok || pw == "" {
+			return "", fmt.Errorf("%w: Basic credentials need the API token as the password", ErrInvalid)
+		}
+		return pw, nil
 	default:
 		return "", fmt.Errorf("%w: unsupported Authorization scheme %q; use \"Bearer <token>\"", ErrInvalid, scheme)
 	}

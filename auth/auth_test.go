@@ -22,7 +22,11 @@ func TestBearerToken(t *testing.T) {
 		{"Bearer abc", "abc", nil},
 		{"bearer  abc ", "abc", nil},
 		{"token abc", "abc", nil},
-		{"Basic dXNlcjpwdw==", "", ErrInvalid},
+		{"Basic dXNlcjpwdw==", "pw", nil},  // user:pw
+		{"Basic OnRvaw==", "tok", nil},     // :tok
+		{"Basic dXNlcjo=", "", ErrInvalid}, // user: (no password)
+		{"Basic %%%", "", ErrInvalid},
+		{"Digest abc", "", ErrInvalid},
 		{"Bearer", "", ErrInvalid},
 		{"Bearer   ", "", ErrInvalid},
 	}
