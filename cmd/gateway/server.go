@@ -66,20 +66,40 @@ Not for production: it serves plain HTTP and trusts one static token.`,
 	}
 	sf := addServerFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := sf.load(true)
-		if err != nil {
+		return runServer(cmd, sf, true, func(g *gateway.Gateway, cfg *config.Config) error {
+			return devBanner(cmd, g, cfg)
+		})
+	}
+	return cmd
+}
+
+// runServer loads the configuration, builds the gateway, lets ready report
+// on it, and serves until the command's context ends.
+func runServer(cmd *cobra.Command, sf *serverFlags, dev bool, ready func(*gateway.Gateway, *config.Config) error) error {
+	cfg, err := sf.load(dev)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, cmd.ErrOrStderr())
+	g, err := gateway.New(cmd.Context(), cfg, log, buildVersion())
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		if err := ready(g, cfg); err != nil {
+			g.Close()
 			return err
 		}
-		log := newLogger(cfg, cmd.ErrOrStderr())
-		g, err := gateway.New(cmd.Context(), cfg, log, buildVersion())
-		if err != nil {
-			return err
-		}
-		credPath, err := saveDevCredentials(g.PublicURL, g.DevToken)
-		if err != nil {
-			return fmt.Errorf("write CLI credentials: %w", err)
-		}
-		fmt.Fprintf(cmd.ErrOrStderr(), `
+	}
+	return g.Run(cmd.Context())
+}
+
+func devBanner(cmd *cobra.Command, g *gateway.Gateway, cfg *config.Config) error {
+	credPath, err := saveDevCredentials(g.PublicURL, g.DevToken)
+	if err != nil {
+		return fmt.Errorf("write CLI credentials: %w", err)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), `
   gateway dev: FOR DEVELOPMENT ONLY (plain HTTP, one static dev token, Dask on this machine)
     gateway URL:  %s
     data dir:     %s
@@ -87,9 +107,7 @@ Not for production: it serves plain HTTP and trusts one static token.`,
     next, in another shell:  gateway new-cluster --workers 2
 
 `, g.PublicURL, cfg.DataDir, credPath, cfg.Auth.DevUser)
-		return g.Run(cmd.Context())
-	}
-	return cmd
+	return nil
 }
 
 func saveDevCredentials(url, token string) (string, error) {
@@ -115,16 +133,7 @@ func newServeCmd() *cobra.Command {
 	}
 	sf := addServerFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := sf.load(false)
-		if err != nil {
-			return err
-		}
-		log := newLogger(cfg, cmd.ErrOrStderr())
-		g, err := gateway.New(cmd.Context(), cfg, log, buildVersion())
-		if err != nil {
-			return err
-		}
-		return g.Run(cmd.Context())
+		return runServer(cmd, sf, false, nil)
 	}
 	return cmd
 }

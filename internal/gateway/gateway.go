@@ -252,6 +252,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	return runErr
 }
 
+// Close releases what New acquired, for a gateway that will not Run.
+func (g *Gateway) Close() { g.closeAll() }
+
 func (g *Gateway) closeAll() {
 	if g.ln != nil {
 		g.ln.Close()
