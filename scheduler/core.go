@@ -105,8 +105,8 @@ type Core struct {
 	queue    *queue
 
 	mu       sync.Mutex
-	watchers map[string]chan struct{} // closed on every change of the cluster
-	restarts map[string]int           // unexpected worker exits per cluster, this process
+	watchers map[string]*watch          // per cluster, closed on its next change
+	exits    map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
 }
 
 // New makes a core. Run starts its loop.
@@ -119,8 +119,8 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 		cfg: cfg, store: st, provider: p, router: r, log: log, now: time.Now,
 		http:     &http.Client{Timeout: 3 * time.Second},
 		queue:    newQueue(),
-		watchers: map[string]chan struct{}{},
-		restarts: map[string]int{},
+		watchers: map[string]*watch{},
+		exits:    map[string]map[string]bool{},
 	}
 }
 
@@ -181,24 +181,40 @@ func (c *Core) worker(ctx context.Context) {
 	}
 }
 
+type watch struct {
+	ch      chan struct{}
+	waiters int
+}
+
 func (c *Core) notify(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ch, ok := c.watchers[name]; ok {
-		close(ch)
+	if w, ok := c.watchers[name]; ok {
+		close(w.ch)
 		delete(c.watchers, name)
 	}
 }
 
-func (c *Core) changed(name string) <-chan struct{} {
+// watch returns a channel closed on the cluster's next change, and a
+// function to call when no longer waiting, so that waits on names that never
+// change leave nothing behind.
+func (c *Core) watch(name string) (<-chan struct{}, func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch, ok := c.watchers[name]
+	w, ok := c.watchers[name]
 	if !ok {
-		ch = make(chan struct{})
-		c.watchers[name] = ch
+		w = &watch{ch: make(chan struct{})}
+		c.watchers[name] = w
 	}
-	return ch
+	w.waiters++
+	return w.ch, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		w.waiters--
+		if w.waiters == 0 && c.watchers[name] == w {
+			delete(c.watchers, name)
+		}
+	}
 }
 
 // update applies fn to the stored cluster and wakes any waiters.
@@ -292,19 +308,23 @@ func (c *Core) Wait(ctx context.Context, owner, name string, timeout time.Durati
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		ch := c.changed(name)
+		ch, done := c.watch(name)
 		cl, err := c.Get(ctx, owner, name)
 		if err != nil || (cl.Status != store.Pending && cl.Status != store.Starting) {
+			done()
 			return cl, err
 		}
 		select {
 		case <-ch:
 		case <-deadline.C:
+			done()
 			return cl, nil
 		case <-ctx.Done():
+			done()
 			return cl, nil
 		case <-time.After(time.Second): // another replica may have changed it
 		}
+		done()
 	}
 }
 
@@ -483,14 +503,23 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 		}
 		return 0, c.fail(ctx, cl, reason)
 	}
-	if err := c.provider.StartScheduler(ctx, c.spec(cl)); err != nil {
-		return 0, c.fail(ctx, cl, "could not start the scheduler: "+err.Error())
-	}
+	// Launch only when the backend knows no scheduler: one that was
+	// launched and has exited must fail the cluster with its reason, not be
+	// relaunched until the start timeout hides why.
 	members, err := c.provider.Describe(ctx, cl.Name)
 	if err != nil {
 		return time.Second, err
 	}
 	sched := findScheduler(members)
+	if sched == nil {
+		if err := c.provider.StartScheduler(ctx, c.spec(cl)); err != nil {
+			return 0, c.fail(ctx, cl, "could not start the scheduler: "+err.Error())
+		}
+		if members, err = c.provider.Describe(ctx, cl.Name); err != nil {
+			return time.Second, err
+		}
+		sched = findScheduler(members)
+	}
 	switch {
 	case sched == nil:
 		return 200 * time.Millisecond, nil
@@ -557,13 +586,14 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 			continue
 		}
 		if m.State == providers.StateStopped {
-			// It exited without being asked: forget it and count it.
-			_ = c.provider.StopWorker(ctx, cl.Name, m.Name)
-			c.mu.Lock()
-			c.restarts[cl.Name]++
-			n := c.restarts[cl.Name]
-			c.mu.Unlock()
-			c.log.Warn("worker exited", "cluster", cl.Name, "worker", m.Name, "reason", m.Reason)
+			// Workers stopped on request carry no reason; one that exited on
+			// its own is counted once, however often the backend reports it.
+			if m.Reason == "" || !c.countExit(cl.Name, m.Name) {
+				continue
+			}
+			_ = c.provider.StopWorker(ctx, cl.Name, m.Name) // let the backend forget it
+			n := c.exitCount(cl.Name)
+			c.log.Warn("worker exited", "cluster", cl.Name, "worker", m.Name, "reason", firstLine(m.Reason))
 			c.event(ctx, cl.Name, "worker-exited", m.Name+": "+m.Reason)
 			if n > c.cfg.WorkerRestarts {
 				return 0, c.fail(ctx, cl, fmt.Sprintf("workers keep exiting (%d exits; the limit is %d). Last: %s", n, c.cfg.WorkerRestarts, m.Reason))
@@ -714,8 +744,28 @@ func (c *Core) fail(ctx context.Context, cl *store.Cluster, reason string) error
 
 func (c *Core) forget(name string) {
 	c.mu.Lock()
-	delete(c.restarts, name)
+	delete(c.exits, name)
 	c.mu.Unlock()
+}
+
+// countExit records a worker's unexpected exit; false if it was counted already.
+func (c *Core) countExit(cluster, worker string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.exits[cluster] == nil {
+		c.exits[cluster] = map[string]bool{}
+	}
+	if c.exits[cluster][worker] {
+		return false
+	}
+	c.exits[cluster][worker] = true
+	return true
+}
+
+func (c *Core) exitCount(cluster string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.exits[cluster])
 }
 
 func (c *Core) event(ctx context.Context, name, kind, msg string) {

@@ -34,12 +34,14 @@ type OptionField struct {
 
 const minWorkerMemory = 0.25 // GiB: below this a Dask worker pauses at once
 
-// DefaultOptions are used for fields a request leaves out.
-func DefaultOptions() Options { return Options{Workers: 0, WorkerThreads: 1, WorkerMemory: 2} }
+// Defaults are used for fields a request leaves out, within the limits.
+func (l Limits) Defaults() Options {
+	return Options{Workers: 0, WorkerThreads: 1, WorkerMemory: math.Min(2, l.MaxWorkerMemory)}
+}
 
 // Spec describes the options for the dask-gateway client.
 func (l Limits) Spec() []OptionField {
-	d := DefaultOptions()
+	d := l.Defaults()
 	return []OptionField{
 		{Field: "workers", Label: "Workers at start", Default: d.Workers, Spec: map[string]any{"type": "int", "min": 0, "max": l.MaxWorkers}},
 		{Field: "worker_threads", Label: "Threads per worker", Default: d.WorkerThreads, Spec: map[string]any{"type": "int", "min": 1, "max": l.MaxWorkerThreads}},
@@ -50,18 +52,23 @@ func (l Limits) Spec() []OptionField {
 // ParseOptions validates raw cluster options against the limits. Every
 // problem is reported at once, each naming the field and what is allowed.
 func (l Limits) ParseOptions(raw map[string]json.RawMessage) (Options, error) {
-	o := DefaultOptions()
+	o := l.Defaults()
 	known := map[string]bool{}
 	for _, f := range l.Spec() {
 		known[f.Field] = true
 	}
 	var problems []string
 	var unknown []string
-	for k := range raw {
-		if !known[k] {
+	given := make(map[string]json.RawMessage, len(raw))
+	for k, v := range raw {
+		switch {
+		case !known[k]:
 			unknown = append(unknown, k)
+		case string(v) != "null": // null means "the default", as if left out
+			given[k] = v
 		}
 	}
+	raw = given
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
 		fields := make([]string, 0, len(known))

@@ -242,6 +242,12 @@ func (c *Config) finish() error {
 	if c.Cluster.MaxWorkers < 1 {
 		problems = append(problems, "cluster.max_workers must be at least 1")
 	}
+	if c.Cluster.MaxWorkerThreads < 1 {
+		problems = append(problems, "cluster.max_worker_threads must be at least 1")
+	}
+	if c.Cluster.MaxWorkerMemory < 0.25 {
+		problems = append(problems, "cluster.max_worker_memory must be at least 0.25 (GiB)")
+	}
 	if c.Cluster.WorkerRestarts < 0 {
 		problems = append(problems, "cluster.worker_restarts must not be negative")
 	}

@@ -87,6 +87,8 @@ func TestInvalid(t *testing.T) {
 		{"bad level", "log:\n  level: loud\n", nil, "log.level"},
 		{"bad duration", "cluster:\n  start_timeout: soon\n", nil, "start_timeout"},
 		{"zero workers", "cluster:\n  max_workers: 0\n", nil, "max_workers must be at least 1"},
+		{"tiny memory limit", "cluster:\n  max_worker_memory: 0.1\n", nil, "max_worker_memory must be at least 0.25"},
+		{"no threads", "cluster:\n  max_worker_threads: 0\n", nil, "max_worker_threads must be at least 1"},
 		{"bad public url", "public_url: ftp://x\n", nil, "public_url"},
 		{"not yaml", "listen: [\n", nil, "read"},
 	}
