@@ -563,13 +563,41 @@ func (p *Provider) killGroup(pr *proc) {
 	}
 }
 
-// killGroupQuietly removes stragglers of a group whose leader has exited,
-// but only while the group id still belongs to a process of ours: with the
-// leader gone its pid could be recycled by an unrelated process group.
+// killGroupQuietly removes stragglers of a group whose leader has exited.
+// With the leader gone the group id may already belong to an unrelated
+// process group, so it never signals the group as such: it kills only the
+// processes of that group that carry this member's marker.
 func (p *Provider) killGroupQuietly(pr *proc) {
-	if pr.child != nil {
-		_ = syscall.Kill(-pr.Pid, syscall.SIGKILL) // reaped leader: our group id is not reusable while members remain
+	member := pr.Cluster + "/" + pr.Name
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil || pgid(pid) != pr.Pid || !hasMarker(pid, p.cfg.GatewayID, member) {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+}
+
+// pgid reads a process's group id from /proc, or -1.
+func pgid(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return -1
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 3 {
+		return -1
+	}
+	g, err := strconv.Atoi(fields[2])
+	if err != nil {
+		return -1
+	}
+	return g
 }
 
 // Close implements providers.Closer. With leave=false every member is
