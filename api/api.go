@@ -44,6 +44,9 @@ type Config struct {
 	PublicURL string
 	// WaitTimeout bounds ?wait long polls.
 	WaitTimeout time.Duration
+	// Issuer and ClientID tell the CLI where to log in.
+	Issuer   string
+	ClientID string
 }
 
 // Server is the API handler.
@@ -55,6 +58,9 @@ type Server struct {
 	mux  *http.ServeMux
 
 	sessions *auth.Sessions // nil: no browser sessions
+	tokens   TokenStore     // nil: no API tokens
+	limiter  *auth.FailureLimiter
+	browser  *BrowserLogin // nil: no OIDC browser login
 }
 
 // New builds the API. sessions may be nil.
@@ -74,6 +80,7 @@ func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /api/health", s.health)
 	m.HandleFunc("GET /api/version", s.version)
+	m.HandleFunc("GET /api/v1/auth/config", s.authConfig)
 	m.HandleFunc("GET /api/v1/whoami", s.authed(s.whoami))
 	m.HandleFunc("GET /api/v1/options", s.authed(s.options))
 	m.HandleFunc("GET /api/v1/clusters/{$}", s.authed(s.listClusters))
@@ -87,8 +94,13 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/v1/clusters/{name}/logs", s.authed(s.clusterLogs))
 	m.HandleFunc("GET /api/v1/clusters/{name}/events", s.authed(s.clusterEvents))
 	m.HandleFunc("POST /api/v1/clusters/{name}/dashboard-link", s.authed(s.dashboardLink))
+	m.HandleFunc("POST /api/v1/tokens", s.authed(s.tokensEnabled(s.createToken)))
+	m.HandleFunc("GET /api/v1/tokens", s.authed(s.tokensEnabled(s.listTokens)))
+	m.HandleFunc("DELETE /api/v1/tokens/{id}", s.authed(s.tokensEnabled(s.revokeToken)))
 	m.HandleFunc("GET /auth/ticket", s.redeemTicket)
 	m.HandleFunc("POST /auth/logout", s.logout)
+	m.HandleFunc("GET /auth/login", s.startLogin)
+	m.HandleFunc("GET /auth/callback", s.finishLogin)
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s", r.Method, r.URL.Path))
 	})
@@ -139,16 +151,37 @@ func Authenticate(r *http.Request, a auth.Authenticator) (*auth.User, error) {
 	return a.Authenticate(r.Context(), tok)
 }
 
+// SetFailureLimiter limits failed authentications per client address.
+func (s *Server) SetFailureLimiter(l *auth.FailureLimiter) { s.limiter = l }
+
 func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		ip := remoteIP(r)
+		if s.limiter != nil && s.limiter.Blocked(ip) {
+			w.Header().Set("Retry-After", "60")
+			WriteError(w, http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from your address; wait a minute")
+			return
+		}
 		u, err := Authenticate(r, s.auth)
 		if err != nil {
 			msg := "authentication required: send \"Authorization: Bearer <token>\" (run: gateway login)"
 			if !errors.Is(err, auth.ErrNoCredentials) {
+				if !errors.Is(err, auth.ErrInvalid) {
+					s.log.Error("authentication error", "err", err)
+					WriteError(w, http.StatusServiceUnavailable, "auth_unavailable", "cannot check credentials right now; try again")
+					return
+				}
 				msg = "authentication failed: " + strings.TrimPrefix(err.Error(), auth.ErrInvalid.Error()+": ")
-				s.log.Info("authentication failed", "remote", remoteIP(r), "path", r.URL.Path) // never the token
+				if s.limiter != nil {
+					s.limiter.Fail(ip)
+				}
+				s.log.Info("authentication failed", "remote", ip, "path", r.URL.Path, "reason", msg) // never the token
 			}
 			WriteError(w, http.StatusUnauthorized, "unauthenticated", msg)
+			return
+		}
+		if u.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			WriteError(w, http.StatusForbidden, "read_only", "this token is read-only")
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, u)))
@@ -217,7 +250,21 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
 	if groups == nil {
 		groups = []string{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": u.Name, "groups": groups, "admin": u.Admin})
+	out := map[string]any{"name": u.Name, "subject": u.Subject, "email": u.Email, "groups": groups, "admin": u.Admin,
+		"via": u.Via, "read_only": u.ReadOnly}
+	if !u.Expires.IsZero() {
+		out["expires"] = u.Expires.UTC().Format(time.RFC3339)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) authConfig(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Issuer == "" {
+		WriteError(w, http.StatusNotFound, "not_found", "this gateway has no OpenID Connect login")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"issuer": s.cfg.Issuer, "client_id": s.cfg.ClientID,
+		"scopes": []string{"openid", "profile", "email", "groups", "offline_access"}})
 }
 
 func (s *Server) options(w http.ResponseWriter, r *http.Request) {

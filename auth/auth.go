@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Errors callers match with errors.Is.
@@ -26,9 +27,17 @@ var (
 
 // User is an authenticated identity.
 type User struct {
-	Name   string
-	Groups []string
-	Admin  bool
+	Name    string
+	Subject string
+	Email   string
+	Groups  []string
+	Admin   bool
+	// Expires is when the credential that proved the identity expires.
+	Expires time.Time
+	// Via says how: "oidc", "token" (an API token), "session" or "static".
+	Via string
+	// ReadOnly credentials may only read.
+	ReadOnly bool
 }
 
 // Authenticator recognises one kind of credential.

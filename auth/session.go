@@ -122,6 +122,54 @@ func (s *Sessions) Cookie(u User) *http.Cookie {
 	}
 }
 
+// Seal returns a cookie named name holding v, signed, for ttl. Cookies are
+// signed, not encrypted: put nothing in them that the browser's user may not
+// read.
+func (s *Sessions) Seal(name string, v any, ttl time.Duration) (*http.Cookie, error) {
+	payload, err := json.Marshal(struct {
+		V   any   `json:"v"`
+		Exp int64 `json:"e"`
+	}{v, s.now().Add(ttl).Unix()})
+	if err != nil {
+		return nil, err
+	}
+	body := base64.RawURLEncoding.EncodeToString(payload)
+	return &http.Cookie{Name: name, Value: body + "." + s.sign(name+"|"+body), Path: "/", MaxAge: int(ttl.Seconds()),
+		HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode}, nil
+}
+
+// Open reads a cookie made by Seal into v.
+func (s *Sessions) Open(r *http.Request, name string, v any) error {
+	c, err := r.Cookie(name)
+	if err != nil || c.Value == "" {
+		return ErrNoCredentials
+	}
+	body, sig, ok := strings.Cut(c.Value, ".")
+	if !ok || !hmac.Equal([]byte(sig), []byte(s.sign(name+"|"+body))) {
+		return fmt.Errorf("%w: cookie %s is not valid", ErrInvalid, name)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil {
+		return fmt.Errorf("%w: cookie %s is not valid", ErrInvalid, name)
+	}
+	var env struct {
+		V   json.RawMessage `json:"v"`
+		Exp int64           `json:"e"`
+	}
+	if err := json.Unmarshal(payload, &env); err != nil || json.Unmarshal(env.V, v) != nil {
+		return fmt.Errorf("%w: cookie %s is not valid", ErrInvalid, name)
+	}
+	if s.now().Unix() > env.Exp {
+		return fmt.Errorf("%w: cookie %s expired", ErrInvalid, name)
+	}
+	return nil
+}
+
+// Clear returns a cookie that deletes the named cookie.
+func (s *Sessions) Clear(name string) *http.Cookie {
+	return &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode}
+}
+
 // ClearCookie returns a cookie that deletes the session.
 func (s *Sessions) ClearCookie() *http.Cookie {
 	return &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode}
@@ -155,5 +203,5 @@ func (s *Sessions) FromRequest(r *http.Request) (*User, error) {
 	if s.now().Unix() > cl.Exp {
 		return nil, fmt.Errorf("%w: session expired", ErrInvalid)
 	}
-	return &User{Name: cl.Name, Groups: cl.Groups, Admin: cl.Admin}, nil
+	return &User{Name: cl.Name, Groups: cl.Groups, Admin: cl.Admin, Via: "session", Expires: time.Unix(cl.Exp, 0)}, nil
 }

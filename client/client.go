@@ -204,3 +204,22 @@ func (c *Client) DashboardLink(ctx context.Context, name string) (string, error)
 	err := c.do(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(name)+"/dashboard-link", map[string]string{}, &v)
 	return v.URL, err
 }
+
+// CreateToken makes an API token; the answer holds the secret, once.
+func (c *Client) CreateToken(ctx context.Context, name, expiresIn string, readOnly bool) (*api.TokenJSON, error) {
+	var v api.TokenJSON
+	err := c.do(ctx, http.MethodPost, "/api/v1/tokens", map[string]any{"name": name, "expires_in": expiresIn, "read_only": readOnly}, &v)
+	return &v, err
+}
+
+// ListTokens lists the caller's API tokens (never their secrets).
+func (c *Client) ListTokens(ctx context.Context) ([]api.TokenJSON, error) {
+	var v []api.TokenJSON
+	err := c.do(ctx, http.MethodGet, "/api/v1/tokens", nil, &v)
+	return v, err
+}
+
+// RevokeToken revokes one of the caller's API tokens.
+func (c *Client) RevokeToken(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/api/v1/tokens/"+url.PathEscape(id), nil, nil)
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Credentials is the CLI's credentials file: per gateway URL, the token to
@@ -19,8 +20,15 @@ type Credentials struct {
 
 // Entry holds what the CLI needs to talk to one gateway.
 type Entry struct {
+	// Token is sent as the bearer: an OIDC ID token, or an API token.
 	Token  string `json:"token,omitempty"`
 	CAFile string `json:"ca_file,omitempty"`
+	// For OIDC logins: how to renew Token.
+	RefreshToken string    `json:"refresh_token,omitempty"`
+	Expiry       time.Time `json:"expiry,omitempty"`
+	Issuer       string    `json:"issuer,omitempty"`
+	ClientID     string    `json:"client_id,omitempty"`
+	TokenURL     string    `json:"token_url,omitempty"`
 }
 
 // ConfigDir is $XDG_CONFIG_HOME/gateway (or ~/.config/gateway).

@@ -26,6 +26,7 @@ const DashboardPrefix = "/clusters/"
 type Dashboard struct {
 	lookup func(string) (owner string, target string, ok bool)
 	authn  Authenticator
+	login  func(next string) string
 	log    *slog.Logger
 	rp     *httputil.ReverseProxy
 }
@@ -39,7 +40,7 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: 60 * time.Second,
 	}
-	d := &Dashboard{authn: authn, log: s.log}
+	d := &Dashboard{authn: authn, log: s.log, login: s.loginRedirect}
 	d.lookup = func(name string) (string, string, bool) {
 		r, ok := s.routes.Lookup(name)
 		if !ok || r.Dashboard == nil {
@@ -82,6 +83,12 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	u, err := d.authn(r)
 	if err != nil {
+		if d.login != nil && r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html") &&
+			r.Header.Get("Authorization") == "" {
+			// A browser without a (valid) session: sign it in, then come back.
+			http.Redirect(w, r, d.login(r.URL.RequestURI()), http.StatusFound)
+			return
+		}
 		msg := "authentication required to view this dashboard"
 		if !errors.Is(err, auth.ErrNoCredentials) {
 			msg = "authentication failed"

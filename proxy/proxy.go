@@ -58,7 +58,13 @@ type Server struct {
 	closed bool
 
 	passthrough atomic.Int64
+
+	loginRedirect func(next string) string
 }
+
+// SetLoginRedirect makes dashboards send browsers without a session to
+// login(next) instead of answering 401. Call before DashboardHandler.
+func (s *Server) SetLoginRedirect(login func(next string) string) { s.loginRedirect = login }
 
 // New makes a listener around an HTTP handler.
 func New(cfg Config, rt *routes.Table) *Server {

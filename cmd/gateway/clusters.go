@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -115,7 +114,7 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 		Short: "Start a Dask cluster and print how to connect to it",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -248,7 +247,7 @@ func newListCmd(g *globals) *cobra.Command {
 		Short:   "List your clusters (active ones unless --all or --status)",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -294,7 +293,7 @@ func newShowCmd(g *globals) *cobra.Command {
 		Short: "Show a cluster: status, workers, how to connect, and why it failed if it did",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
+			c, err := g.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -363,7 +362,7 @@ func newScaleCmd(g *globals) *cobra.Command {
 			if workers < 0 {
 				return fmt.Errorf("--workers must not be negative")
 			}
-			c, err := g.client()
+			c, err := g.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -415,7 +414,7 @@ func newStopCmd(g *globals) *cobra.Command {
 			if all == (len(args) > 0) {
 				return fmt.Errorf("name the clusters to stop, or pass --all (not both)")
 			}
-			c, err := g.client()
+			c, err := g.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -491,7 +490,7 @@ func newLogsCmd(g *globals) *cobra.Command {
 			if tail < 0 {
 				return fmt.Errorf("--tail must not be negative")
 			}
-			c, err := g.client()
+			c, err := g.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -507,51 +506,20 @@ func newLogsCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func newWhoamiCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "whoami",
-		Short: "Show who the gateway takes you for",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			u, err := c.Whoami(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if g.json() {
-				return printJSON(cmd.OutOrStdout(), u)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "user %v on %s (admin: %v)\n", u["name"], c.BaseURL(), u["admin"])
-			return nil
-		},
-	}
-}
-
 func newPrintTokenCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "print-token",
-		Short: "Print the API token the CLI uses (for curl: -H \"Authorization: Bearer $(gateway print-token)\")",
+		Short: "Print the bearer token the CLI sends, renewed if needed (curl -H \"Authorization: Bearer $(gateway print-token)\")",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			creds, err := client.LoadCredentials()
+			s, err := g.session(cmd.Context())
 			if err != nil {
 				return err
 			}
-			url := g.gateway
-			if url == "" {
-				url = creds.Current
+			if s.token == "" {
+				return fmt.Errorf("not logged in to %s: run: gateway login", s.url)
 			}
-			tok := os.Getenv("GATEWAY_TOKEN")
-			if tok == "" {
-				tok = creds.Gateways[client.Key(url)].Token
-			}
-			if tok == "" {
-				return fmt.Errorf("no token stored for %q: run gateway dev (or gateway login)", url)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), tok)
+			fmt.Fprintln(cmd.OutOrStdout(), s.token)
 			return nil
 		},
 	}

@@ -18,7 +18,7 @@ dashboard URL works in that browser. With curl, send your token instead:
   curl -H "Authorization: Bearer $(gateway print-token)" URL`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
+			c, err := g.client(cmd.Context())
 			if err != nil {
 				return err
 			}

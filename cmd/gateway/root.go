@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -45,7 +47,7 @@ Clusters: gateway new-cluster, list, show, scale, stop, logs`,
 	root.AddCommand(
 		newDevCmd(), newServeCmd(), newConfigCmd(),
 		newNewClusterCmd(g), newListCmd(g), newShowCmd(g), newScaleCmd(g), newStopCmd(g), newLogsCmd(g),
-		newWhoamiCmd(g), newPrintTokenCmd(g), newDashboardCmd(g),
+		newLoginCmd(g), newLogoutCmd(g), newTokenCmd(g), newWhoamiCmd(g), newPrintTokenCmd(g), newDashboardCmd(g),
 	)
 	return root
 }
@@ -65,10 +67,15 @@ func buildVersion() string {
 }
 
 // client builds an API client from flags, environment and the credentials file.
-func (g *globals) client() (*client.Client, error) {
-	if g.output != "text" && g.output != "json" {
-		return nil, fmt.Errorf("--output %q: use text or json", g.output)
-	}
+// session resolves which gateway to talk to and with which credentials,
+// renewing an expired OIDC login with its refresh token.
+type session struct {
+	url   string
+	token string
+	entry client.Entry
+}
+
+func (g *globals) session(ctx context.Context) (*session, error) {
 	creds, err := client.LoadCredentials()
 	if err != nil {
 		return nil, err
@@ -80,17 +87,46 @@ func (g *globals) client() (*client.Client, error) {
 	if url == "" {
 		return nil, fmt.Errorf("no gateway to talk to: start one with `gateway dev`, or pass --gateway URL (or set GATEWAY_URL)")
 	}
-	entry := creds.Gateways[client.Key(url)]
-	token := g.token
-	if token == "" {
-		token = os.Getenv("GATEWAY_TOKEN")
+	s := &session{url: client.Key(url), entry: creds.Gateways[client.Key(url)]}
+	s.token = g.token
+	if s.token == "" {
+		s.token = os.Getenv("GATEWAY_TOKEN")
 	}
-	if token == "" {
-		token = entry.Token
+	if s.token != "" {
+		return s, nil
 	}
-	caFile := g.caFile
-	if caFile == "" {
-		caFile = entry.CAFile
+	if s.entry.Token != "" {
+		fresh, changed, err := s.entry.Fresh(ctx, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			creds.Gateways[s.url] = fresh
+			if err := creds.Save(); err != nil {
+				return nil, fmt.Errorf("save renewed credentials: %w", err)
+			}
+			s.entry = fresh
+		}
+	}
+	s.token = s.entry.Token
+	return s, nil
+}
+
+// client builds an API client from flags, environment and the credentials file.
+func (g *globals) client(ctx context.Context) (*client.Client, error) {
+	if g.output != "text" && g.output != "json" {
+		return nil, fmt.Errorf("--output %q: use text or json", g.output)
+	}
+	s, err := g.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return g.clientFor(s.url, s.token, s.entry.CAFile)
+}
+
+func (g *globals) clientFor(url, token, caFile string) (*client.Client, error) {
+	if g.caFile != "" {
+		caFile = g.caFile
 	}
 	var tlsCfg *tls.Config
 	if caFile != "" {

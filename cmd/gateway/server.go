@@ -1,7 +1,14 @@
 package main
 
 import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
 	"fmt"
+	"golang.org/x/oauth2"
 	"io"
 	"log/slog"
 	"sort"
@@ -85,44 +92,98 @@ func runServer(cmd *cobra.Command, sf *serverFlags, dev bool, ready func(*gatewa
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	var readyErr error
 	if ready != nil {
-		if err := ready(g, cfg); err != nil {
-			g.Close()
-			return err
-		}
+		// After Run has started serving: ready may talk to the gateway.
+		go func() {
+			if err := ready(g, cfg); err != nil {
+				readyErr = err
+				cancel()
+			}
+		}()
 	}
-	return g.Run(cmd.Context())
+	if err := g.Run(ctx); err != nil {
+		return err
+	}
+	return readyErr
 }
 
 func devBanner(cmd *cobra.Command, g *gateway.Gateway, cfg *config.Config) error {
-	credPath, err := saveDevCredentials(g.PublicURL, g.DevToken)
+	// Sign the CLI in as the dev user through the embedded issuer's real
+	// device flow, approved here as a person would approve it in the
+	// browser: the CLI then holds real ID and refresh tokens.
+	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+	defer cancel()
+	var credPath string
+	entry, err := devLogin(ctx, g.PublicURL, "dev")
+	if err == nil {
+		if err = storeLogin(client.Key(g.PublicURL), entry); err == nil {
+			credPath, err = client.CredentialsPath()
+		}
+	}
 	if err != nil {
-		return fmt.Errorf("write CLI credentials: %w", err)
+		return fmt.Errorf("sign the CLI in as the dev user: %w", err)
+	}
+	users := make([]string, 0, len(gateway.DevUsers()))
+	for _, u := range gateway.DevUsers() {
+		users = append(users, u.Username)
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), `
-  gateway dev: FOR DEVELOPMENT ONLY (plain HTTP, one static dev token, Dask on this machine)
-    gateway URL:  %s
-    data dir:     %s
-    credentials:  %s (user %q)
+  gateway dev: FOR DEVELOPMENT ONLY (plain HTTP, an embedded identity provider that signs anyone in, Dask on this machine)
+    gateway URL:   %s
+    dev issuer:    %s  (loopback only; identities: %s)
+    data dir:      %s
+    CLI signed in: as "dev" (credentials in %s)
     next, in another shell:  gateway new-cluster --workers 2
+    as someone else:         gateway login   (approve in the browser as dev2 or admin)
 
-`, g.PublicURL, cfg.DataDir, credPath, cfg.Auth.DevUser)
+`, g.PublicURL, g.Issuer, strings.Join(users, ", "), cfg.DataDir, credPath)
 	return nil
 }
 
-func saveDevCredentials(url, token string) (string, error) {
-	creds, err := client.LoadCredentials()
+// devLogin runs the device flow against the gateway's issuer and approves
+// it for username through the development issuer's own approval form.
+func devLogin(ctx context.Context, gatewayURL, username string) (client.Entry, error) {
+	anon, err := client.New(gatewayURL, "", nil)
 	if err != nil {
-		return "", err
+		return client.Entry{}, err
 	}
-	creds.Current = client.Key(url)
-	e := creds.Gateways[creds.Current]
-	e.Token = token
-	creds.Gateways[creds.Current] = e
-	if err := creds.Save(); err != nil {
-		return "", err
+	ac, err := anon.AuthConfig(ctx)
+	if err != nil {
+		return client.Entry{}, err
 	}
-	return client.CredentialsPath()
+	oc, err := client.OAuth2(ctx, ac)
+	if err != nil {
+		return client.Entry{}, err
+	}
+	tok, err := client.DeviceLogin(ctx, oc, func(r *oauth2.DeviceAuthResponse) error {
+		return approveDevice(ctx, r.VerificationURI, r.UserCode, username)
+	})
+	if err != nil {
+		return client.Entry{}, err
+	}
+	return client.EntryFromToken(ac, oc, tok)
+}
+
+func approveDevice(ctx context.Context, verificationURI, userCode, username string) error {
+	form := url.Values{"user_code": {userCode}, "username": {username}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, verificationURI, strings.NewReader(form.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("the development issuer refused the approval: %s %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
 }
 
 func newServeCmd() *cobra.Command {

@@ -50,8 +50,20 @@ type Config struct {
 	} `mapstructure:"tls"`
 
 	Auth struct {
-		DevToken string `mapstructure:"dev_token" secret:"true" doc:"token of the dev user (gateway dev makes one in data_dir when empty)"`
-		DevUser  string `mapstructure:"dev_user" doc:"user name the dev token stands for"`
+		OIDC struct {
+			Issuer         string        `mapstructure:"issuer" doc:"OpenID Connect issuer URL (gateway dev embeds one)"`
+			ClientID       string        `mapstructure:"client_id" doc:"public OIDC client of the CLI and the browser login; also the audience"`
+			ClientSecret   string        `mapstructure:"client_secret" secret:"true" doc:"client secret, for providers that require one for the browser login"`
+			Audience       string        `mapstructure:"audience" doc:"audience ID tokens must carry (default: client_id)"`
+			UsernameClaims []string      `mapstructure:"username_claims" doc:"claims tried in order for the user name"`
+			GroupsClaim    string        `mapstructure:"groups_claim" doc:"claim holding the user's groups"`
+			ClockSkew      time.Duration `mapstructure:"clock_skew" doc:"tolerated clock difference for exp, nbf and iat"`
+		} `mapstructure:"oidc"`
+		AdminGroups     []string      `mapstructure:"admin_groups" doc:"members of these groups are admins"`
+		AdminUsers      []string      `mapstructure:"admin_users" doc:"these users are admins"`
+		SessionTTL      time.Duration `mapstructure:"session_ttl" doc:"lifetime of a browser session (dashboards)"`
+		FailedPerMinute int           `mapstructure:"failed_per_minute" doc:"failed authentications allowed per client address per minute before 429"`
+		DevIssuerListen string        `mapstructure:"dev_issuer_listen" doc:"loopback address of the development OIDC issuer that gateway dev embeds"`
 	} `mapstructure:"auth"`
 
 	Provider  string `mapstructure:"provider" doc:"backend for new clusters: local"`
@@ -94,8 +106,18 @@ func defaults() map[string]any {
 		"tls.key_file":               "",
 		"tls.allow_plain_http":       false,
 		"tls.cluster_domain":         "",
-		"auth.dev_token":             "",
-		"auth.dev_user":              "dev",
+		"auth.oidc.issuer":           "",
+		"auth.oidc.client_id":        "gateway",
+		"auth.oidc.client_secret":    "",
+		"auth.oidc.audience":         "",
+		"auth.oidc.username_claims":  []string{"preferred_username", "email", "sub"},
+		"auth.oidc.groups_claim":     "groups",
+		"auth.oidc.clock_skew":       "30s",
+		"auth.admin_groups":          []string{},
+		"auth.admin_users":           []string{},
+		"auth.session_ttl":           "12h",
+		"auth.failed_per_minute":     30,
+		"auth.dev_issuer_listen":     "127.0.0.1:0",
 		"provider":                   "local",
 		"providers.local.python":     "/usr/bin/python3",
 		"providers.local.command":    "",
@@ -242,6 +264,18 @@ func (c *Config) finish() error {
 	if c.Cluster.MaxWorkers < 1 {
 		problems = append(problems, "cluster.max_workers must be at least 1")
 	}
+	if c.Auth.OIDC.Issuer == "" && !c.Dev {
+		problems = append(problems, "auth.oidc.issuer must name your OpenID Connect provider (gateway dev embeds one)")
+	}
+	if c.Auth.OIDC.ClientID == "" {
+		problems = append(problems, "auth.oidc.client_id must not be empty")
+	}
+	if c.Auth.FailedPerMinute < 1 {
+		problems = append(problems, "auth.failed_per_minute must be at least 1")
+	}
+	if host, _, err := net.SplitHostPort(c.Auth.DevIssuerListen); c.Dev && (err != nil || !isLoopback(host)) {
+		problems = append(problems, fmt.Sprintf("auth.dev_issuer_listen %q must be a loopback host:port: the development issuer signs anyone in", c.Auth.DevIssuerListen))
+	}
 	if c.Cluster.MaxWorkerThreads < 1 {
 		problems = append(problems, "cluster.max_worker_threads must be at least 1")
 	}
@@ -273,6 +307,14 @@ func (c *Config) finish() error {
 	return nil
 }
 
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // ErrInvalid marks a configuration that cannot be used.
 var ErrInvalid = errors.New("invalid configuration")
 
@@ -297,6 +339,8 @@ func structToMap(v reflect.Value) map[string]any {
 			out[key] = structToMap(fv)
 		case f.Tag.Get("secret") == "true":
 			out[key] = redact(fv.String())
+		case fv.Kind() == reflect.Slice && fv.IsNil():
+			out[key] = []string{}
 		case fv.Type() == reflect.TypeOf(time.Duration(0)):
 			out[key] = fv.Interface().(time.Duration).String()
 		default:

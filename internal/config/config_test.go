@@ -24,6 +24,8 @@ func writeFile(t *testing.T, body string) string {
 }
 
 func TestPrecedence(t *testing.T) {
+	t.Setenv("GATEWAY_AUTH_OIDC_ISSUER", "https://idp.example")
+	t.Setenv("GATEWAY_AUTH_ADMIN_GROUPS", "ops,platform")
 	file := writeFile(t, "listen: 127.0.0.1:7000\ncluster:\n  max_workers: 7\n  start_timeout: 2m\nlog:\n  level: warn\n")
 	t.Setenv("GATEWAY_CLUSTER_MAX_WORKERS", "9")
 	t.Setenv("GATEWAY_LISTEN", "127.0.0.1:7100")
@@ -49,6 +51,8 @@ func TestPrecedence(t *testing.T) {
 		{"file beats default", c.Cluster.StartTimeout, 2 * time.Minute},
 		{"file beats default", c.Log.Level, "warn"},
 		{"default", c.Cluster.PollInterval, 5 * time.Second},
+		{"list from env", c.Auth.AdminGroups, []string{"ops", "platform"}},
+		{"list default", c.Auth.OIDC.UsernameClaims, []string{"preferred_username", "email", "sub"}},
 		{"derived public URL is https outside dev", c.PublicURL, "https://127.0.0.1:7200"},
 		{"derived database in data_dir", c.Database.URL, "sqlite://" + filepath.Join(c.DataDir, "gateway.db")},
 	}
@@ -91,6 +95,7 @@ func TestInvalid(t *testing.T) {
 		{"no threads", "cluster:\n  max_worker_threads: 0\n", nil, "max_worker_threads must be at least 1"},
 		{"bad public url", "public_url: ftp://x\n", nil, "public_url"},
 		{"not yaml", "listen: [\n", nil, "read"},
+		{"no issuer outside dev", "listen: 127.0.0.1:1\n", nil, "auth.oidc.issuer must name"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,10 +119,11 @@ func TestInvalid(t *testing.T) {
 }
 
 func TestRedacted(t *testing.T) {
-	t.Setenv("GATEWAY_AUTH_DEV_TOKEN", "supersecret-token-value")
+	t.Setenv("GATEWAY_AUTH_OIDC_CLIENT_SECRET", "supersecret-token-value")
 	t.Setenv("GATEWAY_DATABASE_URL", "postgres://gw:hunter2@db.example:5432/gw")
 	v := New()
 	v.Set("provider", "local")
+	v.Set("auth.oidc.issuer", "https://idp.example")
 	c, err := Load(v, "")
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +135,7 @@ func TestRedacted(t *testing.T) {
 			t.Errorf("redacted config shows %q:\n%s", secret, flat)
 		}
 	}
-	for _, want := range []string{"auth.dev_token=REDACTED", "database.url=postgres://gw:REDACTED@db.example:5432/gw", "cluster.start_timeout=1m0s"} {
+	for _, want := range []string{"auth.oidc.client_secret=REDACTED", "database.url=postgres://gw:REDACTED@db.example:5432/gw", "cluster.start_timeout=1m0s"} {
 		if !strings.Contains(flat, want) {
 			t.Errorf("redacted config lacks %q:\n%s", want, flat)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/auth/devissuer"
 	"github.com/gatewayhq/gateway/internal/config"
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
@@ -41,10 +42,13 @@ type Gateway struct {
 	http     *http.Server
 	ln       net.Listener
 
-	// DevToken is the dev user's token in dev mode (never logged).
-	DevToken string
+	devIssuer *devissuer.Issuer
+	devServer *http.Server
+
 	// PublicURL is where clients reach this gateway.
 	PublicURL string
+	// Issuer is the OIDC issuer the gateway trusts (the embedded one in dev).
+	Issuer string
 }
 
 // New opens everything the gateway needs and binds its port, but serves
@@ -81,11 +85,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	g.provider = lp
 
-	authn, err := g.authenticator()
-	if err != nil {
-		return nil, err
-	}
-
 	g.core = scheduler.New(scheduler.Config{
 		GatewayID: gwID,
 		Limits: scheduler.Limits{MaxWorkers: cfg.Cluster.MaxWorkers, MaxWorkerThreads: cfg.Cluster.MaxWorkerThreads,
@@ -111,24 +110,27 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		g.PublicURL = u.String()
 	}
 
+	authn, oidcAuth, err := g.setupAuth(ctx)
+	if err != nil {
+		return nil, err
+	}
 	key, err := auth.LoadOrCreateKey(filepath.Join(cfg.DataDir, "session-key"))
 	if err != nil {
 		return nil, err
 	}
-	sessions, err := auth.NewSessions(key, 12*time.Hour, strings.HasPrefix(g.PublicURL, "https://"))
+	sessions, err := auth.NewSessions(key, cfg.Auth.SessionTTL, strings.HasPrefix(g.PublicURL, "https://"))
 	if err != nil {
 		return nil, err
 	}
-	apiSrv := api.New(api.Config{Version: version, PublicURL: g.PublicURL}, g.core, authn, sessions, log)
+	limiter := auth.NewFailureLimiter(cfg.Auth.FailedPerMinute)
+	apiSrv := api.New(api.Config{Version: version, PublicURL: g.PublicURL, Issuer: g.Issuer, ClientID: cfg.Auth.OIDC.ClientID},
+		g.core, authn, sessions, log)
+	apiSrv.SetTokenStore(g.store)
+	apiSrv.SetFailureLimiter(limiter)
+	apiSrv.SetBrowserLogin(g.browserLogin(oidcAuth))
+	g.proxy.SetLoginRedirect(api.LoginURL)
 	mux := http.NewServeMux()
-	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(func(r *http.Request) (*auth.User, error) {
-		// A bearer token (curl, scripts) or the browser session cookie.
-		u, err := api.Authenticate(r, authn)
-		if errors.Is(err, auth.ErrNoCredentials) {
-			return sessions.FromRequest(r)
-		}
-		return u, err
-	}))
+	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(dashboardAuth(authn, sessions, limiter)))
 	mux.Handle("/", apiSrv)
 	g.http = &http.Server{
 		Handler:           mux,
@@ -145,24 +147,6 @@ func (r routerAdapter) SetRoute(cluster, owner, sched, dash string) {
 	r.t.SetRoute(cluster, owner, sched, dash)
 }
 func (r routerAdapter) DeleteRoute(cluster string) { r.t.DeleteRoute(cluster) }
-
-func (g *Gateway) authenticator() (auth.Authenticator, error) {
-	tok := g.cfg.Auth.DevToken
-	if tok == "" {
-		if !g.cfg.Dev {
-			return nil, fmt.Errorf("gateway: %w: no authentication is configured; set auth.dev_token (GATEWAY_AUTH_DEV_TOKEN) or run gateway dev", config.ErrInvalid)
-		}
-		var err error
-		if tok, err = auth.LoadOrCreateToken(filepath.Join(g.cfg.DataDir, "dev-token"), "gwdev_"); err != nil {
-			return nil, err
-		}
-	}
-	if len(tok) < 16 {
-		return nil, fmt.Errorf("gateway: %w: auth.dev_token must be at least 16 characters", config.ErrInvalid)
-	}
-	g.DevToken = tok
-	return auth.NewStaticTokens(map[string]auth.User{tok: {Name: g.cfg.Auth.DevUser}}), nil
-}
 
 func (g *Gateway) tlsConfig() (*tls.Config, error) {
 	var cert tls.Certificate
@@ -256,6 +240,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 func (g *Gateway) Close() { g.closeAll() }
 
 func (g *Gateway) closeAll() {
+	if g.devServer != nil {
+		g.devServer.Close()
+	}
 	if g.ln != nil {
 		g.ln.Close()
 	}

@@ -221,12 +221,15 @@ func (p *Provider) spawn(spec providers.ClusterSpec, name string, role providers
 		return fmt.Errorf("local provider: open log: %w", err)
 	}
 	defer logf.Close() // the child has its own descriptor
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = childEnv(os.Environ(), p.cfg.GatewayID, spec.Name+"/"+name)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	cmd, err := startRetryingBusy(func() *exec.Cmd {
+		c := exec.Command(args[0], args[1:]...)
+		c.Dir = dir
+		c.Stdout, c.Stderr = logf, logf
+		c.Env = childEnv(os.Environ(), p.cfg.GatewayID, spec.Name+"/"+name)
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return c
+	})
+	if err != nil {
 		return fmt.Errorf("local provider: start %s of %s: %w", name, spec.Name, err)
 	}
 	pr := &proc{Cluster: spec.Name, Name: name, Role: role, Owner: spec.Owner, Pid: cmd.Process.Pid,
@@ -248,6 +251,21 @@ func (p *Provider) spawn(spec providers.ClusterSpec, name string, role providers
 	p.mu.Unlock()
 	p.log.Info("started member", "cluster", spec.Name, "member", name, "pid", pr.Pid)
 	return nil
+}
+
+// startRetryingBusy starts the command build makes, retrying briefly on
+// ETXTBSY: an executable that was just written (an upgrade, a generated
+// wrapper) can be held open for writing by a process forked at that moment,
+// until that process execs.
+func startRetryingBusy(build func() *exec.Cmd) (*exec.Cmd, error) {
+	for attempt := 1; ; attempt++ {
+		cmd := build()
+		err := cmd.Start()
+		if err == nil || !errors.Is(err, syscall.ETXTBSY) || attempt == 5 {
+			return cmd, err
+		}
+		time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
+	}
 }
 
 // childEnv passes the gateway's environment on, minus its own settings

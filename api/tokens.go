@@ -1,0 +1,149 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/store"
+)
+
+// TokenStore is what the token endpoints need of the store.
+type TokenStore interface {
+	CreateToken(ctx context.Context, t *store.APIToken) error
+	ListTokens(ctx context.Context, owner string) ([]*store.APIToken, error)
+	RevokeToken(ctx context.Context, owner, id string) error
+}
+
+// SetTokenStore enables the API token endpoints.
+func (s *Server) SetTokenStore(ts TokenStore) { s.tokens = ts }
+
+// TokenJSON describes a token; the secret itself appears only once, in the
+// answer that creates it.
+type TokenJSON struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	ReadOnly  bool       `json:"read_only"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	LastUsed  *time.Time `json:"last_used_at"`
+	Revoked   bool       `json:"revoked"`
+	Token     string     `json:"token,omitempty"`
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func tokenJSON(t *store.APIToken) TokenJSON {
+	return TokenJSON{ID: t.ID, Name: t.Name, ReadOnly: t.ReadOnly, CreatedAt: t.CreatedAt.UTC(),
+		ExpiresAt: optTime(t.ExpiresAt), LastUsed: optTime(t.LastUsed), Revoked: !t.RevokedAt.IsZero()}
+}
+
+// ParseTTL reads durations like 30d, 12h or 90m.
+func ParseTTL(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n <= 0 {
+			return 0, fmt.Errorf("expiry %q: use a positive number of days (30d) or a duration (12h)", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("expiry %q: use a positive number of days (30d) or a duration (12h)", s)
+	}
+	return d, nil
+}
+
+const maxTokenTTL = 366 * 24 * time.Hour
+
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	var req struct {
+		Name      string `json:"name"`
+		ExpiresIn string `json:"expires_in"`
+		ReadOnly  bool   `json:"read_only"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	req.Name = strings.TrimSpace(req.Name)
+	if req.Name == "" || len(req.Name) > 64 {
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", "name the token (1 to 64 characters), e.g. \"ci\"")
+		return
+	}
+	if req.ExpiresIn == "" {
+		req.ExpiresIn = "30d"
+	}
+	ttl, err := ParseTTL(req.ExpiresIn)
+	if err != nil {
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
+		return
+	}
+	if ttl > maxTokenTTL {
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", "tokens may last at most 366d")
+		return
+	}
+	secret := auth.NewToken(auth.APITokenPrefix)
+	now := time.Now()
+	t := &store.APIToken{ID: "tok_" + auth.NewToken("")[:16], Owner: u.Name, Name: req.Name, Hash: auth.HashToken(secret),
+		Groups: u.Groups, ReadOnly: req.ReadOnly || u.ReadOnly, CreatedAt: now, ExpiresAt: now.Add(ttl)}
+	if err := s.tokens.CreateToken(r.Context(), t); err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	s.log.Info("API token created", "user", u.Name, "token_id", t.ID, "name", t.Name, "read_only", t.ReadOnly)
+	out := tokenJSON(t)
+	out.Token = secret
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	ts, err := s.tokens.ListTokens(r.Context(), u.Name)
+	if err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	out := make([]TokenJSON, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, tokenJSON(t))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	err := s.tokens.RevokeToken(r.Context(), u.Name, r.PathValue("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		WriteError(w, http.StatusNotFound, "token_not_found", "no token "+r.PathValue("id")+" of yours")
+		return
+	}
+	if err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	s.log.Info("API token revoked", "user", u.Name, "token_id", r.PathValue("id"))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) tokensEnabled(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.tokens == nil {
+			WriteError(w, http.StatusNotFound, "not_found", "API tokens are not enabled on this gateway")
+			return
+		}
+		h(w, r)
+	}
+}

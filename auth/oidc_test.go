@@ -1,0 +1,236 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// testIssuer serves a discovery document and a JWKS, and signs whatever
+// claims a test asks for: the verifier under test (go-oidc) fetches and
+// checks them exactly as it would a production provider's.
+type testIssuer struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	keys []*rsa.PrivateKey // published; the last one signs
+	kids []string
+}
+
+func newTestIssuer(t *testing.T) *testIssuer {
+	t.Helper()
+	ti := &testIssuer{}
+	ti.rotate(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"issuer": ti.srv.URL, "jwks_uri": ti.srv.URL + "/keys",
+			"authorization_endpoint": ti.srv.URL + "/authorize", "token_endpoint": ti.srv.URL + "/token",
+			"id_token_signing_alg_values_supported": []string{"RS256"},
+		})
+	})
+	mux.HandleFunc("/keys", func(w http.ResponseWriter, r *http.Request) {
+		ti.mu.Lock()
+		defer ti.mu.Unlock()
+		var set jose.JSONWebKeySet
+		for i, k := range ti.keys {
+			set.Keys = append(set.Keys, jose.JSONWebKey{Key: &k.PublicKey, KeyID: ti.kids[i], Algorithm: "RS256", Use: "sig"})
+		}
+		_ = json.NewEncoder(w).Encode(set)
+	})
+	ti.srv = httptest.NewServer(mux)
+	t.Cleanup(ti.srv.Close)
+	return ti
+}
+
+func (ti *testIssuer) rotate(t *testing.T) {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti.mu.Lock()
+	ti.keys = append(ti.keys, k)
+	ti.kids = append(ti.kids, NewToken("kid-")[:12])
+	ti.mu.Unlock()
+}
+
+func (ti *testIssuer) dropOld() {
+	ti.mu.Lock()
+	ti.keys, ti.kids = ti.keys[len(ti.keys)-1:], ti.kids[len(ti.kids)-1:]
+	ti.mu.Unlock()
+}
+
+func signWith(t *testing.T, key *rsa.PrivateKey, kid string, claims map[string]any) string {
+	t.Helper()
+	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", kid).WithType("JWT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(claims)
+	jws, err := sig.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := jws.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (ti *testIssuer) sign(t *testing.T, claims map[string]any) string {
+	ti.mu.Lock()
+	k, kid := ti.keys[len(ti.keys)-1], ti.kids[len(ti.kids)-1]
+	ti.mu.Unlock()
+	return signWith(t, k, kid, claims)
+}
+
+func (ti *testIssuer) claims(now time.Time, over map[string]any) map[string]any {
+	c := map[string]any{
+		"iss": ti.srv.URL, "sub": "sub-alice", "aud": "gateway", "exp": now.Add(10 * time.Minute).Unix(),
+		"iat": now.Unix(), "preferred_username": "alice", "email": "alice@example.com", "groups": []string{"data", "ops"},
+	}
+	for k, v := range over {
+		if v == nil {
+			delete(c, k)
+		} else {
+			c[k] = v
+		}
+	}
+	return c
+}
+
+func TestOIDCAuthenticate(t *testing.T) {
+	ti := newTestIssuer(t)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	o, err := NewOIDC(context.Background(), OIDCConfig{Issuer: ti.srv.URL, ClientID: "gateway", AdminGroups: []string{"ops"}, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	u, err := o.Authenticate(ctx, ti.sign(t, ti.claims(now, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Name != "alice" || u.Subject != "sub-alice" || u.Email != "alice@example.com" || !u.Admin || len(u.Groups) != 2 || u.Via != "oidc" {
+		t.Fatalf("user %+v", u)
+	}
+
+	other, _ := rsa.GenerateKey(rand.Reader, 2048)
+	ti.mu.Lock()
+	knownKid := ti.kids[0]
+	ti.mu.Unlock()
+	header := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`))
+	body, _ := json.Marshal(ti.claims(now, nil))
+	algNone := header + "." + base64.RawURLEncoding.EncodeToString(body) + "."
+	cases := []struct {
+		name  string
+		token string
+		want  string
+	}{
+		{"expired", ti.sign(t, ti.claims(now, map[string]any{"exp": now.Add(-time.Minute).Unix()})), "expired"},
+		{"not yet valid", ti.sign(t, ti.claims(now, map[string]any{"nbf": now.Add(10 * time.Minute).Unix()})), "not valid"},
+		{"issued in the future", ti.sign(t, ti.claims(now, map[string]any{"iat": now.Add(10 * time.Minute).Unix()})), "future"},
+		{"wrong audience", ti.sign(t, ti.claims(now, map[string]any{"aud": "someone-else"})), "audience"},
+		{"wrong issuer", ti.sign(t, ti.claims(now, map[string]any{"iss": "https://evil.example"})), "another issuer"},
+		{"forged: unknown key with a known kid", signWith(t, other, knownKid, ti.claims(now, nil)), "signature"},
+		{"unknown key id", signWith(t, other, "nobody", ti.claims(now, nil)), "signature"},
+		{"alg none", algNone, "signature"},
+		{"no user claim", ti.sign(t, ti.claims(now, map[string]any{"preferred_username": nil, "email": nil, "sub": ""})), "name a user"},
+		{"garbage after header", "eyJhbGciOiJSUzI1NiJ9.bm90IGpzb24.c2ln", "cannot be verified"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			u, err := o.Authenticate(ctx, tc.token)
+			if !errors.Is(err, ErrInvalid) || u != nil {
+				t.Fatalf("accepted or wrong error: %v %v", u, err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), tc.token) || strings.Contains(err.Error(), "alice@example.com") {
+				t.Errorf("error echoes the token or its claims: %v", err)
+			}
+		})
+	}
+	if _, err := o.Authenticate(ctx, "gw_notajwt"); !errors.Is(err, ErrNoCredentials) {
+		t.Errorf("an API token is not the OIDC authenticator's: %v", err)
+	}
+
+	// Clock: a token valid now is refused once it has expired, even from the cache.
+	tok := ti.sign(t, ti.claims(now, map[string]any{"exp": now.Add(time.Minute).Unix()}))
+	if _, err := o.Authenticate(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, err := o.Authenticate(ctx, tok); !errors.Is(err, ErrInvalid) {
+		t.Errorf("expired cached token accepted: %v", err)
+	}
+}
+
+func TestOIDCKeyRotation(t *testing.T) {
+	ti := newTestIssuer(t)
+	o, err := NewOIDC(context.Background(), OIDCConfig{Issuer: ti.srv.URL, ClientID: "gateway"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	old := ti.sign(t, ti.claims(time.Now(), nil))
+	if _, err := o.Authenticate(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	ti.rotate(t)
+	fresh := ti.sign(t, ti.claims(time.Now(), map[string]any{"preferred_username": "bob"}))
+	if u, err := o.Authenticate(ctx, fresh); err != nil || u.Name != "bob" {
+		t.Fatalf("token signed with the new key: %v %v (keys must be fetched again for an unknown kid)", u, err)
+	}
+	ti.dropOld()
+	o2, err := NewOIDC(context.Background(), OIDCConfig{Issuer: ti.srv.URL, ClientID: "gateway"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o2.Authenticate(ctx, old); !errors.Is(err, ErrInvalid) {
+		t.Errorf("token of a retired key accepted: %v", err)
+	}
+}
+
+func TestNewOIDCErrors(t *testing.T) {
+	if _, err := NewOIDC(context.Background(), OIDCConfig{ClientID: "x"}); err == nil {
+		t.Error("no issuer accepted")
+	}
+	if _, err := NewOIDC(context.Background(), OIDCConfig{Issuer: "http://127.0.0.1:1", ClientID: "x"}); err == nil || !strings.Contains(err.Error(), "discover") {
+		t.Errorf("unreachable issuer: %v", err)
+	}
+}
+
+func TestFailureLimiter(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	l := NewFailureLimiter(3)
+	l.SetClock(func() time.Time { return now })
+	for i := 0; i < 3; i++ {
+		if l.Blocked("1.2.3.4") {
+			t.Fatalf("blocked after %d failures", i)
+		}
+		l.Fail("1.2.3.4")
+	}
+	if !l.Blocked("1.2.3.4") || l.Blocked("5.6.7.8") {
+		t.Fatal("limit not per address")
+	}
+	now = now.Add(61 * time.Second)
+	if l.Blocked("1.2.3.4") {
+		t.Fatal("still blocked after the window")
+	}
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/oauth2"
+
+	"github.com/gatewayhq/gateway/client"
+)
+
+func newLoginCmd(g *globals) *cobra.Command {
+	var browser bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "login",
+		Short: "Log in to the gateway with your organisation's identity (OIDC device flow, or --browser)",
+		Long: `Log in with the identity provider the gateway trusts. By default this uses the
+OAuth 2.0 device flow: it prints a URL and a code to approve in any browser.
+With --browser it opens a browser on this machine (authorization code + PKCE,
+with a loopback redirect). Tokens are kept in $XDG_CONFIG_HOME/gateway/credentials.json
+(mode 0600) for that gateway and renewed automatically.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			url, err := g.gatewayURL()
+			if err != nil {
+				return err
+			}
+			entry, err := login(ctx, g, url, browser, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if err := storeLogin(url, entry); err != nil {
+				return err
+			}
+			c, err := g.clientFor(url, entry.Token, entry.CAFile)
+			if err != nil {
+				return err
+			}
+			who, err := c.Whoami(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("logged in, but the gateway refused the token: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Logged in to %s as %v\n", url, who["name"])
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&browser, "browser", false, "log in with a browser on this machine instead of the device flow")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for the login to be approved")
+	return cmd
+}
+
+// gatewayURL is the gateway named by --gateway / GATEWAY_URL, or the current one.
+func (g *globals) gatewayURL() (string, error) {
+	if g.gateway != "" {
+		return client.Key(g.gateway), nil
+	}
+	creds, err := client.LoadCredentials()
+	if err != nil {
+		return "", err
+	}
+	if creds.Current == "" {
+		return "", fmt.Errorf("which gateway? pass --gateway URL (or set GATEWAY_URL)")
+	}
+	return creds.Current, nil
+}
+
+// login runs an interactive OIDC login against the gateway's issuer.
+func login(ctx context.Context, g *globals, url string, browser bool, w io.Writer) (client.Entry, error) {
+	anon, err := g.clientFor(url, "", "")
+	if err != nil {
+		return client.Entry{}, err
+	}
+	ac, err := anon.AuthConfig(ctx)
+	if err != nil {
+		return client.Entry{}, err
+	}
+	oc, err := client.OAuth2(ctx, ac)
+	if err != nil {
+		return client.Entry{}, err
+	}
+	var tok *oauth2.Token
+	if browser {
+		tok, err = client.BrowserLogin(ctx, oc, func(u string) {
+			fmt.Fprintf(w, "Opening your browser to log in; if it does not open, visit:\n\n  %s\n\n", u)
+			if p, err := exec.LookPath("xdg-open"); err == nil {
+				_ = exec.Command(p, u).Start()
+			}
+		})
+	} else {
+		tok, err = client.DeviceLogin(ctx, oc, func(r *oauth2.DeviceAuthResponse) error {
+			fmt.Fprintf(w, "To log in, visit:\n\n  %s\n\nand enter the code:  %s\n\n", r.VerificationURI, r.UserCode)
+			if r.VerificationURIComplete != "" {
+				fmt.Fprintf(w, "(or open %s)\n\n", r.VerificationURIComplete)
+			}
+			fmt.Fprintln(w, "Waiting for approval...")
+			return nil
+		})
+	}
+	if err != nil {
+		return client.Entry{}, err
+	}
+	return client.EntryFromToken(ac, oc, tok)
+}
+
+func storeLogin(url string, e client.Entry) error {
+	creds, err := client.LoadCredentials()
+	if err != nil {
+		return err
+	}
+	e.CAFile = creds.Gateways[url].CAFile
+	creds.Gateways[url] = e
+	creds.Current = url
+	return creds.Save()
+}
+
+func newLogoutCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "logout",
+		Short: "Forget the stored login for the gateway",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			url, err := g.gatewayURL()
+			if err != nil {
+				return err
+			}
+			creds, err := client.LoadCredentials()
+			if err != nil {
+				return err
+			}
+			e, ok := creds.Gateways[url]
+			if !ok || e.Token == "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "Not logged in to %s\n", url)
+				return nil
+			}
+			creds.Gateways[url] = client.Entry{CAFile: e.CAFile}
+			if err := creds.Save(); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Logged out of %s\n", url)
+			return nil
+		},
+	}
+}
+
+func newWhoamiCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "whoami",
+		Short: "Show who the gateway takes you for: subject, email, groups, admin, token expiry",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			u, err := c.Whoami(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), u)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "User:     %v\nGateway:  %s\n", u["name"], c.BaseURL())
+			for _, k := range []string{"subject", "email", "groups", "admin", "via", "read_only", "expires"} {
+				if v, ok := u[k]; ok && v != nil && v != "" {
+					fmt.Fprintf(w, "%-9s %v\n", titleCase(k)+":", v)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func titleCase(s string) string {
+	if s == "" {
+		return s
+	}
+	b := []byte(s)
+	if b[0] >= 'a' && b[0] <= 'z' {
+		b[0] -= 'a' - 'A'
+	}
+	for i := range b {
+		if b[i] == '_' {
+			b[i] = ' '
+		}
+	}
+	return string(b)
+}
