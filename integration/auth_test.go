@@ -262,3 +262,105 @@ func loadPair(t *testing.T, cert, key string) []tls.Certificate {
 	}
 	return []tls.Certificate{c}
 }
+
+var browserURLRE = regexp.MustCompile(`visit:\s+(http://\S+)`)
+
+// TestBrowserLoginAndRefresh: `gateway login --browser` (code + PKCE with a
+// loopback redirect) works, and an expired ID token is renewed with the
+// refresh token without the user noticing.
+func TestBrowserLoginAndRefresh(t *testing.T) {
+	e := newEnv(t)
+	e.startGateway()
+	u := &env{t: t, bin: e.bin, home: t.TempDir(), gwLog: e.gwLog, url: e.url}
+	u.vars = append(filterEnv(os.Environ()), "HOME="+u.home, "XDG_CONFIG_HOME="+filepath.Join(u.home, "config"), "GATEWAY_URL="+e.url, "PATH=/usr/bin:/bin")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, u.bin, "login", "--browser")
+	cmd.Env = u.vars
+	stderr, _ := cmd.StderrPipe()
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen strings.Builder
+	var authURL string
+	sc := bufio.NewScanner(stderr)
+	for authURL == "" && sc.Scan() {
+		seen.WriteString(sc.Text() + "\n")
+		if m := browserURLRE.FindStringSubmatch(seen.String()); m != nil {
+			authURL = m[1]
+		}
+	}
+	if authURL == "" {
+		t.Fatalf("no login URL printed:\n%s", seen.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	if !strings.Contains(authURL, "code_challenge_method=S256") || !strings.Contains(authURL, "redirect_uri=http%3A%2F%2F127.0.0.1%3A") {
+		t.Errorf("login URL lacks PKCE or a loopback redirect: %s", authURL)
+	}
+	// The browser: the issuer's login page, pick dev2, follow redirects back
+	// to the CLI's loopback listener.
+	var loginPage *url.URL
+	jar, _ := cookiejar.New(nil)
+	b := &http.Client{Jar: jar, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+		if req.URL.Path == "/login" {
+			loginPage = req.URL
+		}
+		return nil
+	}}
+	resp, err := b.Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loginPage == nil {
+		t.Fatalf("the authorize URL did not reach the login page: %d %s", resp.StatusCode, resp.Request.URL)
+	}
+	resp, err = b.PostForm(loginPage.Scheme+"://"+loginPage.Host+"/login", url.Values{"id": {loginPage.Query().Get("id")}, "username": {"dev2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), "Logged in to the gateway") {
+		t.Fatalf("the loopback callback answered %d: %s", resp.StatusCode, page)
+	}
+	if err := cmd.Wait(); err != nil || !strings.Contains(stdout.String(), "as dev2") {
+		t.Fatalf("gateway login --browser: %v %s", err, stdout.String())
+	}
+
+	// Expire the stored ID token: the next command renews it.
+	credFile := filepath.Join(u.home, "config", "gateway", "credentials.json")
+	raw, _ := os.ReadFile(credFile)
+	var creds map[string]any
+	_ = json.Unmarshal(raw, &creds)
+	entry := creds["gateways"].(map[string]any)[e.url].(map[string]any)
+	oldToken := entry["token"]
+	entry["expiry"] = time.Now().Add(-time.Minute).Format(time.RFC3339)
+	raw, _ = json.Marshal(creds)
+	if err := os.WriteFile(credFile, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var who map[string]any
+	u.gwJSON(&who, "whoami")
+	if who["name"] != "dev2" {
+		t.Fatalf("after renewal: %v", who)
+	}
+	raw, _ = os.ReadFile(credFile)
+	_ = json.Unmarshal(raw, &creds)
+	entry = creds["gateways"].(map[string]any)[e.url].(map[string]any)
+	exp, _ := time.Parse(time.RFC3339, entry["expiry"].(string))
+	if entry["token"] == oldToken || !exp.After(time.Now()) {
+		t.Errorf("the ID token was not renewed: expiry %v", entry["expiry"])
+	}
+	st, _ := os.Stat(credFile)
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("credentials file mode %v", st.Mode().Perm())
+	}
+	u.gwOK("logout")
+	if out, err := u.gw("whoami"); err == nil || !strings.Contains(out, "gateway login") {
+		t.Errorf("after logout: %v %s", err, out)
+	}
+}

@@ -59,6 +59,21 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// minLevel drops records below a level.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.Handler.Enabled(ctx, l)
+}
+
+func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{m.Handler.WithAttrs(a), m.min}
+}
+func (m minLevel) WithGroup(n string) slog.Handler { return minLevel{m.Handler.WithGroup(n), m.min} }
+
 func newDevCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -88,6 +103,9 @@ func runServer(cmd *cobra.Command, sf *serverFlags, dev bool, ready func(*gatewa
 		return err
 	}
 	log := newLogger(cfg, cmd.ErrOrStderr())
+	// Libraries that log through the default logger (the OIDC provider
+	// library does) go to the same place, but only from warnings up.
+	slog.SetDefault(slog.New(minLevel{log.Handler(), slog.LevelWarn}))
 	g, err := gateway.New(cmd.Context(), cfg, log, buildVersion())
 	if err != nil {
 		return err
