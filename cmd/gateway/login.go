@@ -86,6 +86,10 @@ func login(ctx context.Context, g *globals, url string, browser bool, w io.Write
 		return client.Entry{}, err
 	}
 	var tok *oauth2.Token
+	if !browser && oc.Endpoint.DeviceAuthURL == "" {
+		fmt.Fprintln(w, "The identity provider has no device flow; logging in with a browser on this machine instead.")
+		browser = true
+	}
 	if browser {
 		tok, err = client.BrowserLogin(ctx, oc, func(u string) {
 			fmt.Fprintf(w, "Opening your browser to log in; if it does not open, visit:\n\n  %s\n\n", u)
