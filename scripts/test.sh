@@ -7,6 +7,27 @@ export PATH="$PATH:/usr/local/go/bin"
 
 scripts/setup.sh
 
+# The store's tests also run against a real PostgreSQL. As root on Debian,
+# start the packaged server on loopback and give the tests a database; any
+# other setup can point GATEWAY_TEST_POSTGRES_URL at a database of its own.
+if [ -z "${GATEWAY_TEST_POSTGRES_URL:-}" ] && [ "$(id -u)" -eq 0 ] && command -v pg_ctlcluster >/dev/null; then
+	ver=$(ls /usr/lib/postgresql | sort -n | tail -1)
+	if ! pg_lsclusters -h | awk '{print $2}' | grep -qx main; then
+		pg_createcluster "$ver" main >/dev/null
+	fi
+	pg_ctlcluster "$ver" main start 2>/dev/null || true
+	for _ in $(seq 1 50); do
+		su postgres -c "psql -qtAc 'select 1'" >/dev/null 2>&1 && break
+		sleep 0.2
+	done
+	su postgres -c "psql -qtAc \"SELECT 1 FROM pg_roles WHERE rolname='gateway_test'\"" | grep -q 1 ||
+		su postgres -c "psql -qc \"CREATE ROLE gateway_test LOGIN PASSWORD 'gateway_test'\""
+	su postgres -c "psql -qtAc \"SELECT 1 FROM pg_database WHERE datname='gateway_test'\"" | grep -q 1 ||
+		su postgres -c "createdb -O gateway_test gateway_test"
+	export GATEWAY_TEST_POSTGRES_URL="postgres://gateway_test:gateway_test@127.0.0.1:5432/gateway_test?sslmode=disable"
+	export GATEWAY_TEST_REQUIRE_POSTGRES=1
+fi
+
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
 	echo "gofmt: these files need formatting:" >&2

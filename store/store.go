@@ -19,7 +19,9 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" driver
 )
 
 //go:embed migrations/*.sql
@@ -125,7 +127,7 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 	scheme = strings.ToLower(scheme)
 	switch {
 	case hasScheme && (scheme == "postgres" || scheme == "postgresql"):
-		return nil, fmt.Errorf("store: PostgreSQL is not built into this version yet; use a sqlite:// URL for database.url")
+		return openPostgres(ctx, rawURL)
 	case hasScheme && scheme == "sqlite":
 		return openSQLite(ctx, rest)
 	case hasScheme:
@@ -166,6 +168,37 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 	return s, nil
 }
 
+func openPostgres(ctx context.Context, rawURL string) (*DB, error) {
+	db, err := sql.Open("pgx", rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("store: open PostgreSQL: %w", err)
+	}
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(8)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		// pgx errors name the host and user, never the password.
+		return nil, fmt.Errorf("store: cannot reach PostgreSQL at database.url: %w", err)
+	}
+	s := &DB{db: db, dialect: postgres, now: time.Now}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Dialect names the database behind the store ("sqlite" or "postgres").
+func (s *DB) Dialect() string {
+	if s.dialect == postgres {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
 // Close releases the database.
 func (s *DB) Close() error { return s.db.Close() }
 
@@ -173,7 +206,7 @@ func (s *DB) Close() error { return s.db.Close() }
 func (s *DB) SetClock(now func() time.Time) { s.now = now }
 
 func (s *DB) migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+	if err := s.createMigrationsTable(ctx); err != nil {
 		return fmt.Errorf("store: create migrations table: %w", err)
 	}
 	names, err := fs.Glob(migrationFS, "migrations/*.sql")
@@ -194,12 +227,41 @@ func (s *DB) migrate(ctx context.Context) error {
 	return nil
 }
 
+func (s *DB) createMigrationsTable(ctx context.Context) error {
+	const ddl = `CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`
+	if s.dialect != postgres {
+		_, err := s.db.ExecContext(ctx, ddl)
+		return err
+	}
+	// CREATE TABLE IF NOT EXISTS races between sessions in PostgreSQL.
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7412650391)`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, ddl); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
 func (s *DB) apply(ctx context.Context, version, body string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	if s.dialect == postgres {
+		// Several gateways may start at once: one migrates, the others wait
+		// and then find the migration recorded. The lock ends with the
+		// transaction.
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7412650391)`); err != nil {
+			return err
+		}
+	}
 	var n int
 	if err := tx.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), version).Scan(&n); err != nil {
 		return err
@@ -329,6 +391,9 @@ func (s *DB) CreateCluster(ctx context.Context, c *Cluster) error {
 		c.Name, c.Owner, string(c.Status), c.Phase, c.Reason, c.Provider, c.Options, c.DesiredWorkers, c.NextWorkerSeq,
 		c.ReadyWorkers, string(c.TLSCert), string(c.TLSKey), c.SchedulerAddress, c.DashboardAddress, millis(c.CreatedAt),
 		millis(c.StartedAt), millis(c.StoppedAt), millis(c.UpdatedAt), c.Version)
+	if isUniqueViolation(err) {
+		return fmt.Errorf("store: cluster %s: %w", c.Name, ErrExists)
+	}
 	if err != nil {
 		return fmt.Errorf("store: create cluster: %w", err)
 	}
@@ -454,6 +519,19 @@ dashboard_address=?, started_at=?, stopped_at=?, updated_at=?, version=? WHERE n
 		return nil, fmt.Errorf("store: update cluster: %w", err)
 	}
 	return c, nil
+}
+
+// isUniqueViolation recognises a unique-constraint failure in either
+// database: a concurrent insert that lost the race.
+func isUniqueViolation(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return pg.Code == "23505"
+	}
+	return strings.Contains(err.Error(), "UNIQUE constraint failed")
 }
 
 func sameCluster(a, b *Cluster) bool {
