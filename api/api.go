@@ -97,7 +97,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/tokens", s.authed(s.tokensEnabled(s.createToken)))
 	m.HandleFunc("GET /api/v1/tokens", s.authed(s.tokensEnabled(s.listTokens)))
 	m.HandleFunc("DELETE /api/v1/tokens/{id}", s.authed(s.tokensEnabled(s.revokeToken)))
-	m.HandleFunc("GET /auth/ticket", s.redeemTicket)
+	m.HandleFunc("GET /auth/ticket", s.confirmTicket)
+	m.HandleFunc("POST /auth/ticket", s.redeemTicket)
 	m.HandleFunc("POST /auth/logout", s.logout)
 	m.HandleFunc("GET /auth/login", s.startLogin)
 	m.HandleFunc("GET /auth/callback", s.finishLogin)
@@ -157,11 +158,6 @@ func (s *Server) SetFailureLimiter(l *auth.FailureLimiter) { s.limiter = l }
 func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ip := remoteIP(r)
-		if s.limiter != nil && s.limiter.Blocked(ip) {
-			w.Header().Set("Retry-After", "60")
-			WriteError(w, http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from your address; wait a minute")
-			return
-		}
 		u, err := Authenticate(r, s.auth)
 		if err != nil {
 			msg := "authentication required: send \"Authorization: Bearer <token>\" (run: gateway login)"
@@ -171,10 +167,14 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 					WriteError(w, http.StatusServiceUnavailable, "auth_unavailable", "cannot check credentials right now; try again")
 					return
 				}
-				msg = "authentication failed: " + strings.TrimPrefix(err.Error(), auth.ErrInvalid.Error()+": ")
-				if s.limiter != nil {
-					s.limiter.Fail(ip)
+				// Only failing credentials are limited: valid ones from a
+				// shared address (NAT, a load balancer) keep working.
+				if s.limiter != nil && s.limiter.Fail(ip) {
+					w.Header().Set("Retry-After", "60")
+					WriteError(w, http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from your address; wait a minute")
+					return
 				}
+				msg = "authentication failed: " + strings.TrimPrefix(err.Error(), auth.ErrInvalid.Error()+": ")
 				s.log.Info("authentication failed", "remote", ip, "path", r.URL.Path, "reason", msg) // never the token
 			}
 			WriteError(w, http.StatusUnauthorized, "unauthenticated", msg)
@@ -250,7 +250,7 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
 	if groups == nil {
 		groups = []string{}
 	}
-	out := map[string]any{"name": u.Name, "subject": u.Subject, "email": u.Email, "groups": groups, "admin": u.Admin,
+	out := map[string]any{"name": u.Name, "id": u.Owner(), "subject": u.Subject, "email": u.Email, "groups": groups, "admin": u.Admin,
 		"via": u.Via, "read_only": u.ReadOnly}
 	if !u.Expires.IsZero() {
 		out["expires"] = u.Expires.UTC().Format(time.RFC3339)
@@ -292,7 +292,7 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	cls, err := s.core.List(r.Context(), u.Name, statuses)
+	cls, err := s.core.List(r.Context(), u.Owner(), statuses)
 	if err != nil {
 		s.coreError(w, r, err)
 		return
@@ -300,7 +300,7 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {
 	detail := r.URL.Query().Get("view") == "detail"
 	out := make(map[string]any, len(cls))
 	for _, c := range cls {
-		out[c.Name] = s.clusterJSON(c, detail)
+		out[c.Name] = s.clusterJSON(c, detail, u.ReadOnly)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -315,7 +315,7 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	c, err := s.core.Create(r.Context(), u.Name, req.ClusterOptions)
+	c, err := s.core.Create(r.Context(), u.Owner(), req.ClusterOptions)
 	if err != nil {
 		s.coreError(w, r, err)
 		return
@@ -341,20 +341,20 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 	var c *store.Cluster
 	var err error
 	if queryFlag(r, "wait") {
-		c, err = s.core.Wait(r.Context(), u.Name, name, s.cfg.WaitTimeout)
+		c, err = s.core.Wait(r.Context(), u.Owner(), name, s.cfg.WaitTimeout)
 	} else {
-		c, err = s.core.Get(r.Context(), u.Name, name)
+		c, err = s.core.Get(r.Context(), u.Owner(), name)
 	}
 	if err != nil {
 		s.coreError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.clusterJSON(c, r.URL.Query().Get("view") == "detail"))
+	writeJSON(w, http.StatusOK, s.clusterJSON(c, r.URL.Query().Get("view") == "detail", u.ReadOnly))
 }
 
 func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
-	err := s.core.Stop(r.Context(), u.Name, r.PathValue("name"), "stopped by "+u.Name)
+	err := s.core.Stop(r.Context(), u.Owner(), r.PathValue("name"), "stopped by "+u.Name)
 	if err != nil && !errors.Is(err, scheduler.ErrNotFound) {
 		s.coreError(w, r, err)
 		return
@@ -380,7 +380,7 @@ func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", fmt.Sprintf("scale expects a non-negative whole number of workers, got %s", req.Count))
 		return
 	}
-	msg, err := s.core.Scale(r.Context(), u.Name, r.PathValue("name"), n)
+	msg, err := s.core.Scale(r.Context(), u.Owner(), r.PathValue("name"), n)
 	if err != nil {
 		s.coreError(w, r, err)
 		return
@@ -394,7 +394,7 @@ func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) adaptCluster(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
-	if _, err := s.core.Get(r.Context(), u.Name, r.PathValue("name")); err != nil {
+	if _, err := s.core.Get(r.Context(), u.Owner(), r.PathValue("name")); err != nil {
 		s.coreError(w, r, err)
 		return
 	}
@@ -415,22 +415,35 @@ func (s *Server) clusterLogs(w http.ResponseWriter, r *http.Request) {
 		tail = n
 	}
 	// Check access before writing anything, so errors still get JSON.
-	if _, err := s.core.Get(r.Context(), u.Name, r.PathValue("name")); err != nil {
+	if _, err := s.core.Get(r.Context(), u.Owner(), r.PathValue("name")); err != nil {
 		s.coreError(w, r, err)
 		return
 	}
-	var b strings.Builder
-	if err := s.core.Logs(r.Context(), u.Name, r.PathValue("name"), tail, &b); err != nil {
+	// Stream: logs can be large. The header goes out with the first byte,
+	// so an error before any output still gets a JSON answer.
+	lw := &lazyText{w: w}
+	if err := s.core.Logs(r.Context(), u.Owner(), r.PathValue("name"), tail, lw); err != nil && !lw.started {
 		s.coreError(w, r, err)
-		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = io.WriteString(w, b.String())
+}
+
+// lazyText sets the text content type on the first write.
+type lazyText struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (l *lazyText) Write(p []byte) (int, error) {
+	if !l.started {
+		l.started = true
+		l.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	return l.w.Write(p)
 }
 
 func (s *Server) clusterEvents(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
-	evs, err := s.core.Events(r.Context(), u.Name, r.PathValue("name"))
+	evs, err := s.core.Events(r.Context(), u.Owner(), r.PathValue("name"))
 	if err != nil {
 		s.coreError(w, r, err)
 		return

@@ -230,7 +230,26 @@ func TestDashboardLinkFlow(t *testing.T) {
 		t.Fatalf("link: %d %s", code, body)
 	}
 	u, _ := url.Parse(v.URL)
-	code, hdr, _ := do(t, srv, "GET", u.RequestURI(), "", "")
+	code, _, page := do(t, srv, "GET", u.RequestURI(), "", "")
+	if code != http.StatusOK || !strings.Contains(string(page), "Sign in as alice") || !strings.Contains(string(page), `method="post"`) {
+		t.Fatalf("confirm page: %d %s", code, page)
+	}
+	post := func(origin string) (int, http.Header) {
+		form := url.Values{"t": {u.Query().Get("t")}, "next": {u.Query().Get("next")}}
+		req, _ := http.NewRequest("POST", srv.URL+"/auth/ticket", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header
+	}
+	if code, _ := post("https://evil.example"); code != http.StatusForbidden {
+		t.Fatalf("cross-site sign-in: %d, want 403", code)
+	}
+	code, hdr := post(srv.URL)
 	if code != http.StatusSeeOther || hdr.Get("Location") != "/clusters/run1/status" {
 		t.Fatalf("redeem: %d %v", code, hdr)
 	}
@@ -241,7 +260,7 @@ func TestDashboardLinkFlow(t *testing.T) {
 	if who, err := sessions.FromRequest(req); err != nil || who.Name != "alice" {
 		t.Fatalf("cookie: %v %v", who, err)
 	}
-	if code, _, _ := do(t, srv, "GET", u.RequestURI(), "", ""); code != 401 {
+	if code, _ := post(srv.URL); code != 401 {
 		t.Errorf("ticket reused: %d", code)
 	}
 	// Open redirects are refused.

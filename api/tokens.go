@@ -70,6 +70,12 @@ const maxTokenTTL = 366 * 24 * time.Hour
 
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
+	if u.Via != "oidc" {
+		// A token must not mint tokens: a short-lived or stolen credential
+		// could otherwise renew itself forever.
+		WriteError(w, http.StatusForbidden, "login_required", "API tokens can only be created from a login (run: gateway login), not with another token or a browser session")
+		return
+	}
 	var req struct {
 		Name      string `json:"name"`
 		ExpiresIn string `json:"expires_in"`
@@ -97,7 +103,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	}
 	secret := auth.NewToken(auth.APITokenPrefix)
 	now := time.Now()
-	t := &store.APIToken{ID: "tok_" + auth.NewToken("")[:16], Owner: u.Name, Name: req.Name, Hash: auth.HashToken(secret),
+	t := &store.APIToken{ID: "tok_" + auth.NewToken("")[:16], Owner: u.Owner(), OwnerName: u.Name, Name: req.Name, Hash: auth.HashToken(secret),
 		Groups: u.Groups, ReadOnly: req.ReadOnly || u.ReadOnly, CreatedAt: now, ExpiresAt: now.Add(ttl)}
 	if err := s.tokens.CreateToken(r.Context(), t); err != nil {
 		s.coreError(w, r, err)
@@ -111,7 +117,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
-	ts, err := s.tokens.ListTokens(r.Context(), u.Name)
+	ts, err := s.tokens.ListTokens(r.Context(), u.Owner())
 	if err != nil {
 		s.coreError(w, r, err)
 		return
@@ -125,7 +131,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
-	err := s.tokens.RevokeToken(r.Context(), u.Name, r.PathValue("id"))
+	err := s.tokens.RevokeToken(r.Context(), u.Owner(), r.PathValue("id"))
 	if errors.Is(err, store.ErrNotFound) {
 		WriteError(w, http.StatusNotFound, "token_not_found", "no token "+r.PathValue("id")+" of yours")
 		return

@@ -65,7 +65,7 @@ func compatStatus(s store.Status) string {
 	return string(s)
 }
 
-func (s *Server) clusterJSON(c *store.Cluster, detail bool) any {
+func (s *Server) clusterJSON(c *store.Cluster, detail, readOnly bool) any {
 	out := Cluster{
 		Name:      c.Name,
 		Status:    compatStatus(c.Status),
@@ -84,7 +84,9 @@ func (s *Server) clusterJSON(c *store.Cluster, detail bool) any {
 		ms := c.StoppedAt.UnixMilli()
 		out.StopTime = &ms
 	}
-	if running {
+	// The key is a full Dask client credential (it runs code on the
+	// cluster): a read-only caller does not get it.
+	if running && !readOnly {
 		cert, key := string(c.TLSCert), string(c.TLSKey)
 		out.TLSCert, out.TLSKey = &cert, &key
 	}

@@ -68,7 +68,10 @@ func (a *APITokens) Authenticate(ctx context.Context, token string) (*User, erro
 	if !t.ExpiresAt.IsZero() && now.After(t.ExpiresAt) {
 		return nil, fmt.Errorf("%w: API token %q expired at %s", ErrInvalid, t.Name, t.ExpiresAt.UTC().Format(time.RFC3339))
 	}
-	u := &User{Name: t.Owner, Groups: t.Groups, Via: "token", ReadOnly: t.ReadOnly, Expires: t.ExpiresAt}
+	u := &User{ID: t.Owner, Name: t.OwnerName, Groups: t.Groups, Via: "token", ReadOnly: t.ReadOnly, Expires: t.ExpiresAt}
+	if u.Name == "" {
+		u.Name = t.Owner
+	}
 	u.Admin = isAdmin(u, a.adminUsers, a.adminGroups)
 	a.mu.Lock()
 	last := a.touched[t.ID]

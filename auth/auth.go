@@ -27,7 +27,11 @@ var (
 
 // User is an authenticated identity.
 type User struct {
-	Name    string
+	// ID is the stable identity that owns clusters and tokens: for OIDC
+	// users the issuer's subject, which unlike names and emails is never
+	// reassigned. Empty means Name is the identity (static users).
+	ID      string
+	Name    string // for display
 	Subject string
 	Email   string
 	Groups  []string
@@ -38,6 +42,14 @@ type User struct {
 	Via string
 	// ReadOnly credentials may only read.
 	ReadOnly bool
+}
+
+// Owner is the key under which the user's clusters and tokens are kept.
+func (u *User) Owner() string {
+	if u.ID != "" {
+		return u.ID
+	}
+	return u.Name
 }
 
 // Authenticator recognises one kind of credential.

@@ -1,19 +1,23 @@
 package auth
 
 import (
+	"net"
 	"sync"
 	"time"
 )
 
 // FailureLimiter counts failed authentications per client address in
-// one-minute windows and blocks an address over the limit until its window
-// ends, so tokens cannot be guessed at speed.
+// one-minute windows. Once an address is over the limit its failures are
+// answered with 429 until the window ends, so tokens cannot be guessed at
+// speed; valid credentials are never limited, so users behind a shared
+// address are not locked out by someone else's failures.
 type FailureLimiter struct {
 	limit int
 	now   func() time.Time
 
-	mu      sync.Mutex
-	windows map[string]*window
+	mu        sync.Mutex
+	windows   map[string]*window
+	lastSweep time.Time
 }
 
 type window struct {
@@ -21,6 +25,8 @@ type window struct {
 	fails int
 }
 
+// maxTrackedAddresses bounds the memory an address flood can take; past it
+// new addresses are not tracked until old windows expire.
 const maxTrackedAddresses = 100000
 
 // NewFailureLimiter allows limit failures per address per minute.
@@ -31,33 +37,49 @@ func NewFailureLimiter(limit int) *FailureLimiter {
 // SetClock replaces the clock (tests).
 func (l *FailureLimiter) SetClock(now func() time.Time) { l.now = now }
 
-func (l *FailureLimiter) current(addr string, now time.Time) *window {
-	w := l.windows[addr]
+// key groups IPv6 addresses by /64, which one client usually controls whole.
+func key(addr string) string {
+	ip := net.ParseIP(addr)
+	if ip == nil || ip.To4() != nil {
+		return addr
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+}
+
+// Fail records a failed authentication from addr and reports whether the
+// address is now over the limit.
+func (l *FailureLimiter) Fail(addr string) bool {
+	k := key(addr)
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.windows[k]
 	if w == nil || now.Sub(w.start) >= time.Minute {
 		if len(l.windows) >= maxTrackedAddresses {
-			for k, v := range l.windows { // drop finished windows first
+			if now.Sub(l.lastSweep) < time.Second {
+				return false // full, swept a moment ago: do not scan again
+			}
+			l.lastSweep = now
+			for a, v := range l.windows {
 				if now.Sub(v.start) >= time.Minute {
-					delete(l.windows, k)
+					delete(l.windows, a)
 				}
+			}
+			if len(l.windows) >= maxTrackedAddresses {
+				return false
 			}
 		}
 		w = &window{start: now}
-		l.windows[addr] = w
+		l.windows[k] = w
 	}
-	return w
-}
-
-// Fail records a failed authentication from addr.
-func (l *FailureLimiter) Fail(addr string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.current(addr, l.now()).fails++
+	w.fails++
+	return w.fails > l.limit
 }
 
 // Blocked reports whether addr is over the limit.
 func (l *FailureLimiter) Blocked(addr string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	w := l.windows[addr]
-	return w != nil && l.now().Sub(w.start) < time.Minute && w.fails >= l.limit
+	w := l.windows[key(addr)]
+	return w != nil && l.now().Sub(w.start) < time.Minute && w.fails > l.limit
 }

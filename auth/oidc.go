@@ -204,16 +204,25 @@ func describeVerifyError(err error) string {
 
 func (o *OIDC) userFrom(claims map[string]any) (*User, error) {
 	u := &User{}
+	u.Subject, _ = claims["sub"].(string)
+	if u.Subject == "" {
+		return nil, fmt.Errorf("%w: token has no subject", ErrInvalid)
+	}
+	// Ownership follows the subject, which the provider never reassigns;
+	// names and emails can be edited or recycled, so they only label.
+	u.ID = "oidc:" + u.Subject
 	for _, c := range o.cfg.UsernameClaims {
 		if s, ok := claims[c].(string); ok && s != "" {
+			if c == "email" && claims["email_verified"] != true {
+				continue // an unverified address names nobody
+			}
 			u.Name = s
 			break
 		}
 	}
 	if u.Name == "" {
-		return nil, fmt.Errorf("%w: token has none of the claims %s that name a user", ErrInvalid, strings.Join(o.cfg.UsernameClaims, ", "))
+		return nil, fmt.Errorf("%w: token has none of the claims %s that name a user (an email must be verified)", ErrInvalid, strings.Join(o.cfg.UsernameClaims, ", "))
 	}
-	u.Subject, _ = claims["sub"].(string)
 	u.Email, _ = claims["email"].(string)
 	switch g := claims[o.cfg.GroupsClaim].(type) {
 	case []any:
@@ -232,7 +241,7 @@ func (o *OIDC) userFrom(claims map[string]any) (*User, error) {
 
 func isAdmin(u *User, users, groups []string) bool {
 	for _, a := range users {
-		if a == u.Name {
+		if a == u.Owner() || (u.Via != "oidc" && a == u.Name) || a == "sub:"+u.Subject {
 			return true
 		}
 	}

@@ -125,7 +125,7 @@ func TestOIDCAuthenticate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.Name != "alice" || u.Subject != "sub-alice" || u.Email != "alice@example.com" || !u.Admin || len(u.Groups) != 2 || u.Via != "oidc" {
+	if u.Name != "alice" || u.Owner() != "oidc:sub-alice" || u.Subject != "sub-alice" || u.Email != "alice@example.com" || !u.Admin || len(u.Groups) != 2 || u.Via != "oidc" {
 		t.Fatalf("user %+v", u)
 	}
 
@@ -149,7 +149,8 @@ func TestOIDCAuthenticate(t *testing.T) {
 		{"forged: unknown key with a known kid", signWith(t, other, knownKid, ti.claims(now, nil)), "signature"},
 		{"unknown key id", signWith(t, other, "nobody", ti.claims(now, nil)), "signature"},
 		{"alg none", algNone, "signature"},
-		{"no user claim", ti.sign(t, ti.claims(now, map[string]any{"preferred_username": nil, "email": nil, "sub": ""})), "name a user"},
+		{"no user claim", ti.sign(t, ti.claims(now, map[string]any{"preferred_username": nil, "email": nil, "sub": nil})), "no subject"},
+		{"only an unverified email", ti.sign(t, ti.claims(now, map[string]any{"preferred_username": nil, "sub": nil, "email_verified": false})), "no subject"},
 		{"garbage after header", "eyJhbGciOiJSUzI1NiJ9.bm90IGpzb24.c2ln", "cannot be verified"},
 	}
 	for _, tc := range cases {
@@ -221,16 +222,46 @@ func TestFailureLimiter(t *testing.T) {
 	l := NewFailureLimiter(3)
 	l.SetClock(func() time.Time { return now })
 	for i := 0; i < 3; i++ {
-		if l.Blocked("1.2.3.4") {
-			t.Fatalf("blocked after %d failures", i)
+		if l.Fail("1.2.3.4") {
+			t.Fatalf("over the limit after %d failures", i+1)
 		}
-		l.Fail("1.2.3.4")
 	}
-	if !l.Blocked("1.2.3.4") || l.Blocked("5.6.7.8") {
+	if !l.Fail("1.2.3.4") || !l.Blocked("1.2.3.4") || l.Blocked("5.6.7.8") {
 		t.Fatal("limit not per address")
+	}
+	for i := 0; i < 4; i++ {
+		l.Fail("2001:db8::1")
+	}
+	if !l.Blocked("2001:db8::ffff") || l.Blocked("2001:db9::1") {
+		t.Error("IPv6 addresses are not grouped by /64")
 	}
 	now = now.Add(61 * time.Second)
 	if l.Blocked("1.2.3.4") {
 		t.Fatal("still blocked after the window")
+	}
+}
+
+// TestOIDCOwnershipFollowsSubject: names and emails label a user; the
+// subject owns. Someone who takes another's user name or an unverified email
+// does not become them.
+func TestOIDCOwnershipFollowsSubject(t *testing.T) {
+	ti := newTestIssuer(t)
+	o, err := NewOIDC(context.Background(), OIDCConfig{Issuer: ti.srv.URL, ClientID: "gateway", UsernameClaims: []string{"email", "sub"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ctx := context.Background()
+	verified, err := o.Authenticate(ctx, ti.sign(t, ti.claims(now, map[string]any{"sub": "s1", "email": "alice@example.com", "email_verified": true})))
+	if err != nil || verified.Name != "alice@example.com" || verified.Owner() != "oidc:s1" {
+		t.Fatalf("verified email: %+v %v", verified, err)
+	}
+	impostor, err := o.Authenticate(ctx, ti.sign(t, ti.claims(now, map[string]any{"sub": "s2", "email": "alice@example.com", "email_verified": false})))
+	if err != nil || impostor.Name == "alice@example.com" || impostor.Owner() == verified.Owner() {
+		t.Fatalf("an unverified email named a user: %+v %v", impostor, err)
+	}
+	same, err := o.Authenticate(ctx, ti.sign(t, ti.claims(now, map[string]any{"sub": "s3", "preferred_username": "alice"})))
+	if err != nil || same.Owner() == verified.Owner() {
+		t.Fatalf("a different subject with the same name owns the same: %+v %v", same, err)
 	}
 }

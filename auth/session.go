@@ -40,6 +40,7 @@ type ticket struct {
 }
 
 type sessionClaims struct {
+	ID     string   `json:"i,omitempty"`
 	Name   string   `json:"n"`
 	Groups []string `json:"g,omitempty"`
 	Admin  bool     `json:"a,omitempty"`
@@ -98,6 +99,18 @@ func (s *Sessions) NewTicket(u User) string {
 	return t
 }
 
+// Peek returns the user a ticket stands for without consuming it.
+func (s *Sessions) Peek(t string) (*User, error) {
+	k := sha256.Sum256([]byte(t))
+	s.mu.Lock()
+	v, ok := s.tickets[k]
+	s.mu.Unlock()
+	if !ok || s.now().After(v.expires) {
+		return nil, fmt.Errorf("%w: the sign-in link is unknown, used or expired; ask for a new one with: gateway dashboard NAME", ErrInvalid)
+	}
+	return &v.user, nil
+}
+
 // Redeem consumes a ticket.
 func (s *Sessions) Redeem(t string) (*User, error) {
 	k := sha256.Sum256([]byte(t))
@@ -114,7 +127,7 @@ func (s *Sessions) Redeem(t string) (*User, error) {
 // Cookie returns a session cookie for u.
 func (s *Sessions) Cookie(u User) *http.Cookie {
 	exp := s.now().Add(s.ttl)
-	payload, _ := json.Marshal(sessionClaims{Name: u.Name, Groups: u.Groups, Admin: u.Admin, Exp: exp.Unix()})
+	payload, _ := json.Marshal(sessionClaims{ID: u.ID, Name: u.Name, Groups: u.Groups, Admin: u.Admin, Exp: exp.Unix()})
 	body := base64.RawURLEncoding.EncodeToString(payload)
 	return &http.Cookie{
 		Name: SessionCookie, Value: body + "." + s.sign(body), Path: "/", Expires: exp,
@@ -203,5 +216,5 @@ func (s *Sessions) FromRequest(r *http.Request) (*User, error) {
 	if s.now().Unix() > cl.Exp {
 		return nil, fmt.Errorf("%w: session expired", ErrInvalid)
 	}
-	return &User{Name: cl.Name, Groups: cl.Groups, Admin: cl.Admin, Via: "session", Expires: time.Unix(cl.Exp, 0)}, nil
+	return &User{ID: cl.ID, Name: cl.Name, Groups: cl.Groups, Admin: cl.Admin, Via: "session", Expires: time.Unix(cl.Exp, 0)}, nil
 }

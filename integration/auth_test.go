@@ -204,6 +204,25 @@ func TestOIDCLoginAndIsolation(t *testing.T) {
 	if out, err := ci.gw("scale", a.Name, "--workers", "1"); err == nil || !strings.Contains(out, "read-only") {
 		t.Errorf("read-only token scaled: %v %s", err, out)
 	}
+	// The cluster's key is a full Dask credential: not for a read-only token.
+	if code, body := get(t, e.url+"/api/v1/clusters/"+a.Name, created.Token); code != http.StatusOK || !strings.Contains(body, `"tls_key":null`) {
+		t.Errorf("read-only token got the cluster's key: %d %s", code, body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/clusters/"+a.Name+"/health", nil)
+	req.Header.Set("Authorization", "Bearer "+created.Token)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("read-only token posted through the dashboard: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	// A token cannot mint tokens (it could renew itself for ever).
+	var rw struct{ ID, Token string }
+	e.gwJSON(&rw, "token", "create", "--name", "rw", "--expires", "1h")
+	minter := &env{t: t, bin: e.bin, home: t.TempDir(), gwLog: e.gwLog, url: e.url}
+	minter.vars = append(filterEnv(os.Environ()), "HOME="+minter.home, "XDG_CONFIG_HOME="+filepath.Join(minter.home, "config"), "GATEWAY_URL="+e.url, "GATEWAY_TOKEN="+rw.Token)
+	if out, err := minter.gw("token", "create", "--name", "again"); err == nil || !strings.Contains(out, "only be created from a login") {
+		t.Errorf("a token minted a token: %v %s", err, out)
+	}
 	e.gwOK("token", "revoke", created.ID)
 	if out, err := ci.gw("list"); err == nil || !strings.Contains(out, "revoked") {
 		t.Errorf("revoked token still works: %v %s", err, out)

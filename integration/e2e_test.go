@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -99,9 +100,19 @@ client.close()
 	if err != nil {
 		t.Fatal(err)
 	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "Sign in as dev") {
+		t.Fatalf("sign-in link: %d %s", resp.StatusCode, page)
+	}
+	lu, _ := url.Parse(link)
+	resp, err = browser.PostForm(e.url+"/auth/ticket", url.Values{"t": {lu.Query().Get("t")}, "next": {lu.Query().Get("next")}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/clusters/"+c.Name+"/status" {
-		t.Fatalf("sign-in link: %d at %s", resp.StatusCode, resp.Request.URL)
+		t.Fatalf("sign-in: %d at %s", resp.StatusCode, resp.Request.URL)
 	}
 	resp, err = browser.Get(e.url + "/clusters/" + c.Name + "/info/main/workers.html")
 	if err != nil {
@@ -111,7 +122,7 @@ client.close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("dashboard with the session cookie: %d", resp.StatusCode)
 	}
-	resp, err = (&http.Client{}).Get(link)
+	resp, err = http.PostForm(e.url+"/auth/ticket", url.Values{"t": {lu.Query().Get("t")}, "next": {lu.Query().Get("next")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,11 +98,20 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owner, target, ok := d.lookup(name)
-	if !ok || owner != u.Name {
+	if !ok || owner != u.Owner() {
 		// The same answer for "not yours" and "not running", so that
 		// cluster names do not leak.
 		dashError(w, r, http.StatusNotFound, "cluster "+name+" not found or not running")
 		return
+	}
+	if u.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		dashError(w, r, http.StatusForbidden, "this token is read-only")
+		return
+	}
+	if r.Header.Get("Upgrade") != "" {
+		// A websocket lives past the server's request read timeout: clear
+		// the deadline before the connection is handed over.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	}
 	r = r.WithContext(context.WithValue(r.Context(), targetKey{}, target))
 	d.rp.ServeHTTP(w, r)
@@ -112,7 +121,7 @@ func dashError(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	code := map[int]string{401: "unauthenticated", 404: "cluster_not_found", 502: "bad_gateway"}[status]
+	code := map[int]string{401: "unauthenticated", 403: "read_only", 404: "cluster_not_found", 502: "bad_gateway"}[status]
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg, "code": code, "message": msg})
 }
 

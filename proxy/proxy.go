@@ -260,20 +260,27 @@ func (s *Server) track(a, b net.Conn, add bool) bool {
 
 // pipe copies both ways until both directions end, passing half-closes on.
 // Between two *net.TCPConn io.Copy uses splice(2) on Linux: the bytes never
-// enter user space.
+// enter user space. Once one direction has ended, the other gets
+// halfCloseGrace to finish, so a peer that never closes cannot pin the pair.
 func pipe(a, b net.Conn) {
-	done := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(b, a)
-		closeWrite(b)
-		close(done)
-	}()
-	_, _ = io.Copy(a, b)
-	closeWrite(a)
+	done := make(chan struct{}, 2)
+	copyHalf := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		closeWrite(dst)
+		done <- struct{}{}
+	}
+	go copyHalf(b, a)
+	go copyHalf(a, b)
+	<-done
+	deadline := time.Now().Add(halfCloseGrace)
+	_ = a.SetReadDeadline(deadline)
+	_ = b.SetReadDeadline(deadline)
 	<-done
 	a.Close()
 	b.Close()
 }
+
+const halfCloseGrace = 30 * time.Second
 
 func closeWrite(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {

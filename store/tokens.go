@@ -12,7 +12,8 @@ import (
 // APIToken is a stored API token: never the token itself, only its hash.
 type APIToken struct {
 	ID        string
-	Owner     string
+	Owner     string // the owning identity (auth.User.Owner)
+	OwnerName string // its display name when the token was made
 	Name      string
 	Hash      string // hex SHA-256 of the token
 	Groups    []string
@@ -23,14 +24,14 @@ type APIToken struct {
 	RevokedAt time.Time
 }
 
-const tokenColumns = `id, owner, name, hash, groups, read_only, created_at, expires_at, last_used_at, revoked_at`
+const tokenColumns = `id, owner, owner_name, name, hash, groups, read_only, created_at, expires_at, last_used_at, revoked_at`
 
 func scanToken(r scanner) (*APIToken, error) {
 	var t APIToken
 	var groups string
 	var ro int
 	var created, expires, used, revoked int64
-	if err := r.Scan(&t.ID, &t.Owner, &t.Name, &t.Hash, &groups, &ro, &created, &expires, &used, &revoked); err != nil {
+	if err := r.Scan(&t.ID, &t.Owner, &t.OwnerName, &t.Name, &t.Hash, &groups, &ro, &created, &expires, &used, &revoked); err != nil {
 		return nil, err
 	}
 	_ = json.Unmarshal([]byte(groups), &t.Groups)
@@ -52,8 +53,8 @@ func (s *DB) CreateToken(ctx context.Context, t *APIToken) error {
 	if t.ReadOnly {
 		ro = 1
 	}
-	_, err := s.db.ExecContext(ctx, s.rebind(`INSERT INTO api_tokens (`+tokenColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?)`),
-		t.ID, t.Owner, t.Name, t.Hash, string(groups), ro, millis(t.CreatedAt), millis(t.ExpiresAt), 0, 0)
+	_, err := s.db.ExecContext(ctx, s.rebind(`INSERT INTO api_tokens (`+tokenColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?)`),
+		t.ID, t.Owner, t.OwnerName, t.Name, t.Hash, string(groups), ro, millis(t.CreatedAt), millis(t.ExpiresAt), 0, 0)
 	if err != nil {
 		return fmt.Errorf("store: create token: %w", err)
 	}

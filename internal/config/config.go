@@ -74,6 +74,9 @@ type Config struct {
 			Host      string        `mapstructure:"host" doc:"address local schedulers and workers bind to"`
 			Nanny     bool          `mapstructure:"nanny" doc:"run each worker under a Dask nanny (needed for client.restart)"`
 			StopGrace time.Duration `mapstructure:"stop_grace" doc:"time a process gets after SIGTERM before SIGKILL"`
+			// TrustUsers acknowledges that local clusters run as the
+			// gateway's own Unix user and can read its data directory.
+			TrustUsers bool `mapstructure:"trust_users" doc:"acknowledge that local clusters run users' code as the gateway's Unix user (required outside dev)"`
 		} `mapstructure:"local"`
 	} `mapstructure:"providers"`
 
@@ -96,43 +99,44 @@ type Config struct {
 // defaults lists every key with its default value.
 func defaults() map[string]any {
 	return map[string]any{
-		"listen":                     "127.0.0.1:8000",
-		"public_url":                 "",
-		"data_dir":                   defaultDataDir(),
-		"gateway_id":                 "",
-		"dev":                        false,
-		"database.url":               "",
-		"tls.cert_file":              "",
-		"tls.key_file":               "",
-		"tls.allow_plain_http":       false,
-		"tls.cluster_domain":         "",
-		"auth.oidc.issuer":           "",
-		"auth.oidc.client_id":        "gateway",
-		"auth.oidc.client_secret":    "",
-		"auth.oidc.audience":         "",
-		"auth.oidc.username_claims":  []string{"preferred_username", "email", "sub"},
-		"auth.oidc.groups_claim":     "groups",
-		"auth.oidc.clock_skew":       "30s",
-		"auth.admin_groups":          []string{},
-		"auth.admin_users":           []string{},
-		"auth.session_ttl":           "12h",
-		"auth.failed_per_minute":     30,
-		"auth.dev_issuer_listen":     "127.0.0.1:0",
-		"provider":                   "local",
-		"providers.local.python":     "/usr/bin/python3",
-		"providers.local.command":    "",
-		"providers.local.host":       "127.0.0.1",
-		"providers.local.nanny":      false,
-		"providers.local.stop_grace": "10s",
-		"cluster.max_workers":        50,
-		"cluster.max_worker_threads": 64,
-		"cluster.max_worker_memory":  256.0,
-		"cluster.start_timeout":      "60s",
-		"cluster.poll_interval":      "5s",
-		"cluster.worker_restarts":    5,
-		"cluster.on_shutdown":        "stop",
-		"log.level":                  "info",
-		"log.format":                 "text",
+		"listen":                      "127.0.0.1:8000",
+		"public_url":                  "",
+		"data_dir":                    defaultDataDir(),
+		"gateway_id":                  "",
+		"dev":                         false,
+		"database.url":                "",
+		"tls.cert_file":               "",
+		"tls.key_file":                "",
+		"tls.allow_plain_http":        false,
+		"tls.cluster_domain":          "",
+		"auth.oidc.issuer":            "",
+		"auth.oidc.client_id":         "gateway",
+		"auth.oidc.client_secret":     "",
+		"auth.oidc.audience":          "",
+		"auth.oidc.username_claims":   []string{"preferred_username", "email", "sub"},
+		"auth.oidc.groups_claim":      "groups",
+		"auth.oidc.clock_skew":        "30s",
+		"auth.admin_groups":           []string{},
+		"auth.admin_users":            []string{},
+		"auth.session_ttl":            "12h",
+		"auth.failed_per_minute":      30,
+		"auth.dev_issuer_listen":      "127.0.0.1:0",
+		"provider":                    "local",
+		"providers.local.python":      "/usr/bin/python3",
+		"providers.local.command":     "",
+		"providers.local.host":        "127.0.0.1",
+		"providers.local.nanny":       false,
+		"providers.local.stop_grace":  "10s",
+		"providers.local.trust_users": false,
+		"cluster.max_workers":         50,
+		"cluster.max_worker_threads":  64,
+		"cluster.max_worker_memory":   256.0,
+		"cluster.start_timeout":       "60s",
+		"cluster.poll_interval":       "5s",
+		"cluster.worker_restarts":     5,
+		"cluster.on_shutdown":         "stop",
+		"log.level":                   "info",
+		"log.format":                  "text",
 	}
 }
 
@@ -249,6 +253,10 @@ func (c *Config) finish() error {
 	}
 	if c.Database.URL == "" {
 		c.Database.URL = "sqlite://" + filepath.Join(c.DataDir, "gateway.db")
+	}
+	if c.Provider == "local" && !c.Dev && !c.Providers.Local.TrustUsers {
+		problems = append(problems, "the local provider runs every user's Dask code as the gateway's own Unix user, able to read the gateway's data (keys, database): "+
+			"set providers.local.trust_users: true only if every user may act as the gateway (a single-user or fully trusted team); otherwise use an isolating provider")
 	}
 	if c.Provider != "local" {
 		problems = append(problems, fmt.Sprintf("provider %q is not available in this version (available: local)", c.Provider))

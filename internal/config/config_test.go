@@ -26,6 +26,7 @@ func writeFile(t *testing.T, body string) string {
 func TestPrecedence(t *testing.T) {
 	t.Setenv("GATEWAY_AUTH_OIDC_ISSUER", "https://idp.example")
 	t.Setenv("GATEWAY_AUTH_ADMIN_GROUPS", "ops,platform")
+	t.Setenv("GATEWAY_PROVIDERS_LOCAL_TRUST_USERS", "true")
 	file := writeFile(t, "listen: 127.0.0.1:7000\ncluster:\n  max_workers: 7\n  start_timeout: 2m\nlog:\n  level: warn\n")
 	t.Setenv("GATEWAY_CLUSTER_MAX_WORKERS", "9")
 	t.Setenv("GATEWAY_LISTEN", "127.0.0.1:7100")
@@ -96,6 +97,7 @@ func TestInvalid(t *testing.T) {
 		{"bad public url", "public_url: ftp://x\n", nil, "public_url"},
 		{"not yaml", "listen: [\n", nil, "read"},
 		{"no issuer outside dev", "listen: 127.0.0.1:1\n", nil, "auth.oidc.issuer must name"},
+		{"local provider for untrusted users", "auth:\n  oidc:\n    issuer: https://idp.example\n", nil, "set providers.local.trust_users: true only if"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,6 +126,7 @@ func TestRedacted(t *testing.T) {
 	v := New()
 	v.Set("provider", "local")
 	v.Set("auth.oidc.issuer", "https://idp.example")
+	v.Set("providers.local.trust_users", true)
 	c, err := Load(v, "")
 	if err != nil {
 		t.Fatal(err)

@@ -102,15 +102,12 @@ func dashboardAuth(authn auth.Authenticator, sessions *auth.Sessions, limiter *a
 		if err != nil {
 			ip = r.RemoteAddr
 		}
-		if limiter.Blocked(ip) {
-			return nil, fmt.Errorf("%w: too many failed authentications from your address; wait a minute", auth.ErrInvalid)
-		}
 		u, err := api.Authenticate(r, authn)
 		if errors.Is(err, auth.ErrNoCredentials) {
 			u, err = sessions.FromRequest(r)
 		}
-		if errors.Is(err, auth.ErrInvalid) {
-			limiter.Fail(ip)
+		if errors.Is(err, auth.ErrInvalid) && limiter.Fail(ip) {
+			return nil, fmt.Errorf("%w: too many failed authentications from your address; wait a minute", auth.ErrInvalid)
 		}
 		return u, err
 	}

@@ -135,8 +135,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	g.http = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		// Bounds slow request bodies; dashboard websockets clear it when
+		// they upgrade.
+		ReadTimeout: 2 * time.Minute,
+		IdleTimeout: 120 * time.Second,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return g, nil
 }

@@ -657,17 +657,19 @@ func (p *Provider) Logs(ctx context.Context, cluster string, tail int, w io.Writ
 	})
 	for _, f := range files {
 		member := strings.TrimSuffix(filepath.Base(f), ".log")
-		var text string
-		if tail > 0 {
-			text = tailFile(f, tail)
-		} else {
-			b, err := os.ReadFile(f)
-			if err != nil {
+		// Logs grow with whatever user code prints: never read more than
+		// the end of each file.
+		text, cut := readEnd(f, maxLogBytes)
+		if cut {
+			if _, err := fmt.Fprintf(w, "[%s] (earlier lines omitted: only the last %d MiB are shown)\n", member, maxLogBytes>>20); err != nil {
 				return err
 			}
-			text = string(b)
 		}
-		for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+		if tail > 0 && len(lines) > tail {
+			lines = lines[len(lines)-tail:]
+		}
+		for _, line := range lines {
 			if line == "" {
 				continue
 			}
@@ -677,6 +679,39 @@ func (p *Provider) Logs(ctx context.Context, cluster string, tail int, w io.Writ
 		}
 	}
 	return nil
+}
+
+// maxLogBytes is how much of each member's log Logs reads, from the end.
+const maxLogBytes = 4 << 20
+
+// readEnd returns the last max bytes of a file (from a line start), and
+// whether anything before them was left out.
+func readEnd(path string, max int64) (string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", false
+	}
+	off := st.Size() - max
+	if off < 0 {
+		off = 0
+	}
+	b := make([]byte, st.Size()-off)
+	n, err := f.ReadAt(b, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", false
+	}
+	b = b[:n]
+	if off > 0 {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:] // the first line may be cut
+		}
+	}
+	return string(b), off > 0
 }
 
 // tailFile returns the last n lines of a file, reading at most 64 KiB.
