@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
@@ -127,7 +128,7 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 	scheme = strings.ToLower(scheme)
 	switch {
 	case hasScheme && (scheme == "postgres" || scheme == "postgresql"):
-		return openPostgres(ctx, rawURL)
+		return openPostgres(ctx, scheme+"://"+rest) // pgx knows the scheme in lower case only
 	case hasScheme && scheme == "sqlite":
 		return openSQLite(ctx, rest)
 	case hasScheme:
@@ -161,7 +162,16 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 		db.SetMaxOpenConns(1) // each connection would see its own database
 	}
 	s := &DB{db: db, dialect: sqlite, now: time.Now}
-	if err := s.migrate(ctx); err != nil {
+	// Two processes creating the same new file at once can meet SQLITE_BUSY
+	// while the first one switches it to WAL, before busy_timeout applies.
+	for attempt := 1; ; attempt++ {
+		err = s.migrate(ctx)
+		if err == nil || attempt == 10 || !strings.Contains(err.Error(), "database is locked") {
+			break
+		}
+		time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
+	}
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -387,6 +397,10 @@ func (s *DB) CreateCluster(ctx context.Context, c *Cluster) error {
 	if n > 0 {
 		return fmt.Errorf("store: cluster %s: %w", c.Name, ErrExists)
 	}
+	if err := checkPEM(c); err != nil {
+		return err
+	}
+	c.Phase, c.Reason = text(c.Phase), text(c.Reason)
 	_, err = tx.ExecContext(ctx, s.rebind(`INSERT INTO clusters (`+clusterColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`),
 		c.Name, c.Owner, string(c.Status), c.Phase, c.Reason, c.Provider, c.Options, c.DesiredWorkers, c.NextWorkerSeq,
 		c.ReadyWorkers, string(c.TLSCert), string(c.TLSKey), c.SchedulerAddress, c.DashboardAddress, millis(c.CreatedAt),
@@ -494,6 +508,10 @@ func (s *DB) UpdateCluster(ctx context.Context, name string, fn UpdateFunc) (*Cl
 	if ev.Kind == "" && sameCluster(c, &before) {
 		return c, nil // nothing changed: spare the write
 	}
+	if err := checkPEM(c); err != nil {
+		return nil, err
+	}
+	c.Phase, c.Reason = text(c.Phase), text(c.Reason)
 	c.UpdatedAt = s.now().Truncate(time.Millisecond)
 	c.Version = before.Version + 1
 	res, err := tx.ExecContext(ctx, s.rebind(`UPDATE clusters SET status=?, phase=?, reason=?, provider=?, options=?,
@@ -521,6 +539,24 @@ dashboard_address=?, started_at=?, stopped_at=?, updated_at=?, version=? WHERE n
 	return c, nil
 }
 
+// text makes a string storable in both databases: PostgreSQL's text holds
+// neither NUL nor invalid UTF-8, and reasons and events quote process logs,
+// which may contain anything.
+func text(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// checkPEM refuses TLS material that is not text: it is PEM, and both
+// databases keep it as text.
+func checkPEM(c *Cluster) error {
+	for _, b := range [][]byte{c.TLSCert, c.TLSKey} {
+		if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
+			return fmt.Errorf("store: cluster %s: TLS material must be PEM text", c.Name)
+		}
+	}
+	return nil
+}
+
 // isUniqueViolation recognises a unique-constraint failure in either
 // database: a concurrent insert that lost the race.
 func isUniqueViolation(err error) bool {
@@ -545,7 +581,7 @@ func sameCluster(a, b *Cluster) bool {
 
 func (s *DB) addEvent(ctx context.Context, tx *sql.Tx, cluster, kind, msg string) error {
 	_, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO cluster_events (cluster, at, kind, message) VALUES (?, ?, ?, ?)`),
-		cluster, s.now().UnixMilli(), kind, msg)
+		cluster, s.now().UnixMilli(), text(kind), text(msg))
 	if err != nil {
 		return fmt.Errorf("store: add event: %w", err)
 	}

@@ -61,15 +61,6 @@ func openTestDB(t *testing.T, url string) (*store.DB, *fakeClock) {
 // isPostgres reports whether a testdb URL names PostgreSQL.
 func isPostgres(url string) bool { return strings.HasPrefix(url, "postgres") }
 
-// knownBug skips the rest of a test that demonstrates a reported, unfixed bug
-// in the store, unless GATEWAY_TEST_KNOWN_BUGS=1 asks to see it fail.
-func knownBug(t *testing.T, bug string) {
-	t.Helper()
-	if os.Getenv("GATEWAY_TEST_KNOWN_BUGS") != "1" {
-		t.Skipf("known bug (GATEWAY_TEST_KNOWN_BUGS=1 runs this): %s", bug)
-	}
-	t.Logf("known bug, expected to fail until fixed: %s", bug)
-}
 
 func newCluster(name, owner string) *store.Cluster {
 	return &store.Cluster{
@@ -308,9 +299,6 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-// binaryTLSBug is the known bug behind the test cases marked binary.
-const binaryTLSBug = "on PostgreSQL the clusters table's TLS and text columns are TEXT, which rejects the NUL bytes " +
-	"and invalid UTF-8 that SQLite stores (SQLSTATE 22021); see TestNonUTF8Values"
 
 func TestCreateGetRoundTrip(t *testing.T) {
 	zone := time.FixedZone("UTC+5:30", 5*3600+1800)
@@ -355,7 +343,7 @@ func TestCreateGetRoundTrip(t *testing.T) {
 		in   store.Cluster
 		// want is what GetCluster must return, given clock time now.
 		want   func(now time.Time) store.Cluster
-		binary bool // holds bytes that are not UTF-8 text: binaryTLSBug on PostgreSQL
+		binary bool // holds TLS bytes that are not PEM text: refused
 	}{
 		{name: "every field set", in: fullPEM, want: wantPEM},
 		{name: "every field set, TLS key with NULs and invalid UTF-8", in: fullBinary, want: wantBinary, binary: true},
@@ -374,12 +362,20 @@ func TestCreateGetRoundTrip(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			testdb.Each(t, func(t *testing.T, url string) {
-				if tt.binary && isPostgres(url) {
-					knownBug(t, binaryTLSBug)
-				}
 				db, clk := openTestDB(t, url)
 				now := clk.Advance(1234 * time.Millisecond)
 				in := tt.in
+				if tt.binary {
+					// TLS material is PEM text; both stores refuse other bytes alike.
+					err := db.CreateCluster(context.Background(), &in)
+					if err == nil || !strings.Contains(err.Error(), "PEM text") {
+						t.Fatalf("CreateCluster with binary TLS bytes: %v, want a PEM text error", err)
+					}
+					if _, err := db.GetCluster(context.Background(), in.Name); !errors.Is(err, store.ErrNotFound) {
+						t.Fatalf("a refused cluster was stored: %v", err)
+					}
+					return
+				}
 				mustCreate(t, db, &in)
 				if in.Version != 1 || !in.UpdatedAt.Equal(now) {
 					t.Errorf("CreateCluster left Version=%d UpdatedAt=%v, want 1 and %v", in.Version, in.UpdatedAt, now)
@@ -586,7 +582,7 @@ type updateCase struct {
 	wantWrite   bool   // the row changes: Version+1, UpdatedAt = clock
 	wantEvent   *store.Event
 	check       func(t *testing.T, c *store.Cluster)
-	binary      bool // stores bytes that are not UTF-8 text: binaryTLSBug on PostgreSQL
+	binary      bool // stores TLS bytes that are not PEM text: refused
 }
 
 // everyMutableField changes every field UpdateCluster may change, setting the
@@ -751,8 +747,19 @@ func TestUpdateCluster(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			testdb.Each(t, func(t *testing.T, url string) {
-				if tt.binary && isPostgres(url) {
-					knownBug(t, binaryTLSBug)
+				if tt.binary {
+					db, _ := openTestDB(t, url)
+					mustCreate(t, db, newCluster("c", "alice"))
+					before := mustGet(t, db, "c")
+					_, err := db.UpdateCluster(context.Background(), "c", func(c *store.Cluster) (store.Event, error) {
+						c.TLSKey = []byte{0xff, 0x00}
+						return store.Event{Kind: "k"}, nil
+					})
+					if err == nil || !strings.Contains(err.Error(), "PEM text") {
+						t.Fatalf("UpdateCluster with binary TLS bytes: %v, want a PEM text error", err)
+					}
+					assertClusterEqual(t, mustGet(t, db, "c"), *before)
+					return
 				}
 				db, clk := openTestDB(t, url)
 				ctx := context.Background()
@@ -988,10 +995,9 @@ func TestUpdateClusterConcurrentIncrements(t *testing.T) {
 // would leave the cluster not marked FAILED and the event unrecorded.
 func TestNonUTF8Values(t *testing.T) {
 	reason := "worker-1 exited (exit status 1); last lines of its log:\ncaf\xe9 \xff\xfe\x00 UnicodeDecodeError"
+	// What both stores keep: invalid bytes and NULs become U+FFFD.
+	stored := "worker-1 exited (exit status 1); last lines of its log:\ncaf\uFFFD \uFFFD\uFFFD UnicodeDecodeError"
 	testdb.Each(t, func(t *testing.T, url string) {
-		if isPostgres(url) {
-			knownBug(t, binaryTLSBug)
-		}
 		db, _ := openTestDB(t, url)
 		ctx := context.Background()
 		mustCreate(t, db, newCluster("c", "alice"))
@@ -1002,12 +1008,12 @@ func TestNonUTF8Values(t *testing.T) {
 			t.Fatalf("UpdateCluster to FAILED with a reason from a log: %v", err)
 		}
 		got := mustGet(t, db, "c")
-		if got.Status != store.Failed || got.Reason != reason {
-			t.Errorf("stored status %s reason %q, want FAILED and %q", got.Status, got.Reason, reason)
+		if got.Status != store.Failed || got.Reason != stored {
+			t.Errorf("stored status %s reason %q, want FAILED and %q", got.Status, got.Reason, stored)
 		}
 		evs := mustEvents(t, db, "c")
-		if last := evs[len(evs)-1]; last.Kind != "failed" || last.Message != reason {
-			t.Errorf("last event %+v, want failed/%q", last, reason)
+		if last := evs[len(evs)-1]; last.Kind != "failed" || last.Message != stored {
+			t.Errorf("last event %+v, want failed/%q", last, stored)
 		}
 	})
 }
@@ -1121,10 +1127,6 @@ func openConcurrently(ctx context.Context, url string, n int) ([]*store.DB, []er
 	return dbs, errs
 }
 
-// sqliteFirstOpenBug is the known bug TestSQLiteConcurrentFirstOpen shows.
-const sqliteFirstOpenBug = "two store.Open calls at once on a SQLite file that does not exist yet: one may fail with " +
-	"\"create migrations table: database is locked (5) (SQLITE_BUSY)\" despite busy_timeout(10000), because both " +
-	"connections run PRAGMA journal_mode(WAL) on the new database and SQLite returns SQLITE_BUSY to one at once"
 
 // TestMigrationsConcurrentOpen: two gateway replicas starting together on a
 // database without tables both migrate it without error, and each migration
@@ -1140,7 +1142,7 @@ func TestMigrationsConcurrentOpen(t *testing.T) {
 				if !isPostgres(url) {
 					// The file exists already, in WAL mode, without tables:
 					// two Opens of a file that does not exist yet are
-					// sqliteFirstOpenBug (TestSQLiteConcurrentFirstOpen).
+					// see TestSQLiteConcurrentFirstOpen.
 					if _, err := rawDB(t, url).ExecContext(ctx, `PRAGMA journal_mode=WAL`); err != nil {
 						t.Fatal(err)
 					}
@@ -1194,7 +1196,6 @@ func TestMigrationsConcurrentOpen(t *testing.T) {
 // does not exist yet both succeed. The failure is intermittent (a few rounds
 // in a hundred, more under -race), hence many rounds.
 func TestSQLiteConcurrentFirstOpen(t *testing.T) {
-	knownBug(t, sqliteFirstOpenBug)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	for round := range 300 {
@@ -1213,11 +1214,6 @@ func TestSQLiteConcurrentFirstOpen(t *testing.T) {
 	}
 }
 
-// schemeCaseBug is the known bug TestOpenPostgresSchemeCase shows.
-const schemeCaseBug = "store.Open routes POSTGRES:// (any case) to PostgreSQL but hands pgx the URL unchanged; " +
-	"pgx only recognizes lowercase postgres:// and postgresql://, so it reads the URL as keyword/value settings: " +
-	"host, user, password and database are ignored and the URL, password included, is sent to the default " +
-	"server as a parameter name that comes back in the error"
 
 // TestOpenPostgresSchemeCase: like SQLITE://, an upper-case PostgreSQL scheme
 // opens the database the URL names, and its password stays out of errors.
@@ -1231,7 +1227,6 @@ func TestOpenPostgresSchemeCase(t *testing.T) {
 	if pgURL == "" {
 		t.Skip("PostgreSQL not configured (" + testdb.EnvPostgresURL + ")")
 	}
-	knownBug(t, schemeCaseBug)
 	ctx := context.Background()
 	db, _ := openTestDB(t, pgURL)
 	mustCreate(t, db, newCluster("via-lowercase", "alice"))

@@ -2,7 +2,6 @@
 CREATE TABLE api_tokens (
     id           TEXT PRIMARY KEY,
     owner        TEXT NOT NULL,
-    owner_name   TEXT NOT NULL DEFAULT '',
     name         TEXT NOT NULL,
     hash         TEXT NOT NULL UNIQUE,
     groups       TEXT NOT NULL DEFAULT '[]',
