@@ -61,7 +61,6 @@ func openTestDB(t *testing.T, url string) (*store.DB, *fakeClock) {
 // isPostgres reports whether a testdb URL names PostgreSQL.
 func isPostgres(url string) bool { return strings.HasPrefix(url, "postgres") }
 
-
 func newCluster(name, owner string) *store.Cluster {
 	return &store.Cluster{
 		Name:     name,
@@ -298,7 +297,6 @@ func TestOpenErrors(t *testing.T) {
 		})
 	}
 }
-
 
 func TestCreateGetRoundTrip(t *testing.T) {
 	zone := time.FixedZone("UTC+5:30", 5*3600+1800)
@@ -1127,7 +1125,6 @@ func openConcurrently(ctx context.Context, url string, n int) ([]*store.DB, []er
 	return dbs, errs
 }
 
-
 // TestMigrationsConcurrentOpen: two gateway replicas starting together on a
 // database without tables both migrate it without error, and each migration
 // is applied once. Several rounds, each on a fresh database, give the race
@@ -1213,7 +1210,6 @@ func TestSQLiteConcurrentFirstOpen(t *testing.T) {
 		}
 	}
 }
-
 
 // TestOpenPostgresSchemeCase: like SQLITE://, an upper-case PostgreSQL scheme
 // opens the database the URL names, and its password stays out of errors.

@@ -308,7 +308,6 @@ const releasedTokensDDL = `CREATE TABLE api_tokens (
     revoked_at   BIGINT NOT NULL DEFAULT 0
 )`
 
-
 // TestTokensAfterUpgrade: a database migrated by the released schema keeps
 // working with tokens once this build has opened it.
 func TestTokensAfterUpgrade(t *testing.T) {
