@@ -35,6 +35,20 @@ func (c *Client) AuthConfig(ctx context.Context) (*AuthConfig, error) {
 	return &v, nil
 }
 
+// Discover asks the gateway (through c, which needs no credentials) which
+// issuer it trusts, and discovers that issuer.
+func Discover(ctx context.Context, c *Client) (*AuthConfig, *oauth2.Config, error) {
+	ac, err := c.AuthConfig(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	oc, err := OAuth2(ctx, ac)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ac, oc, nil
+}
+
 // OAuth2 discovers the issuer and returns the OAuth 2.0 configuration of the
 // gateway's public client.
 func OAuth2(ctx context.Context, ac *AuthConfig) (*oauth2.Config, error) {

@@ -77,11 +77,7 @@ func login(ctx context.Context, g *globals, url string, browser bool, w io.Write
 	if err != nil {
 		return client.Entry{}, err
 	}
-	ac, err := anon.AuthConfig(ctx)
-	if err != nil {
-		return client.Entry{}, err
-	}
-	oc, err := client.OAuth2(ctx, ac)
+	ac, oc, err := client.Discover(ctx, anon)
 	if err != nil {
 		return client.Entry{}, err
 	}

@@ -168,11 +168,7 @@ func devLogin(ctx context.Context, gatewayURL, username string) (client.Entry, e
 	if err != nil {
 		return client.Entry{}, err
 	}
-	ac, err := anon.AuthConfig(ctx)
-	if err != nil {
-		return client.Entry{}, err
-	}
-	oc, err := client.OAuth2(ctx, ac)
+	ac, oc, err := client.Discover(ctx, anon)
 	if err != nil {
 		return client.Entry{}, err
 	}
