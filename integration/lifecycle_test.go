@@ -164,3 +164,37 @@ func pythonFromShow(t *testing.T, e *env, name string) string {
 	}
 	return s.Connection.Python
 }
+
+// TestIdleTimeoutWithDask: a real scheduler's view decides idleness: a
+// connected client keeps the cluster, and once it leaves the cluster stops.
+func TestIdleTimeoutWithDask(t *testing.T) {
+	e := newEnv(t, "GATEWAY_CLUSTER_POLL_INTERVAL=300ms")
+	e.startGateway()
+	var c cluster
+	e.gwJSON(&c, "new-cluster", "--workers", "1", "--idle-timeout", "3s")
+	out, err := e.runPython(c.Python + `
+import time
+print("first", client.submit(sum, range(10)).result())
+time.sleep(6)  # connected but idle: longer than the idle timeout
+print("second", client.submit(sum, range(10)).result())
+`)
+	if err != nil || !strings.Contains(out, "second 45") {
+		t.Fatalf("a cluster with a connected client was stopped: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var d struct{ Cluster struct{ State, Reason string } }
+		e.gwJSON(&d, "show", c.Name)
+		if d.Cluster.State == "STOPPED" {
+			if !strings.Contains(d.Cluster.Reason, "idle for 3s") {
+				t.Errorf("reason %q", d.Cluster.Reason)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle cluster still %s after 30s", d.Cluster.State)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitNoMembers(t, c.Name, 15*time.Second)
+}

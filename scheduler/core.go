@@ -61,6 +61,8 @@ type Config struct {
 	// WorkerRestarts is how many unexpected worker exits a cluster absorbs
 	// by starting replacements before it is failed.
 	WorkerRestarts int
+	// MaxLifetime stops any cluster that has run this long (0: never).
+	MaxLifetime time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -107,6 +109,7 @@ type Core struct {
 	mu       sync.Mutex
 	watchers map[string]*watch          // per cluster, closed on its next change
 	exits    map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
+	active   map[string]time.Time        // last time each running cluster was seen busy
 }
 
 // New makes a core. Run starts its loop.
@@ -121,6 +124,7 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 		queue:    newQueue(),
 		watchers: map[string]*watch{},
 		exits:    map[string]map[string]bool{},
+		active:   map[string]time.Time{},
 	}
 }
 
@@ -642,6 +646,10 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		c.log.Debug("scheduler not answering", "cluster", cl.Name, "err", err)
 		return c.cfg.PollInterval / 5, nil
 	}
+	if why := c.expired(cl); why != "" {
+		c.log.Info("stopping cluster", "cluster", cl.Name, "why", why)
+		return 1, c.Stop(ctx, cl.Owner, cl.Name, why)
+	}
 	phase := workerPhase(ready, cl.DesiredWorkers)
 	if ready != cl.ReadyWorkers || phase != cl.Phase {
 		_, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
@@ -661,6 +669,27 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 	return c.cfg.PollInterval, nil
 }
 
+// expired says why a running cluster should stop now: idle for longer than
+// its idle timeout, or past the maximum lifetime; "" when neither.
+func (c *Core) expired(cl *store.Cluster) string {
+	now := c.now()
+	if max := c.cfg.MaxLifetime; max > 0 && !cl.StartedAt.IsZero() && now.Sub(cl.StartedAt) >= max {
+		return fmt.Sprintf("reached the maximum lifetime of %s", max)
+	}
+	var o Options
+	_ = json.Unmarshal([]byte(cl.Options), &o)
+	if o.IdleTimeout <= 0 {
+		return ""
+	}
+	c.mu.Lock()
+	last, ok := c.active[cl.Name]
+	c.mu.Unlock()
+	if idle := time.Duration(o.IdleTimeout) * time.Second; ok && now.Sub(last) >= idle {
+		return fmt.Sprintf("idle for %s (no tasks and no clients)", idle)
+	}
+	return ""
+}
+
 func workerSeq(name string) int {
 	n, err := strconv.Atoi(strings.TrimPrefix(name, "worker-"))
 	if err != nil {
@@ -669,7 +698,20 @@ func workerSeq(name string) int {
 	return n
 }
 
-// connectedWorkers asks the scheduler how many workers it has.
+// schedulerCounts is what the scheduler's counts.json says.
+type schedulerCounts struct {
+	Workers    int `json:"workers"`
+	Processing int `json:"processing"`
+	Waiting    int `json:"waiting"`
+	Clients    int `json:"clients"`
+}
+
+// busy: tasks running or queued, or a client connected (the scheduler
+// counts one client of its own, for fire-and-forget futures).
+func (s schedulerCounts) busy() bool { return s.Processing > 0 || s.Waiting > 0 || s.Clients > 1 }
+
+// connectedWorkers asks the scheduler how many workers it has, and notes
+// whether it is busy.
 func (c *Core) connectedWorkers(ctx context.Context, cl *store.Cluster) (int, error) {
 	if cl.DashboardAddress == "" {
 		return 0, errors.New("no dashboard address")
@@ -686,12 +728,15 @@ func (c *Core) connectedWorkers(ctx context.Context, cl *store.Cluster) (int, er
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("counts: %s", resp.Status)
 	}
-	var counts struct {
-		Workers int `json:"workers"`
-	}
+	var counts schedulerCounts
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&counts); err != nil {
 		return 0, err
 	}
+	c.mu.Lock()
+	if _, seen := c.active[cl.Name]; !seen || counts.busy() {
+		c.active[cl.Name] = c.now()
+	}
+	c.mu.Unlock()
 	return counts.Workers, nil
 }
 
@@ -745,6 +790,7 @@ func (c *Core) fail(ctx context.Context, cl *store.Cluster, reason string) error
 func (c *Core) forget(name string) {
 	c.mu.Lock()
 	delete(c.exits, name)
+	delete(c.active, name)
 	c.mu.Unlock()
 }
 

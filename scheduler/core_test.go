@@ -58,6 +58,7 @@ type fakeProvider struct {
 	startWorkerErr  error
 	rememberStopped bool            // StopWorker keeps the worker, stopped, instead of forgetting it
 	disconnected    bool            // the counts endpoint reports no workers
+	busy            map[string]bool // clusters whose scheduler reports tasks processing
 	forceReady      map[string]bool // clusters whose scheduler gets ready whatever readyAfter says
 	// beforeStartWorker runs (unlocked) at the start of StartWorker; an
 	// error is returned without starting anything.
@@ -392,8 +393,13 @@ func (f *fakeProvider) countsHandler(w http.ResponseWriter, r *http.Request) {
 			n++
 		}
 	}
+	processing := 0
+	if f.busy[name] {
+		processing = 1
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]int{"workers": n, "running": n})
+	// clients: 1 is the scheduler's own (fire-and-forget) client.
+	_ = json.NewEncoder(w).Encode(map[string]int{"workers": n, "running": n, "processing": processing, "clients": 1})
 }
 
 func seq(worker string) int {

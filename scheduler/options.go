@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Options are the user-settable options of a cluster: the dask-gateway
@@ -15,6 +16,9 @@ type Options struct {
 	Workers       int     `json:"workers"`
 	WorkerThreads int     `json:"worker_threads"`
 	WorkerMemory  float64 `json:"worker_memory"` // GiB, as dask-gateway's worker_memory
+	// IdleTimeout stops the cluster after this many seconds without tasks
+	// or clients; 0 means never.
+	IdleTimeout int `json:"idle_timeout"`
 }
 
 // Limits bound what one cluster may ask for.
@@ -22,6 +26,10 @@ type Limits struct {
 	MaxWorkers       int
 	MaxWorkerThreads int
 	MaxWorkerMemory  float64 // GiB
+	// DefaultIdleTimeout applies when a request sets none; MaxIdleTimeout
+	// bounds what a request may set (0: no bound, and 0 allowed = never).
+	DefaultIdleTimeout time.Duration
+	MaxIdleTimeout     time.Duration
 }
 
 // OptionField is one entry of GET /api/v1/options.
@@ -34,9 +42,25 @@ type OptionField struct {
 
 const minWorkerMemory = 0.25 // GiB: below this a Dask worker pauses at once
 
+// minIdle is 0 (never) unless admins bound the idle timeout, and then a
+// minute: shorter would stop clusters between two interactive commands.
+func (l Limits) minIdle() int {
+	if l.MaxIdleTimeout > 0 {
+		return 60
+	}
+	return 0
+}
+
+func (l Limits) maxIdle() int {
+	if l.MaxIdleTimeout > 0 {
+		return int(l.MaxIdleTimeout / time.Second)
+	}
+	return 365 * 24 * 3600
+}
+
 // Defaults are used for fields a request leaves out, within the limits.
 func (l Limits) Defaults() Options {
-	return Options{Workers: 0, WorkerThreads: 1, WorkerMemory: math.Min(2, l.MaxWorkerMemory)}
+	return Options{Workers: 0, WorkerThreads: 1, WorkerMemory: math.Min(2, l.MaxWorkerMemory), IdleTimeout: int(l.DefaultIdleTimeout / time.Second)}
 }
 
 // Spec describes the options for the dask-gateway client.
@@ -46,6 +70,7 @@ func (l Limits) Spec() []OptionField {
 		{Field: "workers", Label: "Workers at start", Default: d.Workers, Spec: map[string]any{"type": "int", "min": 0, "max": l.MaxWorkers}},
 		{Field: "worker_threads", Label: "Threads per worker", Default: d.WorkerThreads, Spec: map[string]any{"type": "int", "min": 1, "max": l.MaxWorkerThreads}},
 		{Field: "worker_memory", Label: "Memory per worker (GiB)", Default: d.WorkerMemory, Spec: map[string]any{"type": "float", "min": minWorkerMemory, "max": l.MaxWorkerMemory}},
+		{Field: "idle_timeout", Label: "Stop after idle for (seconds; 0: never)", Default: d.IdleTimeout, Spec: map[string]any{"type": "int", "min": l.minIdle(), "max": l.maxIdle()}},
 	}
 }
 
@@ -101,6 +126,13 @@ func (l Limits) ParseOptions(raw map[string]json.RawMessage) (Options, error) {
 			problems = append(problems, fmt.Sprintf("worker_memory must be between %g and %g GiB, got %g", minWorkerMemory, l.MaxWorkerMemory, f))
 		}
 		o.WorkerMemory = f
+	}
+	if v, ok := raw["idle_timeout"]; ok {
+		n, err := intOption("idle_timeout", v, l.minIdle(), l.maxIdle())
+		if err != nil {
+			problems = append(problems, err.Error()+" seconds")
+		}
+		o.IdleTimeout = n
 	}
 	if len(problems) > 0 {
 		return Options{}, fmt.Errorf("%w: %s", ErrInvalid, strings.Join(problems, "; "))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gatewayhq/gateway/scheduler"
 )
@@ -87,15 +88,15 @@ func TestParseOptions(t *testing.T) {
 
 		// unknown options name the known ones
 		{name: "unknown", in: map[string]string{"image": `"evil"`},
-			errs: []string{"unknown option(s) image; known options are worker_memory, worker_threads, workers"}},
+			errs: []string{"unknown option(s) image; known options are idle_timeout, worker_memory, worker_threads, workers"}},
 		{name: "unknown several, sorted", in: map[string]string{"zeta": "1", "cores": "1", "workers": "1"},
-			errs: []string{"unknown option(s) cores, zeta; known options are worker_memory, worker_threads, workers"}},
+			errs: []string{"unknown option(s) cores, zeta; known options are idle_timeout, worker_memory, worker_threads, workers"}},
 		{name: "names are case sensitive", in: map[string]string{"Workers": "1"},
 			errs: []string{"unknown option(s) Workers;"}},
 
 		// every problem at once, in a stable order
 		{name: "several problems", in: map[string]string{"workers": "11", "worker_threads": "0", "worker_memory": `"x"`, "zzz": "1"},
-			errs: []string{"invalid request: unknown option(s) zzz; known options are worker_memory, worker_threads, workers; " +
+			errs: []string{"invalid request: unknown option(s) zzz; known options are idle_timeout, worker_memory, worker_threads, workers; " +
 				"workers must be between 0 and 10, got 11; worker_threads must be between 1 and 4, got 0; " +
 				`worker_memory must be a number of GiB, got "x"`}},
 		{name: "two bad values", in: map[string]string{"workers": "-1", "worker_memory": "100"},
@@ -136,6 +137,7 @@ func TestLimitsSpec(t *testing.T) {
 		testLimits,
 		{MaxWorkers: 50, MaxWorkerThreads: 64, MaxWorkerMemory: 256},
 		{MaxWorkers: 1, MaxWorkerThreads: 1, MaxWorkerMemory: 2},
+		{MaxWorkers: 1, MaxWorkerThreads: 1, MaxWorkerMemory: 2, DefaultIdleTimeout: 20 * time.Minute, MaxIdleTimeout: time.Hour},
 	} {
 		t.Run(fmt.Sprintf("%+v", l), func(t *testing.T) {
 			spec := l.Spec()
@@ -148,6 +150,8 @@ func TestLimitsSpec(t *testing.T) {
 				{"workers", "int", def.Workers, 0, l.MaxWorkers},
 				{"worker_threads", "int", def.WorkerThreads, 1, l.MaxWorkerThreads},
 				{"worker_memory", "float", def.WorkerMemory, 0.25, l.MaxWorkerMemory},
+				{"idle_timeout", "int", def.IdleTimeout, map[bool]int{true: 60, false: 0}[l.MaxIdleTimeout > 0],
+					map[bool]int{true: int(l.MaxIdleTimeout / time.Second), false: 365 * 24 * 3600}[l.MaxIdleTimeout > 0]},
 			}
 			if len(spec) != len(want) {
 				t.Fatalf("%d fields, want %d", len(spec), len(want))

@@ -108,7 +108,7 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 	var workers, threads int
 	var memory string
 	var noWait bool
-	var timeout time.Duration
+	var timeout, idle time.Duration
 	cmd := &cobra.Command{
 		Use:   "new-cluster",
 		Short: "Start a Dask cluster and print how to connect to it",
@@ -124,6 +124,12 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 			opts := map[string]any{"workers": workers}
 			if cmd.Flags().Changed("worker-threads") {
 				opts["worker_threads"] = threads
+			}
+			if cmd.Flags().Changed("idle-timeout") {
+				if idle < 0 {
+					return fmt.Errorf("--idle-timeout must not be negative (0: never)")
+				}
+				opts["idle_timeout"] = int(idle.Round(time.Second) / time.Second)
 			}
 			if memory != "" {
 				gib, err := parseMemory(memory)
@@ -171,6 +177,7 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 	f.IntVar(&threads, "worker-threads", 1, "threads per worker")
 	f.StringVar(&memory, "worker-memory", "", "memory per worker, e.g. 2GiB (default: the gateway's)")
 	f.BoolVar(&noWait, "no-wait", false, "print the name and return at once")
+	f.DurationVar(&idle, "idle-timeout", 0, "stop the cluster after this long with no tasks and no clients, e.g. 20m (0: never; default: the gateway's)")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the cluster and its workers")
 	return cmd
 }

@@ -88,6 +88,9 @@ type Config struct {
 		PollInterval     time.Duration `mapstructure:"poll_interval" doc:"how often running clusters are health-checked"`
 		WorkerRestarts   int           `mapstructure:"worker_restarts" doc:"unexpected worker exits replaced before the cluster is failed"`
 		OnShutdown       string        `mapstructure:"on_shutdown" doc:"what gateway shutdown does to local clusters: stop, or leave them to be re-adopted"`
+		IdleTimeout      time.Duration `mapstructure:"idle_timeout" doc:"clusters with no tasks and no clients this long are stopped (0: never), unless a request sets its own"`
+		MaxIdleTimeout   time.Duration `mapstructure:"max_idle_timeout" doc:"the longest idle timeout a request may set (0: no bound)"`
+		MaxLifetime      time.Duration `mapstructure:"max_lifetime" doc:"clusters running this long are stopped, busy or not (0: never)"`
 	} `mapstructure:"cluster"`
 
 	Log struct {
@@ -135,6 +138,9 @@ func defaults() map[string]any {
 		"cluster.poll_interval":       "5s",
 		"cluster.worker_restarts":     5,
 		"cluster.on_shutdown":         "stop",
+		"cluster.idle_timeout":        "20m",
+		"cluster.max_idle_timeout":    "0s",
+		"cluster.max_lifetime":        "0s",
 		"log.level":                   "info",
 		"log.format":                  "text",
 	}
@@ -289,6 +295,12 @@ func (c *Config) finish() error {
 	}
 	if c.Cluster.MaxWorkerMemory < 0.25 {
 		problems = append(problems, "cluster.max_worker_memory must be at least 0.25 (GiB)")
+	}
+	if c.Cluster.IdleTimeout < 0 || c.Cluster.MaxIdleTimeout < 0 || c.Cluster.MaxLifetime < 0 {
+		problems = append(problems, "cluster.idle_timeout, max_idle_timeout and max_lifetime must not be negative")
+	}
+	if c.Cluster.MaxIdleTimeout > 0 && (c.Cluster.IdleTimeout == 0 || c.Cluster.IdleTimeout > c.Cluster.MaxIdleTimeout) {
+		problems = append(problems, fmt.Sprintf("cluster.idle_timeout %s must be set and at most cluster.max_idle_timeout %s", c.Cluster.IdleTimeout, c.Cluster.MaxIdleTimeout))
 	}
 	if c.Cluster.WorkerRestarts < 0 {
 		problems = append(problems, "cluster.worker_restarts must not be negative")

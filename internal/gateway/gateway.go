@@ -88,7 +88,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	g.core = scheduler.New(scheduler.Config{
 		GatewayID: gwID,
 		Limits: scheduler.Limits{MaxWorkers: cfg.Cluster.MaxWorkers, MaxWorkerThreads: cfg.Cluster.MaxWorkerThreads,
-			MaxWorkerMemory: cfg.Cluster.MaxWorkerMemory},
+			MaxWorkerMemory: cfg.Cluster.MaxWorkerMemory, DefaultIdleTimeout: cfg.Cluster.IdleTimeout, MaxIdleTimeout: cfg.Cluster.MaxIdleTimeout},
+		MaxLifetime:    cfg.Cluster.MaxLifetime,
 		StartTimeout:   cfg.Cluster.StartTimeout,
 		PollInterval:   cfg.Cluster.PollInterval,
 		WorkerRestarts: cfg.Cluster.WorkerRestarts,

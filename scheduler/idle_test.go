@@ -1,0 +1,123 @@
+package scheduler_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatewayhq/gateway/scheduler"
+	"github.com/gatewayhq/gateway/store"
+)
+
+// fakeClock is a clock the test moves.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func TestIdleTimeout(t *testing.T) {
+	clk := &fakeClock{t: time.Now()}
+	h := newHarness(t)
+	h.core.SetClock(clk.Now)
+	h.start()
+	cl, err := h.core.Create(h.ctx, "alice", rawOptions(t, map[string]any{"workers": 1, "idle_timeout": 60}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitSettled(cl.Name, 1)
+
+	// Busy: however long, it keeps running.
+	h.fp.configure(func(f *fakeProvider) { f.busy = map[string]bool{cl.Name: true} })
+	h.waitPolls(2)
+	clk.Advance(10 * time.Minute)
+	h.waitPolls(3)
+	if got := h.cluster(cl.Name); got.Status != store.Running {
+		t.Fatalf("a busy cluster was stopped: %s", describe(got))
+	}
+
+	// Idle: not before its timeout, then stopped with the reason.
+	h.fp.configure(func(f *fakeProvider) { f.busy = nil })
+	h.waitPolls(2)
+	clk.Advance(59 * time.Second)
+	h.waitPolls(3)
+	if got := h.cluster(cl.Name); got.Status != store.Running {
+		t.Fatalf("stopped before its idle timeout: %s", describe(got))
+	}
+	clk.Advance(2 * time.Second)
+	got := h.waitStatus(cl.Name, store.Stopped)
+	if !strings.Contains(got.Reason, "idle for 1m0s") {
+		t.Errorf("reason %q", got.Reason)
+	}
+	h.checkDown(cl.Name)
+}
+
+func TestIdleTimeoutZeroIsNever(t *testing.T) {
+	clk := &fakeClock{t: time.Now()}
+	h := newHarness(t, func(c *scheduler.Config) { c.Limits.DefaultIdleTimeout = time.Minute })
+	h.core.SetClock(clk.Now)
+	h.start()
+	never, err := h.core.Create(h.ctx, "alice", rawOptions(t, map[string]any{"idle_timeout": 0}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byDefault := h.create("alice", 0)
+	h.waitStatus(never.Name, store.Running)
+	h.waitStatus(byDefault.Name, store.Running)
+	h.waitPolls(2)
+	clk.Advance(2 * time.Minute)
+	h.waitStatus(byDefault.Name, store.Stopped) // the gateway's default applies
+	h.waitPolls(3)
+	if got := h.cluster(never.Name); got.Status != store.Running {
+		t.Fatalf("idle_timeout 0 stopped the cluster: %s", describe(got))
+	}
+}
+
+func TestMaxLifetime(t *testing.T) {
+	clk := &fakeClock{t: time.Now()}
+	h := newHarness(t, func(c *scheduler.Config) { c.MaxLifetime = time.Hour })
+	h.core.SetClock(clk.Now)
+	h.start()
+	cl := h.create("alice", 1)
+	h.waitSettled(cl.Name, 1)
+	h.fp.configure(func(f *fakeProvider) { f.busy = map[string]bool{cl.Name: true} })
+	clk.Advance(59 * time.Minute)
+	h.waitPolls(3)
+	if got := h.cluster(cl.Name); got.Status != store.Running {
+		t.Fatalf("stopped before its lifetime: %s", describe(got))
+	}
+	clk.Advance(2 * time.Minute)
+	got := h.waitStatus(cl.Name, store.Stopped)
+	if !strings.Contains(got.Reason, "maximum lifetime of 1h0m0s") {
+		t.Errorf("reason %q", got.Reason)
+	}
+	h.checkDown(cl.Name)
+}
+
+func TestIdleTimeoutBounds(t *testing.T) {
+	l := scheduler.Limits{MaxWorkers: 1, MaxWorkerThreads: 1, MaxWorkerMemory: 2, DefaultIdleTimeout: 20 * time.Minute, MaxIdleTimeout: time.Hour}
+	for _, tc := range []struct {
+		v  string
+		ok bool
+	}{{"60", true}, {"3600", true}, {"3601", false}, {"0", false}, {"59", false}, {"-1", false}} {
+		_, err := l.ParseOptions(raw(map[string]string{"idle_timeout": tc.v}))
+		if (err == nil) != tc.ok {
+			t.Errorf("idle_timeout=%s: %v", tc.v, err)
+		}
+	}
+	if o, _ := l.ParseOptions(nil); o.IdleTimeout != 1200 {
+		t.Errorf("default idle timeout %d, want 1200", o.IdleTimeout)
+	}
+}
