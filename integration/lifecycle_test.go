@@ -183,7 +183,9 @@ print("second", client.submit(sum, range(10)).result())
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var d struct{ Cluster struct{ State, Reason string } }
+		var d struct {
+			Cluster struct{ State, Reason string }
+		}
 		e.gwJSON(&d, "show", c.Name)
 		if d.Cluster.State == "STOPPED" {
 			if !strings.Contains(d.Cluster.Reason, "idle for 3s") {

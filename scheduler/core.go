@@ -109,7 +109,7 @@ type Core struct {
 	mu       sync.Mutex
 	watchers map[string]*watch          // per cluster, closed on its next change
 	exits    map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
-	active   map[string]time.Time        // last time each running cluster was seen busy
+	active   map[string]time.Time       // last time each running cluster was seen busy
 }
 
 // New makes a core. Run starts its loop.
