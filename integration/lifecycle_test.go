@@ -200,3 +200,25 @@ print("second", client.submit(sum, range(10)).result())
 	}
 	waitNoMembers(t, c.Name, 15*time.Second)
 }
+
+// TestReaperStopsWhatTheStoreDoesNotKnow: processes carrying this gateway's
+// marker that no stored cluster owns (here: left running, then the database
+// lost) are found and stopped after a restart.
+func TestReaperStopsWhatTheStoreDoesNotKnow(t *testing.T) {
+	e := newEnv(t, "GATEWAY_CLUSTER_ON_SHUTDOWN=leave", "GATEWAY_CLUSTER_REAP_INTERVAL=500ms", "GATEWAY_CLUSTER_REAP_GRACE=1s")
+	e.startGateway()
+	var c cluster
+	e.gwJSON(&c, "new-cluster", "--workers", "1")
+	e.stopGateway(syscall.SIGTERM)
+	if n := len(memberPIDs(c.Name)); n != 2 {
+		t.Fatalf("%d processes left running, want 2", n)
+	}
+	for _, f := range []string{"gateway.db", "gateway.db-wal", "gateway.db-shm"} {
+		_ = os.Remove(filepath.Join(e.dataDir(), f))
+	}
+	e.startGateway()
+	waitNoMembers(t, c.Name, 30*time.Second)
+	if !strings.Contains(e.gwLog.String(), "reaper: stopped leftover resources") {
+		t.Errorf("the reaping is not in the log:\n%s", lastLines(e.gwLog.String(), 20))
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gatewayhq/gateway/internal/pki"
@@ -63,6 +64,7 @@ type Config struct {
 	WorkerRestarts int
 	// MaxLifetime stops any cluster that has run this long (0: never).
 	MaxLifetime time.Duration
+	Reaper      ReaperConfig
 }
 
 func (c *Config) setDefaults() {
@@ -110,6 +112,7 @@ type Core struct {
 	watchers map[string]*watch          // per cluster, closed on its next change
 	exits    map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
 	active   map[string]time.Time       // last time each running cluster was seen busy
+	reaped   atomic.Int64               // leftover clusters the reaper stopped
 }
 
 // New makes a core. Run starts its loop.
@@ -152,6 +155,11 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	c.log.Info("scheduling core started", "active_clusters", len(active), "provider", c.provider.Name())
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.runReaper(ctx)
+	}()
 	for i := 0; i < c.cfg.Concurrency; i++ {
 		wg.Add(1)
 		go func() {

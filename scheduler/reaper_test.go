@@ -1,0 +1,80 @@
+package scheduler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/scheduler"
+	"github.com/gatewayhq/gateway/store"
+)
+
+// leftover plants a running member that the store may not know, started at.
+func (f *fakeProvider) leftover(cluster, name string, role providers.Role, started time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.clusters[cluster] == nil {
+		f.clusters[cluster] = map[string]*fakeMember{}
+	}
+	f.clusters[cluster][name] = &fakeMember{Member: providers.Member{Cluster: cluster, Name: name, Role: role,
+		State: providers.StateRunning, StartedAt: started}}
+}
+
+func TestReaper(t *testing.T) {
+	clk := &fakeClock{t: time.Now()}
+	cases := []struct {
+		name    string
+		dryRun  bool
+		setup   func(h *harness) (cluster string)
+		reaped  bool
+		counted bool
+	}{
+		{"unknown cluster past the grace", false, func(h *harness) string {
+			h.fp.leftover("orphan1", "scheduler", providers.RoleScheduler, clk.Now().Add(-10*time.Minute))
+			h.fp.leftover("orphan1", "worker-0", providers.RoleWorker, clk.Now().Add(-10*time.Minute))
+			return "orphan1"
+		}, true, true},
+		{"unknown cluster within the grace", false, func(h *harness) string {
+			h.fp.leftover("orphan2", "scheduler", providers.RoleScheduler, clk.Now().Add(-10*time.Second))
+			return "orphan2"
+		}, false, false},
+		{"dry run only reports", true, func(h *harness) string {
+			h.fp.leftover("orphan3", "scheduler", providers.RoleScheduler, clk.Now().Add(-10*time.Minute))
+			return "orphan3"
+		}, false, true},
+		{"a stopped cluster's leftover worker", false, func(h *harness) string {
+			cl := h.create("alice", 0)
+			h.waitStatus(cl.Name, store.Running)
+			if err := h.core.Stop(h.ctx, "alice", cl.Name, "test"); err != nil {
+				h.t.Fatal(err)
+			}
+			h.waitStatus(cl.Name, store.Stopped)
+			h.fp.leftover(cl.Name, "worker-7", providers.RoleWorker, clk.Now().Add(-time.Hour))
+			return cl.Name
+		}, true, true},
+		{"an active cluster is the loop's", false, func(h *harness) string {
+			cl := h.create("alice", 1)
+			h.waitSettled(cl.Name, 1)
+			return cl.Name
+		}, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(c *scheduler.Config) {
+				c.Reaper = scheduler.ReaperConfig{Grace: 2 * time.Minute, DryRun: tc.dryRun} // ReapOnce is called by hand
+			})
+			h.core.SetClock(clk.Now)
+			h.start()
+			cluster := tc.setup(h)
+			before, _ := h.fp.stops(cluster)
+			h.core.ReapOnce(h.ctx)
+			after, _ := h.fp.stops(cluster)
+			if reaped := after > before; reaped != tc.reaped {
+				t.Errorf("StopCluster calls %d -> %d, want reaped=%v", before, after, tc.reaped)
+			}
+			if counted := h.core.Reaped() > 0; counted != tc.counted {
+				t.Errorf("Reaped() = %d, want counted=%v", h.core.Reaped(), tc.counted)
+			}
+		})
+	}
+}
