@@ -379,6 +379,61 @@ func (p *Provider) adopt() {
 		p.procs[pr.Cluster][pr.Name] = &pr
 		p.log.Info("found member from an earlier run", "cluster", pr.Cluster, "member", pr.Name, "pid", pr.Pid, "alive", ok)
 	}
+	p.adoptUnrecorded()
+}
+
+// adoptUnrecorded finds live members that have no state file: a gateway
+// killed between starting a process and recording it. Their environment
+// marker says whose they are; only process group leaders are members (a
+// nanny's worker carries the marker too, inside its member's group).
+// Without this, such a process would run on unseen and a second one would
+// be started in its place.
+func (p *Provider) adoptUnrecorded() {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	prefix := []byte(envMember + "=")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil || pgid(pid) != pid {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join(d, "environ"))
+		if err != nil {
+			continue
+		}
+		var member string
+		ours := false
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if string(kv) == envGateway+"="+p.cfg.GatewayID {
+				ours = true
+			} else if bytes.HasPrefix(kv, prefix) {
+				member = string(kv[len(prefix):])
+			}
+		}
+		cluster, name, ok := strings.Cut(member, "/")
+		if !ours || !ok || cluster == "" || name == "" {
+			continue
+		}
+		if known := p.procs[cluster][name]; known != nil && known.Pid == pid && known.alive() {
+			continue
+		}
+		ticks, err := startTicks(pid)
+		if err != nil {
+			continue
+		}
+		role := providers.RoleWorker
+		if name == "scheduler" {
+			role = providers.RoleScheduler
+		}
+		pr := &proc{Cluster: cluster, Name: name, Role: role, Pid: pid, StartTicks: ticks, StartedAt: time.Now()}
+		if p.procs[cluster] == nil {
+			p.procs[cluster] = map[string]*proc{}
+		}
+		p.procs[cluster][name] = pr
+		if err := os.MkdirAll(p.clusterDir(cluster), 0o700); err == nil {
+			_ = p.writeState(pr)
+		}
+		p.log.Warn("adopted a member that was never recorded (the gateway stopped while starting it)", "cluster", cluster, "member", name, "pid", pid)
+	}
 }
 
 // Describe implements providers.Provider.

@@ -93,8 +93,8 @@ const fakeSchedulerOK = `file=""
 	echo "scheduler starting"
 	sleep 0.2
 	printf '%s\n' '{"address":"tls://127.0.0.1:45678","services":{"dashboard":45679}}' > "$file.tmp"
-	mv "$file.tmp" "$file"
 	echo "scheduler at tls://127.0.0.1:45678"
+	mv "$file.tmp" "$file"
 	exec sleep 300`
 
 const fakeSchedulerCrash = `echo "scheduler starting"
@@ -494,11 +494,10 @@ func TestStartSchedulerRunningAndIdempotent(t *testing.T) {
 			t.Errorf("%s mode: %v %v, want 0600", file, st.Mode(), err)
 		}
 	}
-	log := readFile(t, filepath.Join(f.clusterDir(), "scheduler.log"))
 	for _, want := range []string{"--protocol tls", "--scheduler-file " + filepath.Join(f.clusterDir(), "scheduler.json"), "--tls-key " + filepath.Join(f.clusterDir(), "tls.key"), "scheduler at tls://"} {
-		if !strings.Contains(log, want) {
-			t.Errorf("scheduler log lacks %q:\n%s", want, log)
-		}
+		waitFor(t, "the scheduler log to hold "+want, func() bool {
+			return strings.Contains(readFile(t, filepath.Join(f.clusterDir(), "scheduler.log")), want)
+		})
 	}
 
 	// A second call while it runs starts nothing.
@@ -1079,12 +1078,21 @@ func TestReadoptionRefusesUnmarked(t *testing.T) {
 			if !ok {
 				t.Fatal("a member from a state file is not listed")
 			}
-			if m.State != providers.StateStopped {
-				t.Errorf("unmarked pid %d adopted as %q", pid, m.State)
-			}
-			// Still not alive later: adoption is decided once.
-			if b.running(cluster, "worker-9") {
-				t.Error("running() reports the unmarked process")
+			if tc.stoppable {
+				// It carries this gateway's marker for this member: it is
+				// one of ours whatever the state file says, and is adopted
+				// from the marker (the record may predate a pid reuse).
+				if m.State != providers.StateRunning || !b.running(cluster, "worker-9") {
+					t.Errorf("a marked process was not adopted: %q", m.State)
+				}
+			} else {
+				if m.State != providers.StateStopped {
+					t.Errorf("unmarked pid %d adopted as %q", pid, m.State)
+				}
+				// Still not alive later: adoption is decided once.
+				if b.running(cluster, "worker-9") {
+					t.Error("running() reports the unmarked process")
+				}
 			}
 			if err := b.StopCluster(context.Background(), cluster); err != nil {
 				t.Fatalf("StopCluster: %v", err)
@@ -1393,5 +1401,34 @@ func TestRegressionStopKillsRecycledProcessGroup(t *testing.T) {
 	case <-gone:
 		t.Errorf("StopCluster killed pid %d, an unrelated process group leader that reused the crashed scheduler's pid", crashed)
 	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// TestAdoptsUnrecordedMember: a gateway killed between starting a member and
+// writing its state file left a process with only its marker. A restarted
+// provider adopts it from the marker (so no second one is started in its
+// place) and can stop it.
+func TestAdoptsUnrecordedMember(t *testing.T) {
+	f := newFixture(t, schedOK)
+	cluster := f.spec.Name
+	_, gone := startForeign(t, envGateway+"="+f.gwID, envMember+"="+cluster+"/scheduler")
+	b := f.provider()
+	m, ok := describe(t, b, cluster)["scheduler"]
+	if !ok || m.Role != providers.RoleScheduler || !b.running(cluster, "scheduler") {
+		t.Fatalf("unrecorded scheduler not adopted: %+v %v", m, ok)
+	}
+	if err := b.StartScheduler(context.Background(), f.spec); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(memberPIDs(cluster)); n != 1 {
+		t.Fatalf("%d scheduler processes after StartScheduler, want the adopted one only", n)
+	}
+	if err := b.StopCluster(context.Background(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the adopted member was not stopped")
 	}
 }
