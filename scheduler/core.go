@@ -64,7 +64,10 @@ type Config struct {
 	WorkerRestarts int
 	// MaxLifetime stops any cluster that has run this long (0: never).
 	MaxLifetime time.Duration
-	Reaper      ReaperConfig
+	// HeartbeatTimeout fails a running cluster whose scheduler has not
+	// answered for this long.
+	HeartbeatTimeout time.Duration
+	Reaper           ReaperConfig
 }
 
 func (c *Config) setDefaults() {
@@ -79,6 +82,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 8
+	}
+	if c.HeartbeatTimeout <= 0 {
+		c.HeartbeatTimeout = 30 * time.Second
 	}
 	if c.CertLifetime <= 0 {
 		c.CertLifetime = 30 * 24 * time.Hour
@@ -113,6 +119,7 @@ type Core struct {
 	exits    map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
 	active   map[string]time.Time       // last time each running cluster was seen busy
 	reaped   atomic.Int64               // leftover clusters the reaper stopped
+	answered map[string]time.Time       // last answer of each running scheduler
 }
 
 // New makes a core. Run starts its loop.
@@ -128,6 +135,7 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 		watchers: map[string]*watch{},
 		exits:    map[string]map[string]bool{},
 		active:   map[string]time.Time{},
+		answered: map[string]time.Time{},
 	}
 }
 
@@ -651,9 +659,24 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 
 	ready, err := c.connectedWorkers(ctx, cl)
 	if err != nil {
+		// A scheduler whose process lives but does not answer (hung,
+		// overloaded, partitioned) is failed after the heartbeat timeout.
+		c.mu.Lock()
+		since, seen := c.answered[cl.Name]
+		if !seen {
+			since = c.now()
+			c.answered[cl.Name] = since
+		}
+		c.mu.Unlock()
+		if silent := c.now().Sub(since); silent >= c.cfg.HeartbeatTimeout {
+			return 0, c.fail(ctx, cl, fmt.Sprintf("the scheduler stopped answering (nothing for %s: %v)", silent.Round(time.Second), err))
+		}
 		c.log.Debug("scheduler not answering", "cluster", cl.Name, "err", err)
 		return c.cfg.PollInterval / 5, nil
 	}
+	c.mu.Lock()
+	c.answered[cl.Name] = c.now()
+	c.mu.Unlock()
 	if why := c.expired(cl); why != "" {
 		c.log.Info("stopping cluster", "cluster", cl.Name, "why", why)
 		return 1, c.Stop(ctx, cl.Owner, cl.Name, why)
@@ -799,6 +822,7 @@ func (c *Core) forget(name string) {
 	c.mu.Lock()
 	delete(c.exits, name)
 	delete(c.active, name)
+	delete(c.answered, name)
 	c.mu.Unlock()
 }
 

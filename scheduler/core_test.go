@@ -59,6 +59,7 @@ type fakeProvider struct {
 	rememberStopped bool            // StopWorker keeps the worker, stopped, instead of forgetting it
 	disconnected    bool            // the counts endpoint reports no workers
 	busy            map[string]bool // clusters whose scheduler reports tasks processing
+	unresponsive    map[string]bool // clusters whose scheduler's HTTP server answers 503
 	forceReady      map[string]bool // clusters whose scheduler gets ready whatever readyAfter says
 	// beforeStartWorker runs (unlocked) at the start of StartWorker; an
 	// error is returned without starting anything.
@@ -392,6 +393,10 @@ func (f *fakeProvider) countsHandler(w http.ResponseWriter, r *http.Request) {
 		if m.Role == providers.RoleWorker && m.State == providers.StateRunning && !f.disconnected {
 			n++
 		}
+	}
+	if f.unresponsive[name] {
+		http.Error(w, "hung", http.StatusServiceUnavailable)
+		return
 	}
 	processing := 0
 	if f.busy[name] {

@@ -121,3 +121,35 @@ func TestIdleTimeoutBounds(t *testing.T) {
 		t.Errorf("default idle timeout %d, want 1200", o.IdleTimeout)
 	}
 }
+
+func TestSchedulerStopsAnswering(t *testing.T) {
+	clk := &fakeClock{t: time.Now()}
+	h := newHarness(t, func(c *scheduler.Config) { c.HeartbeatTimeout = 30 * time.Second })
+	h.core.SetClock(clk.Now)
+	h.start()
+	cl := h.create("alice", 1)
+	h.waitSettled(cl.Name, 1)
+	h.fp.configure(func(f *fakeProvider) { f.unresponsive = map[string]bool{cl.Name: true} })
+	h.waitPolls(3)
+	clk.Advance(29 * time.Second)
+	h.waitPolls(3)
+	if got := h.cluster(cl.Name); got.Status != store.Running {
+		t.Fatalf("failed before the heartbeat timeout: %s", describe(got))
+	}
+	// It answers again: the silence is forgotten.
+	h.fp.configure(func(f *fakeProvider) { f.unresponsive = nil })
+	h.waitPolls(3)
+	h.fp.configure(func(f *fakeProvider) { f.unresponsive = map[string]bool{cl.Name: true} })
+	h.waitPolls(3)
+	clk.Advance(20 * time.Second)
+	h.waitPolls(3)
+	if got := h.cluster(cl.Name); got.Status != store.Running {
+		t.Fatalf("an earlier silence counted again: %s", describe(got))
+	}
+	clk.Advance(11 * time.Second)
+	got := h.waitStatus(cl.Name, store.Failed)
+	if !strings.Contains(got.Reason, "stopped answering") {
+		t.Errorf("reason %q", got.Reason)
+	}
+	h.checkDown(cl.Name)
+}

@@ -91,6 +91,7 @@ type Config struct {
 		IdleTimeout      time.Duration `mapstructure:"idle_timeout" doc:"clusters with no tasks and no clients this long are stopped (0: never), unless a request sets its own"`
 		MaxIdleTimeout   time.Duration `mapstructure:"max_idle_timeout" doc:"the longest idle timeout a request may set (0: no bound)"`
 		MaxLifetime      time.Duration `mapstructure:"max_lifetime" doc:"clusters running this long are stopped, busy or not (0: never)"`
+		HeartbeatTimeout time.Duration `mapstructure:"heartbeat_timeout" doc:"a running cluster whose scheduler does not answer this long is failed"`
 		ReapInterval     time.Duration `mapstructure:"reap_interval" doc:"how often resources under this gateway's ownership tag that no active cluster owns are looked for (0: never)"`
 		ReapGrace        time.Duration `mapstructure:"reap_grace" doc:"leftover resources younger than this are spared"`
 		ReapDryRun       bool          `mapstructure:"reap_dry_run" doc:"only log what the reaper would stop"`
@@ -144,6 +145,7 @@ func defaults() map[string]any {
 		"cluster.idle_timeout":        "20m",
 		"cluster.max_idle_timeout":    "0s",
 		"cluster.max_lifetime":        "0s",
+		"cluster.heartbeat_timeout":   "30s",
 		"cluster.reap_interval":       "1m",
 		"cluster.reap_grace":          "2m",
 		"cluster.reap_dry_run":        false,

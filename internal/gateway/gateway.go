@@ -89,11 +89,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		GatewayID: gwID,
 		Limits: scheduler.Limits{MaxWorkers: cfg.Cluster.MaxWorkers, MaxWorkerThreads: cfg.Cluster.MaxWorkerThreads,
 			MaxWorkerMemory: cfg.Cluster.MaxWorkerMemory, DefaultIdleTimeout: cfg.Cluster.IdleTimeout, MaxIdleTimeout: cfg.Cluster.MaxIdleTimeout},
-		MaxLifetime:    cfg.Cluster.MaxLifetime,
-		Reaper:         scheduler.ReaperConfig{Interval: cfg.Cluster.ReapInterval, Grace: cfg.Cluster.ReapGrace, DryRun: cfg.Cluster.ReapDryRun},
-		StartTimeout:   cfg.Cluster.StartTimeout,
-		PollInterval:   cfg.Cluster.PollInterval,
-		WorkerRestarts: cfg.Cluster.WorkerRestarts,
+		MaxLifetime:      cfg.Cluster.MaxLifetime,
+		HeartbeatTimeout: cfg.Cluster.HeartbeatTimeout,
+		Reaper:           scheduler.ReaperConfig{Interval: cfg.Cluster.ReapInterval, Grace: cfg.Cluster.ReapGrace, DryRun: cfg.Cluster.ReapDryRun},
+		StartTimeout:     cfg.Cluster.StartTimeout,
+		PollInterval:     cfg.Cluster.PollInterval,
+		WorkerRestarts:   cfg.Cluster.WorkerRestarts,
 	}, g.store, g.provider, routerAdapter{g.routes}, log)
 
 	tlsCfg, err := g.tlsConfig()
