@@ -31,6 +31,7 @@ type Core interface {
 	List(ctx context.Context, owner string, statuses []store.Status) ([]*store.Cluster, error)
 	Events(ctx context.Context, owner, name string) ([]store.Event, error)
 	Scale(ctx context.Context, owner, name string, count int) (string, error)
+	Adapt(ctx context.Context, owner, name string, minimum, maximum int, active bool) (string, error)
 	Stop(ctx context.Context, owner, name, why string) error
 	Logs(ctx context.Context, owner, name string, tail int, w io.Writer) error
 	Limits() scheduler.Limits
@@ -394,13 +395,35 @@ func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) adaptCluster(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
-	if _, err := s.core.Get(r.Context(), u.Owner(), r.PathValue("name")); err != nil {
+	// dask-gateway's client sends null for bounds it leaves to the server.
+	var req struct {
+		Minimum *int  `json:"minimum"`
+		Maximum *int  `json:"maximum"`
+		Active  *bool `json:"active"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	minimum, maximum, active := 0, s.core.Limits().MaxWorkers, true
+	if req.Minimum != nil {
+		minimum = *req.Minimum
+	}
+	if req.Maximum != nil {
+		maximum = *req.Maximum
+	}
+	if req.Active != nil {
+		active = *req.Active
+	}
+	msg, err := s.core.Adapt(r.Context(), u.Owner(), r.PathValue("name"), minimum, maximum, active)
+	if err != nil {
 		s.coreError(w, r, err)
 		return
 	}
-	// 409, not 501: dask-gateway's client shows the message of a 409 (as a
-	// GatewayClusterError) but only a bare status for a 501.
-	WriteError(w, http.StatusConflict, "not_supported", "adaptive scaling is not available in this version of the gateway; use scale")
+	resp := map[string]any{"ok": msg == "", "msg": nil}
+	if msg != "" {
+		resp["msg"] = msg
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func (s *Server) clusterLogs(w http.ResponseWriter, r *http.Request) {

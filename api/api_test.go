@@ -75,6 +75,18 @@ func (f *fakeCore) Scale(_ context.Context, owner, name string, n int) (string, 
 	}
 	return "", nil
 }
+func (f *fakeCore) Adapt(_ context.Context, owner, name string, lo, hi int, active bool) (string, error) {
+	if _, err := f.get(owner, name); err != nil {
+		return "", err
+	}
+	if active && (lo < 0 || hi < lo) {
+		return "", scheduler.ErrInvalid
+	}
+	if hi > 10 {
+		return "clamped to 10", nil
+	}
+	return "", nil
+}
 func (f *fakeCore) Stop(_ context.Context, owner, name, _ string) error {
 	_, err := f.get(owner, name)
 	return err
@@ -196,7 +208,10 @@ func TestTenancyAndStatusCodes(t *testing.T) {
 		{"scale missing count", "POST", "/api/v1/clusters/run1/scale", "alice-token-000000", `{}`, 422, "count"},
 		{"scale negative", "POST", "/api/v1/clusters/run1/scale", "alice-token-000000", `{"count":-1}`, 422, "non-negative"},
 		{"scale fraction", "POST", "/api/v1/clusters/run1/scale", "alice-token-000000", `{"count":1.5}`, 422, "non-negative whole"},
-		{"adapt is not there yet", "POST", "/api/v1/clusters/run1/adapt", "alice-token-000000", `{}`, 409, "not available"},
+		{"adapt with server defaults", "POST", "/api/v1/clusters/run1/adapt", "alice-token-000000", `{"minimum": null, "maximum": null, "active": true}`, 200, `"ok":true`},
+		{"adapt clamped", "POST", "/api/v1/clusters/run1/adapt", "alice-token-000000", `{"minimum": 1, "maximum": 50}`, 200, `"ok":false`},
+		{"adapt bad bounds", "POST", "/api/v1/clusters/run1/adapt", "alice-token-000000", `{"minimum": 5, "maximum": 2}`, 422, "invalid"},
+		{"bob cannot adapt alice's", "POST", "/api/v1/clusters/run1/adapt", "bob-token-00000000", `{}`, 404, "cluster_not_found"},
 		{"logs", "GET", "/api/v1/clusters/run1/logs?tail=5", "alice-token-000000", "", 200, "[scheduler] hello"},
 		{"logs bad tail", "GET", "/api/v1/clusters/run1/logs?tail=x", "alice-token-000000", "", 422, "tail"},
 		{"events", "GET", "/api/v1/clusters/run1/events", "alice-token-000000", "", 200, `"kind":"created"`},

@@ -33,6 +33,10 @@ type ClusterDetail struct {
 		Requested int `json:"requested"`
 		Ready     int `json:"ready"`
 	} `json:"workers"`
+	Adaptive *struct {
+		Minimum int `json:"minimum"`
+		Maximum int `json:"maximum"`
+	} `json:"adaptive,omitempty"`
 	// SchedulerAddress is what a distributed.Client dials: the gateway's
 	// own port, with SNI naming the cluster.
 	SchedulerAddress string `json:"scheduler_address,omitempty"`
@@ -96,6 +100,12 @@ func (s *Server) clusterJSON(c *store.Cluster, detail, readOnly bool) any {
 	d := ClusterDetail{Cluster: out, Phase: c.Phase, State: string(c.Status), Reason: c.Reason, Owner: c.Owner,
 		Provider: c.Provider, ServerName: SNIPrefix + c.Name, CreatedAt: c.CreatedAt.UTC()}
 	d.Workers.Requested, d.Workers.Ready = c.DesiredWorkers, c.ReadyWorkers
+	if c.Adaptive {
+		d.Adaptive = &struct {
+			Minimum int `json:"minimum"`
+			Maximum int `json:"maximum"`
+		}{c.AdaptMin, c.AdaptMax}
+	}
 	if u, err := url.Parse(s.cfg.PublicURL); err == nil && u.Host != "" {
 		if running {
 			d.SchedulerAddress = "tls://" + u.Host

@@ -223,3 +223,19 @@ func (c *Client) ListTokens(ctx context.Context) ([]api.TokenJSON, error) {
 func (c *Client) RevokeToken(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/api/v1/tokens/"+url.PathEscape(id), nil, nil)
 }
+
+// Adapt turns adaptive scaling on within [minimum, maximum], or off; msg is
+// set when the bounds were clamped.
+func (c *Client) Adapt(ctx context.Context, name string, minimum, maximum int, active bool) (msg string, err error) {
+	var v struct {
+		Msg *string `json:"msg"`
+	}
+	body := map[string]any{"minimum": minimum, "maximum": maximum, "active": active}
+	if err := c.do(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(name)+"/adapt", body, &v); err != nil {
+		return "", err
+	}
+	if v.Msg != nil {
+		msg = *v.Msg
+	}
+	return msg, nil
+}

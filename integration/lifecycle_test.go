@@ -222,3 +222,48 @@ func TestReaperStopsWhatTheStoreDoesNotKnow(t *testing.T) {
 		t.Errorf("the reaping is not in the log:\n%s", lastLines(e.gwLog.String(), 20))
 	}
 }
+
+// TestAdaptiveWithDask: with adaptive scaling on, a real scheduler's demand
+// brings workers up for a workload and takes them away when it is done.
+func TestAdaptiveWithDask(t *testing.T) {
+	e := newEnv(t, "GATEWAY_CLUSTER_POLL_INTERVAL=500ms")
+	e.startGateway()
+	var c cluster
+	e.gwJSON(&c, "new-cluster", "--workers", "0")
+	out := e.gwOK("adapt", c.Name, "--minimum", "0", "--maximum", "3")
+	if !strings.Contains(out, "between 0 and 3") {
+		t.Fatalf("adapt: %s", out)
+	}
+	out, err := e.runPython(c.Python + `
+import time
+def slow(i):
+    time.sleep(0.5)
+    return i
+futures = client.map(slow, range(40))
+print("total", sum(client.gather(futures)))
+print("workers during", len(client.scheduler_info()["workers"]))
+`)
+	if err != nil || !strings.Contains(out, "total 780") {
+		t.Fatalf("workload on an adaptive cluster from 0 workers: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(memberPIDs(c.Name)) != 1 { // back to the scheduler alone
+		if time.Now().After(deadline) {
+			t.Fatalf("workers not removed after the workload: %d processes", len(memberPIDs(c.Name)))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var d struct {
+		Events []struct{ Kind, Message string }
+	}
+	e.gwJSON(&d, "show", c.Name)
+	ups := 0
+	for _, ev := range d.Events {
+		if ev.Kind == "adaptive" && strings.HasPrefix(ev.Message, "0 -> ") {
+			ups++
+		}
+	}
+	if ups == 0 {
+		t.Errorf("no adaptive scale-up recorded: %+v", d.Events)
+	}
+}

@@ -114,12 +114,13 @@ type Core struct {
 	http     *http.Client
 	queue    *queue
 
-	mu       sync.Mutex
-	watchers map[string]*watch          // per cluster, closed on its next change
-	exits    map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
-	active   map[string]time.Time       // last time each running cluster was seen busy
-	reaped   atomic.Int64               // leftover clusters the reaper stopped
-	answered map[string]time.Time       // last answer of each running scheduler
+	mu        sync.Mutex
+	watchers  map[string]*watch          // per cluster, closed on its next change
+	exits     map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
+	active    map[string]time.Time       // last time each running cluster was seen busy
+	reaped    atomic.Int64               // leftover clusters the reaper stopped
+	answered  map[string]time.Time       // last answer of each running scheduler
+	downSince map[string]time.Time       // when each adaptive cluster first asked for fewer workers
 }
 
 // New makes a core. Run starts its loop.
@@ -130,12 +131,13 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 	}
 	return &Core{
 		cfg: cfg, store: st, provider: p, router: r, log: log, now: time.Now,
-		http:     &http.Client{Timeout: 3 * time.Second},
-		queue:    newQueue(),
-		watchers: map[string]*watch{},
-		exits:    map[string]map[string]bool{},
-		active:   map[string]time.Time{},
-		answered: map[string]time.Time{},
+		http:      &http.Client{Timeout: 3 * time.Second},
+		queue:     newQueue(),
+		watchers:  map[string]*watch{},
+		exits:     map[string]map[string]bool{},
+		active:    map[string]time.Time{},
+		answered:  map[string]time.Time{},
+		downSince: map[string]time.Time{},
 	}
 }
 
@@ -382,11 +384,12 @@ func (c *Core) Scale(ctx context.Context, owner, name string, count int) (msg st
 		if !cl.Status.Active() || cl.Status == store.Stopping {
 			return store.Event{}, fmt.Errorf("%w: cluster %s is %s; only a pending or running cluster can be scaled", ErrConflict, name, cl.Status)
 		}
-		if cl.DesiredWorkers == count {
+		if cl.DesiredWorkers == count && !cl.Adaptive {
 			return store.Event{}, nil
 		}
 		from := cl.DesiredWorkers
 		cl.DesiredWorkers = count
+		cl.Adaptive = false // a manual scale ends adaptive scaling, as in dask-gateway
 		return store.Event{Kind: "scale", Message: fmt.Sprintf("%d -> %d workers by %s", from, count, owner)}, nil
 	})
 	if err != nil {
@@ -395,6 +398,77 @@ func (c *Core) Scale(ctx context.Context, owner, name string, count int) (msg st
 	c.queue.Add(name)
 	return msg, nil
 }
+
+// Adapt turns adaptive scaling on within [minimum, maximum] workers, or off.
+// A maximum above the per-cluster limit is clamped, and the message says so.
+func (c *Core) Adapt(ctx context.Context, owner, name string, minimum, maximum int, active bool) (msg string, err error) {
+	if _, err := c.Get(ctx, owner, name); err != nil {
+		return "", err
+	}
+	if active {
+		if minimum < 0 || maximum < minimum {
+			return "", fmt.Errorf("%w: adaptive scaling needs 0 <= minimum <= maximum, got minimum %d, maximum %d", ErrInvalid, minimum, maximum)
+		}
+		if lim := c.cfg.Limits.MaxWorkers; maximum > lim {
+			msg = fmt.Sprintf("Adaptive maximum of %d workers would exceed the limit of %d workers per cluster; using %d instead.", maximum, lim, lim)
+			maximum = lim
+			minimum = min(minimum, lim)
+		}
+	}
+	_, err = c.update(ctx, name, func(cl *store.Cluster) (store.Event, error) {
+		if !cl.Status.Active() || cl.Status == store.Stopping {
+			return store.Event{}, fmt.Errorf("%w: cluster %s is %s; only a pending or running cluster can adapt", ErrConflict, name, cl.Status)
+		}
+		cl.Adaptive, cl.AdaptMin, cl.AdaptMax = active, minimum, maximum
+		if !active {
+			return store.Event{Kind: "adapt", Message: "adaptive scaling off by " + owner}, nil
+		}
+		cl.DesiredWorkers = max(minimum, min(cl.DesiredWorkers, maximum))
+		return store.Event{Kind: "adapt", Message: fmt.Sprintf("adaptive scaling between %d and %d workers by %s", minimum, maximum, owner)}, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	c.queue.Add(name)
+	return msg, nil
+}
+
+// adapt moves the wanted workers towards the scheduler's own estimate,
+// within the cluster's bounds. Up at once; down only when the estimate has
+// stayed lower for adaptDownAfter, so a pause between two computations
+// does not throw workers (and their data) away.
+func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts schedulerCounts) (bool, error) {
+	target := max(cl.AdaptMin, min(counts.Desired, cl.AdaptMax))
+	now := c.now()
+	c.mu.Lock()
+	if target >= cl.DesiredWorkers {
+		delete(c.downSince, cl.Name)
+	} else if _, ok := c.downSince[cl.Name]; !ok {
+		c.downSince[cl.Name] = now
+	}
+	since, down := c.downSince[cl.Name]
+	c.mu.Unlock()
+	if target == cl.DesiredWorkers || (down && now.Sub(since) < adaptDownAfter) {
+		return false, nil
+	}
+	_, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+		if !x.Adaptive || x.Status != store.Running {
+			return store.Event{}, errStale
+		}
+		from := x.DesiredWorkers
+		x.DesiredWorkers = target
+		return store.Event{Kind: "adaptive", Message: fmt.Sprintf("%d -> %d workers (the scheduler asks for %d)", from, target, counts.Desired)}, nil
+	})
+	if errors.Is(err, errStale) {
+		return false, nil
+	}
+	c.mu.Lock()
+	delete(c.downSince, cl.Name)
+	c.mu.Unlock()
+	return err == nil, err
+}
+
+const adaptDownAfter = 3 * time.Second
 
 // Stop asks for the cluster to be stopped. Stopping a stopped cluster is
 // not an error.
@@ -657,7 +731,8 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		}
 	}
 
-	ready, err := c.connectedWorkers(ctx, cl)
+	counts, err := c.connectedWorkers(ctx, cl)
+	ready := counts.Workers
 	if err != nil {
 		// A scheduler whose process lives but does not answer (hung,
 		// overloaded, partitioned) is failed after the heartbeat timeout.
@@ -681,6 +756,13 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		c.log.Info("stopping cluster", "cluster", cl.Name, "why", why)
 		return 1, c.Stop(ctx, cl.Owner, cl.Name, why)
 	}
+	if cl.Adaptive {
+		if changed, err := c.adapt(ctx, cl, counts); err != nil {
+			return time.Second, err
+		} else if changed {
+			return 1, nil
+		}
+	}
 	phase := workerPhase(ready, cl.DesiredWorkers)
 	if ready != cl.ReadyWorkers || phase != cl.Phase {
 		_, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
@@ -696,6 +778,9 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 	}
 	if ready != cl.DesiredWorkers {
 		return 250 * time.Millisecond, nil
+	}
+	if cl.Adaptive {
+		return min(c.cfg.PollInterval, time.Second), nil // follow demand closely
 	}
 	return c.cfg.PollInterval, nil
 }
@@ -731,7 +816,10 @@ func workerSeq(name string) int {
 
 // schedulerCounts is what the scheduler's counts.json says.
 type schedulerCounts struct {
-	Workers    int `json:"workers"`
+	Workers int `json:"workers"`
+	// Desired is the scheduler's own estimate of the workers its load
+	// needs (Scheduler.adaptive_target, what Dask's Adaptive follows).
+	Desired    int `json:"desired_workers"`
 	Processing int `json:"processing"`
 	Waiting    int `json:"waiting"`
 	Clients    int `json:"clients"`
@@ -743,32 +831,32 @@ func (s schedulerCounts) busy() bool { return s.Processing > 0 || s.Waiting > 0 
 
 // connectedWorkers asks the scheduler how many workers it has, and notes
 // whether it is busy.
-func (c *Core) connectedWorkers(ctx context.Context, cl *store.Cluster) (int, error) {
+func (c *Core) connectedWorkers(ctx context.Context, cl *store.Cluster) (schedulerCounts, error) {
 	if cl.DashboardAddress == "" {
-		return 0, errors.New("no dashboard address")
+		return schedulerCounts{}, errors.New("no dashboard address")
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cl.DashboardAddress+"/clusters/"+cl.Name+"/json/counts.json", nil)
 	if err != nil {
-		return 0, err
+		return schedulerCounts{}, err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, err
+		return schedulerCounts{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("counts: %s", resp.Status)
+		return schedulerCounts{}, fmt.Errorf("counts: %s", resp.Status)
 	}
 	var counts schedulerCounts
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&counts); err != nil {
-		return 0, err
+		return schedulerCounts{}, err
 	}
 	c.mu.Lock()
 	if _, seen := c.active[cl.Name]; !seen || counts.busy() {
 		c.active[cl.Name] = c.now()
 	}
 	c.mu.Unlock()
-	return counts.Workers, nil
+	return counts, nil
 }
 
 func (c *Core) reconcileStopping(ctx context.Context, cl *store.Cluster) (time.Duration, error) {
@@ -823,6 +911,7 @@ func (c *Core) forget(name string) {
 	delete(c.exits, name)
 	delete(c.active, name)
 	delete(c.answered, name)
+	delete(c.downSince, name)
 	c.mu.Unlock()
 }
 

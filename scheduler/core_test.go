@@ -60,6 +60,7 @@ type fakeProvider struct {
 	disconnected    bool            // the counts endpoint reports no workers
 	busy            map[string]bool // clusters whose scheduler reports tasks processing
 	unresponsive    map[string]bool // clusters whose scheduler's HTTP server answers 503
+	desired         map[string]int  // the scheduler's own estimate of the workers it needs
 	forceReady      map[string]bool // clusters whose scheduler gets ready whatever readyAfter says
 	// beforeStartWorker runs (unlocked) at the start of StartWorker; an
 	// error is returned without starting anything.
@@ -404,7 +405,8 @@ func (f *fakeProvider) countsHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	// clients: 1 is the scheduler's own (fire-and-forget) client.
-	_ = json.NewEncoder(w).Encode(map[string]int{"workers": n, "running": n, "processing": processing, "clients": 1})
+	_ = json.NewEncoder(w).Encode(map[string]int{"workers": n, "running": n, "processing": processing, "clients": 1,
+		"desired_workers": f.desired[name]})
 }
 
 func seq(worker string) int {

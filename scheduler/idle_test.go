@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -152,4 +153,55 @@ func TestSchedulerStopsAnswering(t *testing.T) {
 		t.Errorf("reason %q", got.Reason)
 	}
 	h.checkDown(cl.Name)
+}
+
+func TestAdaptive(t *testing.T) {
+	clk := &fakeClock{t: time.Now()}
+	h := newHarness(t) // Limits.MaxWorkers is 5
+	h.core.SetClock(clk.Now)
+	h.start()
+	cl := h.create("alice", 0)
+	h.waitSettled(cl.Name, 0)
+	setDesired := func(n int) {
+		h.fp.configure(func(f *fakeProvider) { f.desired = map[string]int{cl.Name: n} })
+	}
+
+	if msg, err := h.core.Adapt(h.ctx, "alice", cl.Name, 1, 9, true); err != nil || !strings.Contains(msg, "limit of 5") {
+		t.Fatalf("Adapt above the limit: %q %v", msg, err)
+	}
+	h.waitSettled(cl.Name, 1) // the minimum applies at once
+
+	setDesired(3)
+	h.waitSettled(cl.Name, 3)
+	setDesired(50)
+	h.waitSettled(cl.Name, 5) // clamped to the maximum
+
+	// Down only after the demand has stayed low for a while.
+	setDesired(0)
+	h.waitPolls(5)
+	if got := h.cluster(cl.Name); got.DesiredWorkers != 5 {
+		t.Fatalf("scaled down at once: %s", describe(got))
+	}
+	clk.Advance(5 * time.Second)
+	h.waitSettled(cl.Name, 1) // to the minimum, not below
+
+	// A manual scale ends adaptive scaling.
+	if _, err := h.core.Scale(h.ctx, "alice", cl.Name, 2); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSettled(cl.Name, 2)
+	setDesired(4)
+	h.waitPolls(5)
+	if got := h.cluster(cl.Name); got.Adaptive || got.DesiredWorkers != 2 {
+		t.Fatalf("adaptive after a manual scale: %s adaptive=%v", describe(got), got.Adaptive)
+	}
+
+	for _, tc := range []struct{ lo, hi int }{{-1, 2}, {3, 2}} {
+		if _, err := h.core.Adapt(h.ctx, "alice", cl.Name, tc.lo, tc.hi, true); !errors.Is(err, scheduler.ErrInvalid) {
+			t.Errorf("Adapt(%d, %d): %v", tc.lo, tc.hi, err)
+		}
+	}
+	if _, err := h.core.Adapt(h.ctx, "bob", cl.Name, 0, 1, true); !errors.Is(err, scheduler.ErrNotFound) {
+		t.Errorf("another user adapted: %v", err)
+	}
 }

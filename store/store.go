@@ -79,6 +79,12 @@ type Cluster struct {
 	NextWorkerSeq  int // the next worker's sequence number; names are never reused
 	ReadyWorkers   int // workers connected to the scheduler, last observed
 
+	// Adaptive scaling: when on, DesiredWorkers follows the scheduler's
+	// demand within [AdaptMin, AdaptMax].
+	Adaptive bool
+	AdaptMin int
+	AdaptMax int
+
 	TLSCert []byte
 	TLSKey  []byte
 
@@ -338,7 +344,7 @@ func (s *DB) rebind(q string) string {
 
 const clusterColumns = `name, owner, status, phase, reason, provider, options, desired_workers, next_worker_seq,
 ready_workers, tls_cert, tls_key, scheduler_address, dashboard_address, created_at, started_at, stopped_at,
-updated_at, version`
+updated_at, version, adaptive, adapt_min, adapt_max`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -346,12 +352,14 @@ func scanCluster(r scanner) (*Cluster, error) {
 	var c Cluster
 	var status, cert, key string
 	var created, started, stopped, updated int64
+	var adaptive int
 	err := r.Scan(&c.Name, &c.Owner, &status, &c.Phase, &c.Reason, &c.Provider, &c.Options, &c.DesiredWorkers,
 		&c.NextWorkerSeq, &c.ReadyWorkers, &cert, &key, &c.SchedulerAddress, &c.DashboardAddress, &created,
-		&started, &stopped, &updated, &c.Version)
+		&started, &stopped, &updated, &c.Version, &adaptive, &c.AdaptMin, &c.AdaptMax)
 	if err != nil {
 		return nil, err
 	}
+	c.Adaptive = adaptive != 0
 	c.Status = Status(status)
 	c.TLSCert, c.TLSKey = []byte(cert), []byte(key)
 	c.CreatedAt, c.StartedAt, c.StoppedAt, c.UpdatedAt = fromMillis(created), fromMillis(started), fromMillis(stopped), fromMillis(updated)
@@ -401,10 +409,10 @@ func (s *DB) CreateCluster(ctx context.Context, c *Cluster) error {
 		return err
 	}
 	c.Phase, c.Reason = text(c.Phase), text(c.Reason)
-	_, err = tx.ExecContext(ctx, s.rebind(`INSERT INTO clusters (`+clusterColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`),
+	_, err = tx.ExecContext(ctx, s.rebind(`INSERT INTO clusters (`+clusterColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`),
 		c.Name, c.Owner, string(c.Status), c.Phase, c.Reason, c.Provider, c.Options, c.DesiredWorkers, c.NextWorkerSeq,
 		c.ReadyWorkers, string(c.TLSCert), string(c.TLSKey), c.SchedulerAddress, c.DashboardAddress, millis(c.CreatedAt),
-		millis(c.StartedAt), millis(c.StoppedAt), millis(c.UpdatedAt), c.Version)
+		millis(c.StartedAt), millis(c.StoppedAt), millis(c.UpdatedAt), c.Version, boolInt(c.Adaptive), c.AdaptMin, c.AdaptMax)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("store: cluster %s: %w", c.Name, ErrExists)
 	}
@@ -516,10 +524,11 @@ func (s *DB) UpdateCluster(ctx context.Context, name string, fn UpdateFunc) (*Cl
 	c.Version = before.Version + 1
 	res, err := tx.ExecContext(ctx, s.rebind(`UPDATE clusters SET status=?, phase=?, reason=?, provider=?, options=?,
 desired_workers=?, next_worker_seq=?, ready_workers=?, tls_cert=?, tls_key=?, scheduler_address=?,
-dashboard_address=?, started_at=?, stopped_at=?, updated_at=?, version=? WHERE name=? AND version=?`),
+dashboard_address=?, started_at=?, stopped_at=?, updated_at=?, version=?, adaptive=?, adapt_min=?, adapt_max=?
+WHERE name=? AND version=?`),
 		string(c.Status), c.Phase, c.Reason, c.Provider, c.Options, c.DesiredWorkers, c.NextWorkerSeq, c.ReadyWorkers,
 		string(c.TLSCert), string(c.TLSKey), c.SchedulerAddress, c.DashboardAddress, millis(c.StartedAt),
-		millis(c.StoppedAt), millis(c.UpdatedAt), c.Version, c.Name, before.Version)
+		millis(c.StoppedAt), millis(c.UpdatedAt), c.Version, boolInt(c.Adaptive), c.AdaptMin, c.AdaptMax, c.Name, before.Version)
 	if err != nil {
 		return nil, fmt.Errorf("store: update cluster: %w", err)
 	}
@@ -544,6 +553,13 @@ dashboard_address=?, started_at=?, stopped_at=?, updated_at=?, version=? WHERE n
 // which may contain anything.
 func text(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // checkPEM refuses TLS material that is not text: it is PEM, and both
