@@ -42,6 +42,8 @@ type Store interface {
 	ListClusters(ctx context.Context, f store.Filter) ([]*store.Cluster, error)
 	UpdateCluster(ctx context.Context, name string, fn store.UpdateFunc) (*store.Cluster, error)
 	Events(ctx context.Context, cluster string) ([]store.Event, error)
+	AcquireLease(ctx context.Context, cluster, holder string, ttl time.Duration) (bool, error)
+	ReleaseLease(ctx context.Context, cluster, holder string) error
 }
 
 // Router publishes where each running cluster's scheduler and dashboard are.
@@ -67,7 +69,12 @@ type Config struct {
 	// HeartbeatTimeout fails a running cluster whose scheduler has not
 	// answered for this long.
 	HeartbeatTimeout time.Duration
-	Reaper           ReaperConfig
+	// ReplicaID names this gateway process among replicas sharing a
+	// database; LeaseTTL is how long its hold on a cluster lasts unless
+	// renewed (a dead replica's clusters move on after that).
+	ReplicaID string
+	LeaseTTL  time.Duration
+	Reaper    ReaperConfig
 }
 
 func (c *Config) setDefaults() {
@@ -82,6 +89,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 8
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 15 * time.Second
+	}
+	if c.ReplicaID == "" {
+		c.ReplicaID = NewName()
 	}
 	if c.HeartbeatTimeout <= 0 {
 		c.HeartbeatTimeout = 30 * time.Second
@@ -165,10 +178,14 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	c.log.Info("scheduling core started", "active_clusters", len(active), "provider", c.provider.Name())
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		c.runReaper(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		c.resync(ctx)
 	}()
 	for i := 0; i < c.cfg.Concurrency; i++ {
 		wg.Add(1)
@@ -183,11 +200,54 @@ func (c *Core) Run(ctx context.Context) error {
 	return nil
 }
 
+// resync queues every active cluster once per half lease: clusters whose
+// replica died (their leases expire) are picked up, and clusters another
+// replica changed are looked at.
+func (c *Core) resync(ctx context.Context) {
+	t := time.NewTicker(c.cfg.LeaseTTL / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		active, err := c.store.ListClusters(ctx, store.Filter{Statuses: []store.Status{store.Pending, store.Starting, store.Running, store.Stopping}})
+		if err != nil {
+			continue
+		}
+		for _, cl := range active {
+			c.queue.Add(cl.Name)
+		}
+	}
+}
+
+// ReleaseLeases gives up this replica's leases, so that other replicas take
+// its clusters over at once (a clean shutdown that leaves clusters running).
+func (c *Core) ReleaseLeases(ctx context.Context) {
+	active, err := c.store.ListClusters(ctx, store.Filter{Statuses: []store.Status{store.Pending, store.Starting, store.Running, store.Stopping}})
+	if err != nil {
+		return
+	}
+	for _, cl := range active {
+		_ = c.store.ReleaseLease(ctx, cl.Name, c.cfg.ReplicaID)
+	}
+}
+
 func (c *Core) worker(ctx context.Context) {
 	for {
 		name, ok := c.queue.Get()
 		if !ok {
 			return
+		}
+		// One replica at a time works on a cluster: the lease says which.
+		held, err := c.store.AcquireLease(ctx, name, c.cfg.ReplicaID, c.cfg.LeaseTTL)
+		if err != nil || !held {
+			c.queue.Done(name)
+			if err != nil && ctx.Err() == nil {
+				c.log.Warn("lease", "cluster", name, "err", err)
+			}
+			continue // the resync brings it back; its holder works on it meanwhile
 		}
 		after, err := c.reconcile(ctx, name)
 		c.queue.Done(name)
@@ -517,6 +577,11 @@ func (c *Core) Shutdown(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, cl := range active {
 		if cl.Provider != c.provider.Name() {
+			continue
+		}
+		// With replicas, each stops only the clusters it holds (or that
+		// nobody holds); the others' stay with them.
+		if held, err := c.store.AcquireLease(ctx, cl.Name, c.cfg.ReplicaID, c.cfg.LeaseTTL); err != nil || !held {
 			continue
 		}
 		wg.Add(1)

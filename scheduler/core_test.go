@@ -480,6 +480,7 @@ func testConfig() scheduler.Config {
 		Concurrency:    4,
 		CertLifetime:   time.Hour,
 		WorkerRestarts: 3,
+		ReplicaID:      "replica-test", // a restarted core is the same replica
 	}
 }
 

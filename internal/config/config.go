@@ -35,6 +35,7 @@ type Config struct {
 	PublicURL string `mapstructure:"public_url" doc:"URL users and clients reach the gateway at; derived from listen when empty"`
 	DataDir   string `mapstructure:"data_dir" doc:"directory for the SQLite database, logs and local clusters"`
 	GatewayID string `mapstructure:"gateway_id" doc:"ownership tag put on every resource this gateway starts"`
+	ReplicaID string `mapstructure:"replica_id" doc:"this process among replicas sharing one database (default: made once per data_dir); a restart keeps its leases"`
 	Dev       bool   `mapstructure:"dev" doc:"development mode: plain HTTP allowed, dev credentials (set by gateway dev)"`
 
 	Database struct {
@@ -86,6 +87,7 @@ type Config struct {
 		MaxWorkerMemory  float64       `mapstructure:"max_worker_memory" doc:"most memory per worker, GiB"`
 		StartTimeout     time.Duration `mapstructure:"start_timeout" doc:"a scheduler not ready this long after the request fails the cluster"`
 		PollInterval     time.Duration `mapstructure:"poll_interval" doc:"how often running clusters are health-checked"`
+		LeaseTTL         time.Duration `mapstructure:"lease_ttl" doc:"how long a replica's hold on a cluster lasts unless renewed; a dead replica's clusters move on after it"`
 		WorkerRestarts   int           `mapstructure:"worker_restarts" doc:"unexpected worker exits replaced before the cluster is failed"`
 		OnShutdown       string        `mapstructure:"on_shutdown" doc:"what gateway shutdown does to local clusters: stop, or leave them to be re-adopted"`
 		IdleTimeout      time.Duration `mapstructure:"idle_timeout" doc:"clusters with no tasks and no clients this long are stopped (0: never), unless a request sets its own"`
@@ -110,6 +112,7 @@ func defaults() map[string]any {
 		"public_url":                  "",
 		"data_dir":                    defaultDataDir(),
 		"gateway_id":                  "",
+		"replica_id":                  "",
 		"dev":                         false,
 		"database.url":                "",
 		"tls.cert_file":               "",
@@ -140,6 +143,7 @@ func defaults() map[string]any {
 		"cluster.max_worker_memory":   256.0,
 		"cluster.start_timeout":       "60s",
 		"cluster.poll_interval":       "5s",
+		"cluster.lease_ttl":           "15s",
 		"cluster.worker_restarts":     5,
 		"cluster.on_shutdown":         "stop",
 		"cluster.idle_timeout":        "20m",
@@ -315,6 +319,9 @@ func (c *Config) finish() error {
 	}
 	if c.Cluster.StartTimeout < time.Second {
 		problems = append(problems, "cluster.start_timeout must be at least 1s")
+	}
+	if c.Cluster.LeaseTTL < time.Second || c.Cluster.LeaseTTL < 2*c.Cluster.PollInterval {
+		problems = append(problems, "cluster.lease_ttl must be at least 1s and at least twice cluster.poll_interval (leases are renewed at each poll)")
 	}
 	if c.Cluster.PollInterval < 100*time.Millisecond {
 		problems = append(problems, "cluster.poll_interval must be at least 100ms")

@@ -71,6 +71,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		gwID = gwID[:15] // an ownership tag, not a secret: short is fine
 	}
 
+	replicaID := cfg.ReplicaID
+	if replicaID == "" {
+		if replicaID, err = auth.LoadOrCreateToken(filepath.Join(cfg.DataDir, "replica-id"), "r-"); err != nil {
+			return nil, err
+		}
+		replicaID = replicaID[:14]
+	}
+
 	if g.store, err = store.Open(ctx, cfg.Database.URL); err != nil {
 		return nil, err
 	}
@@ -91,6 +99,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			MaxWorkerMemory: cfg.Cluster.MaxWorkerMemory, DefaultIdleTimeout: cfg.Cluster.IdleTimeout, MaxIdleTimeout: cfg.Cluster.MaxIdleTimeout},
 		MaxLifetime:      cfg.Cluster.MaxLifetime,
 		HeartbeatTimeout: cfg.Cluster.HeartbeatTimeout,
+		ReplicaID:        replicaID,
+		LeaseTTL:         cfg.Cluster.LeaseTTL,
 		Reaper:           scheduler.ReaperConfig{Interval: cfg.Cluster.ReapInterval, Grace: cfg.Cluster.ReapGrace, DryRun: cfg.Cluster.ReapDryRun},
 		StartTimeout:     cfg.Cluster.StartTimeout,
 		PollInterval:     cfg.Cluster.PollInterval,
@@ -101,6 +111,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if err != nil {
 		return nil, err
 	}
+	// With replicas, clusters reconciled elsewhere are routed from the store.
+	g.routes.SetFallback(func(name string) (routes.Route, bool) {
+		cl, err := g.store.GetCluster(context.Background(), name)
+		if err != nil || cl.Status != store.Running || cl.SchedulerAddress == "" {
+			return routes.Route{}, false
+		}
+		return routes.RouteFrom(cl.Owner, cl.SchedulerAddress, cl.DashboardAddress), true
+	})
 	g.proxy = proxy.New(proxy.Config{TLS: tlsCfg, AllowPlainHTTP: cfg.TLS.AllowPlainHTTP, ClusterDomain: cfg.TLS.ClusterDomain, Logger: log}, g.routes)
 
 	if g.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -227,6 +245,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 	leave := g.cfg.Cluster.OnShutdown == "leave"
 	if !leave {
 		g.core.Shutdown(shutCtx)
+	} else {
+		g.core.ReleaseLeases(shutCtx) // other replicas take over at once
 	}
 	g.proxy.Close()
 	if c, ok := g.provider.(providers.Closer); ok {

@@ -208,6 +208,7 @@ func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, 
 }
 
 func (p *Provider) running(cluster, name string) bool {
+	p.refresh(cluster)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pr := p.procs[cluster][name]
@@ -436,8 +437,42 @@ func (p *Provider) adoptUnrecorded() {
 	}
 }
 
+// refresh picks up members of the cluster recorded by another gateway
+// process sharing this directory (a replica that started them, then died or
+// handed the cluster over), so that any replica can describe and stop them.
+func (p *Provider) refresh(cluster string) {
+	files, _ := filepath.Glob(filepath.Join(p.clusterDir(cluster), "*.proc"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var pr proc
+		if json.Unmarshal(b, &pr) != nil || pr.Cluster != cluster || pr.Name == "" {
+			continue
+		}
+		p.mu.Lock()
+		known := p.procs[cluster][pr.Name]
+		p.mu.Unlock()
+		if known != nil && (known.Pid == pr.Pid || known.alive()) {
+			continue
+		}
+		if !pr.alive() || !hasMarker(pr.Pid, p.cfg.GatewayID, pr.Cluster+"/"+pr.Name) {
+			continue // a stale record: leave it to whoever stops the cluster
+		}
+		p.mu.Lock()
+		if p.procs[cluster] == nil {
+			p.procs[cluster] = map[string]*proc{}
+		}
+		p.procs[cluster][pr.Name] = &pr
+		p.mu.Unlock()
+		p.log.Info("picked up a member started by another gateway process", "cluster", cluster, "member", pr.Name, "pid", pr.Pid)
+	}
+}
+
 // Describe implements providers.Provider.
 func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Member, error) {
+	p.refresh(cluster)
 	p.mu.Lock()
 	procs := make([]*proc, 0, len(p.procs[cluster]))
 	for _, pr := range p.procs[cluster] {
@@ -524,6 +559,7 @@ func (p *Provider) List(ctx context.Context) ([]providers.Member, error) {
 
 // StopWorker implements providers.Provider.
 func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error {
+	p.refresh(cluster)
 	p.mu.Lock()
 	pr := p.procs[cluster][worker]
 	if pr != nil {
@@ -543,6 +579,7 @@ func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error
 
 // StopCluster implements providers.Provider.
 func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
+	p.refresh(cluster)
 	p.mu.Lock()
 	members := p.procs[cluster]
 	for _, pr := range members {

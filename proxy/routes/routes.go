@@ -7,6 +7,7 @@ package routes
 import (
 	"net/url"
 	"sync"
+	"time"
 )
 
 // Route is one cluster's destinations.
@@ -20,23 +21,35 @@ type Route struct {
 type Table struct {
 	mu sync.RWMutex
 	m  map[string]Route
+
+	// fallback answers for clusters this process does not reconcile (with
+	// several replicas, another one may); answers are kept for cacheTTL.
+	fallback func(cluster string) (Route, bool)
+	cacheMu  sync.Mutex
+	cache    map[string]cached
 }
 
+type cached struct {
+	r   Route
+	ok  bool
+	exp time.Time
+}
+
+const cacheTTL = 2 * time.Second
+
 // New returns an empty table.
-func New() *Table { return &Table{m: map[string]Route{}} }
+func New() *Table { return &Table{m: map[string]Route{}, cache: map[string]cached{}} }
+
+// SetFallback sets where to look up clusters missing from the table.
+func (t *Table) SetFallback(fn func(cluster string) (Route, bool)) { t.fallback = fn }
 
 // SetRoute adds or replaces a cluster's route. An unparsable dashboard URL
 // leaves the cluster without a dashboard route rather than failing the
 // scheduler route.
 func (t *Table) SetRoute(cluster, owner, scheduler, dashboard string) {
-	var du *url.URL
-	if dashboard != "" {
-		if u, err := url.Parse(dashboard); err == nil && u.Host != "" {
-			du = u
-		}
-	}
+	r := RouteFrom(owner, scheduler, dashboard)
 	t.mu.Lock()
-	t.m[cluster] = Route{Owner: owner, Scheduler: scheduler, Dashboard: du}
+	t.m[cluster] = r
 	t.mu.Unlock()
 }
 
@@ -52,7 +65,35 @@ func (t *Table) Lookup(cluster string) (Route, bool) {
 	t.mu.RLock()
 	r, ok := t.m[cluster]
 	t.mu.RUnlock()
+	if ok || t.fallback == nil {
+		return r, ok
+	}
+	now := time.Now()
+	t.cacheMu.Lock()
+	c, hit := t.cache[cluster]
+	t.cacheMu.Unlock()
+	if hit && now.Before(c.exp) {
+		return c.r, c.ok
+	}
+	r, ok = t.fallback(cluster)
+	t.cacheMu.Lock()
+	if len(t.cache) > 10000 { // a flood of made-up names must not grow it without bound
+		t.cache = map[string]cached{}
+	}
+	t.cache[cluster] = cached{r: r, ok: ok, exp: now.Add(cacheTTL)}
+	t.cacheMu.Unlock()
 	return r, ok
+}
+
+// RouteFrom builds a route from stored addresses, as SetRoute does.
+func RouteFrom(owner, scheduler, dashboard string) Route {
+	var du *url.URL
+	if dashboard != "" {
+		if u, err := url.Parse(dashboard); err == nil && u.Host != "" {
+			du = u
+		}
+	}
+	return Route{Owner: owner, Scheduler: scheduler, Dashboard: du}
 }
 
 // Len is the number of routes.
