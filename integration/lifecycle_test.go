@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -205,7 +206,8 @@ print("second", client.submit(sum, range(10)).result())
 // marker that no stored cluster owns (here: left running, then the database
 // lost) are found and stopped after a restart.
 func TestReaperStopsWhatTheStoreDoesNotKnow(t *testing.T) {
-	e := newEnv(t, "GATEWAY_CLUSTER_ON_SHUTDOWN=leave", "GATEWAY_CLUSTER_REAP_INTERVAL=500ms", "GATEWAY_CLUSTER_REAP_GRACE=1s")
+	e := newEnv(t, "GATEWAY_CLUSTER_ON_SHUTDOWN=leave", "GATEWAY_CLUSTER_REAP_INTERVAL=500ms", "GATEWAY_CLUSTER_REAP_GRACE=1s",
+		"GATEWAY_METRICS_LISTEN=127.0.0.1:0")
 	e.startGateway()
 	var c cluster
 	e.gwJSON(&c, "new-cluster", "--workers", "1")
@@ -220,6 +222,15 @@ func TestReaperStopsWhatTheStoreDoesNotKnow(t *testing.T) {
 	waitNoMembers(t, c.Name, 30*time.Second)
 	if !strings.Contains(e.gwLog.String(), "reaper: stopped leftover resources") {
 		t.Errorf("the reaping is not in the log:\n%s", lastLines(e.gwLog.String(), 20))
+	}
+	// ... and in the metrics.
+	m := regexp.MustCompile(`msg=metrics url=(http://127\.0\.0\.1:\d+/metrics)`).FindAllStringSubmatch(e.gwLog.String(), -1)
+	if m == nil {
+		t.Fatal("no metrics URL in the log")
+	}
+	code, body := get(t, m[len(m)-1][1], "")
+	if code != 200 || !strings.Contains(body, "gateway_reaped_total 1") || !strings.Contains(body, `gateway_clusters{status="RUNNING"} 0`) {
+		t.Errorf("metrics: %d\n%s", code, grepLines(body, "gateway_"))
 	}
 }
 

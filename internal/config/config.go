@@ -37,6 +37,8 @@ type Config struct {
 	GatewayID string `mapstructure:"gateway_id" doc:"ownership tag put on every resource this gateway starts"`
 	ReplicaID string `mapstructure:"replica_id" doc:"this process among replicas sharing one database (default: made once per data_dir); a restart keeps its leases"`
 	Dev       bool   `mapstructure:"dev" doc:"development mode: plain HTTP allowed, dev credentials (set by gateway dev)"`
+	// MetricsListen serves Prometheus metrics on their own port.
+	MetricsListen string `mapstructure:"metrics_listen" doc:"address of the Prometheus /metrics listener (empty: none)"`
 
 	Database struct {
 		URL string `mapstructure:"url" secret:"true" doc:"sqlite:///path/to/gateway.db (default: in data_dir)"`
@@ -114,6 +116,7 @@ func defaults() map[string]any {
 		"gateway_id":                  "",
 		"replica_id":                  "",
 		"dev":                         false,
+		"metrics_listen":              "",
 		"database.url":                "",
 		"tls.cert_file":               "",
 		"tls.key_file":                "",

@@ -42,8 +42,9 @@ type Gateway struct {
 	http     *http.Server
 	ln       net.Listener
 
-	devIssuer *devissuer.Issuer
-	devServer *http.Server
+	devIssuer     *devissuer.Issuer
+	devServer     *http.Server
+	metricsServer *http.Server
 
 	// PublicURL is where clients reach this gateway.
 	PublicURL string
@@ -153,6 +154,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	mux := http.NewServeMux()
 	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(dashboardAuth(authn, sessions, limiter)))
 	mux.Handle("/", apiSrv)
+	if cfg.MetricsListen != "" {
+		mln, err := g.serveMetrics(cfg.MetricsListen)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("metrics", "url", "http://"+mln.Addr().String()+"/metrics")
+	}
 	g.http = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -268,6 +276,9 @@ func (g *Gateway) Close() { g.closeAll() }
 func (g *Gateway) closeAll() {
 	if g.devServer != nil {
 		g.devServer.Close()
+	}
+	if g.metricsServer != nil {
+		g.metricsServer.Close()
 	}
 	if g.ln != nil {
 		g.ln.Close()

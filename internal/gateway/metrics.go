@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gatewayhq/gateway/store"
+)
+
+// clusterCollector reports clusters by status from the store at each
+// scrape, so every replica reports the same, whole picture.
+type clusterCollector struct {
+	st   *store.DB
+	desc *prometheus.Desc
+}
+
+func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cls, err := c.st.ListClusters(ctx, store.Filter{Statuses: []store.Status{store.Pending, store.Starting, store.Running, store.Stopping}})
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	counts := map[store.Status]int{}
+	for _, cl := range cls {
+		counts[cl.Status]++
+	}
+	for _, s := range []store.Status{store.Pending, store.Starting, store.Running, store.Stopping} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
+	}
+}
+
+// metricsRegistry gathers the gateway's metrics.
+func (g *Gateway) metricsRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		clusterCollector{st: g.store, desc: prometheus.NewDesc("gateway_clusters", "Active clusters by status.", []string{"status"}, nil)},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_reaped_total",
+			Help: "Clusters whose leftover resources the reaper stopped (or, in a dry run, found)."},
+			func() float64 { return float64(g.core.Reaped()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gateway_scheduler_connections",
+			Help: "Open Dask connections passed through to schedulers."},
+			func() float64 { return float64(g.proxy.ActivePassthrough()) }),
+	)
+	return reg
+}
+
+// serveMetrics serves /metrics on its own listener: operational data for
+// the operator's monitoring, not for the gateway's users.
+func (g *Gateway) serveMetrics(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: metrics: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(g.metricsRegistry(), promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	g.metricsServer = srv
+	return ln, nil
+}
