@@ -811,6 +811,16 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		if silent := c.now().Sub(since); silent >= c.cfg.HeartbeatTimeout {
 			return 0, c.fail(ctx, cl, fmt.Sprintf("the scheduler stopped answering (nothing for %s: %v)", silent.Round(time.Second), err))
 		}
+		// Say so while it lasts: the phase shows in list and show.
+		if phase := "scheduler not answering since " + since.UTC().Format("15:04:05"); cl.Phase != phase {
+			_, _ = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+				if x.Status != store.Running {
+					return store.Event{}, errStale
+				}
+				x.Phase = phase
+				return store.Event{}, nil
+			})
+		}
 		c.log.Debug("scheduler not answering", "cluster", cl.Name, "err", err)
 		return c.cfg.PollInterval / 5, nil
 	}

@@ -131,7 +131,9 @@ func TestSchedulerStopsAnswering(t *testing.T) {
 	cl := h.create("alice", 1)
 	h.waitSettled(cl.Name, 1)
 	h.fp.configure(func(f *fakeProvider) { f.unresponsive = map[string]bool{cl.Name: true} })
-	h.waitPolls(3)
+	h.waitCluster(cl.Name, "to be marked as not answering", func(c *store.Cluster) bool {
+		return strings.HasPrefix(c.Phase, "scheduler not answering since")
+	})
 	clk.Advance(29 * time.Second)
 	h.waitPolls(3)
 	if got := h.cluster(cl.Name); got.Status != store.Running {
