@@ -24,6 +24,8 @@ if [ -z "${GATEWAY_TEST_POSTGRES_URL:-}" ] && [ "$(id -u)" -eq 0 ] && command -v
 		su postgres -c "psql -qc \"CREATE ROLE gateway_test LOGIN PASSWORD 'gateway_test'\""
 	su postgres -c "psql -qtAc \"SELECT 1 FROM pg_database WHERE datname='gateway_test'\"" | grep -q 1 ||
 		su postgres -c "createdb -O gateway_test gateway_test"
+	# The tests make a schema each: the role must own the database, whoever made it.
+	su postgres -c "psql -qc 'ALTER DATABASE gateway_test OWNER TO gateway_test'" >/dev/null
 	export GATEWAY_TEST_POSTGRES_URL="postgres://gateway_test:gateway_test@127.0.0.1:5432/gateway_test?sslmode=disable"
 	export GATEWAY_TEST_REQUIRE_POSTGRES=1
 fi
