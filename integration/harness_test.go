@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gatewayhq/gateway/internal/testutil"
 )
 
 // python is the interpreter with Dask that the tests drive.
@@ -256,32 +258,7 @@ func (e *env) runPython(script string) (string, error) {
 	return string(out), err
 }
 
-// memberPIDs lists live processes marked as members of the cluster (by the
-// marker the local provider puts in their environment).
-func memberPIDs(cluster string) []int {
-	var pids []int
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "environ"))
-		if err != nil {
-			continue
-		}
-		if stat, err := os.ReadFile(filepath.Join(d, "stat")); err == nil {
-			if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
-				continue // a zombie is gone for our purposes, and is its parent's to reap
-			}
-		}
-		for _, kv := range bytes.Split(b, []byte{0}) {
-			if bytes.HasPrefix(kv, []byte("GATEWAY_MEMBER="+cluster+"/")) {
-				var pid int
-				fmt.Sscanf(filepath.Base(d), "%d", &pid)
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
-}
+func memberPIDs(cluster string) []int { return testutil.MemberPIDs(cluster) }
 
 // waitNoMembers waits until no process of the cluster remains.
 func waitNoMembers(t *testing.T, cluster string, within time.Duration) {

@@ -3,34 +3,19 @@ package scheduler_test
 import (
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gatewayhq/gateway/internal/testutil"
 
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
 
-// fakeClock is a clock the test moves.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+type fakeClock = testutil.Clock
 
 func TestIdleTimeout(t *testing.T) {
-	clk := &fakeClock{t: time.Now()}
+	clk := testutil.NewClock(time.Now())
 	h := newHarness(t)
 	h.core.SetClock(clk.Now)
 	h.start()
@@ -66,7 +51,7 @@ func TestIdleTimeout(t *testing.T) {
 }
 
 func TestIdleTimeoutZeroIsNever(t *testing.T) {
-	clk := &fakeClock{t: time.Now()}
+	clk := testutil.NewClock(time.Now())
 	h := newHarness(t, func(c *scheduler.Config) { c.Limits.DefaultIdleTimeout = time.Minute })
 	h.core.SetClock(clk.Now)
 	h.start()
@@ -87,7 +72,7 @@ func TestIdleTimeoutZeroIsNever(t *testing.T) {
 }
 
 func TestMaxLifetime(t *testing.T) {
-	clk := &fakeClock{t: time.Now()}
+	clk := testutil.NewClock(time.Now())
 	h := newHarness(t, func(c *scheduler.Config) { c.MaxLifetime = time.Hour })
 	h.core.SetClock(clk.Now)
 	h.start()
@@ -124,7 +109,7 @@ func TestIdleTimeoutBounds(t *testing.T) {
 }
 
 func TestSchedulerStopsAnswering(t *testing.T) {
-	clk := &fakeClock{t: time.Now()}
+	clk := testutil.NewClock(time.Now())
 	h := newHarness(t, func(c *scheduler.Config) { c.HeartbeatTimeout = 30 * time.Second })
 	h.core.SetClock(clk.Now)
 	h.start()
@@ -158,7 +143,7 @@ func TestSchedulerStopsAnswering(t *testing.T) {
 }
 
 func TestAdaptive(t *testing.T) {
-	clk := &fakeClock{t: time.Now()}
+	clk := testutil.NewClock(time.Now())
 	h := newHarness(t) // Limits.MaxWorkers is 5
 	h.core.SetClock(clk.Now)
 	h.start()

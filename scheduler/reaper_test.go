@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/testutil"
+
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
@@ -21,7 +23,7 @@ func (f *fakeProvider) leftover(cluster, name string, role providers.Role, start
 }
 
 func TestReaper(t *testing.T) {
-	clk := &fakeClock{t: time.Now()}
+	clk := testutil.NewClock(time.Now())
 	cases := []struct {
 		name    string
 		dryRun  bool

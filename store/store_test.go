@@ -16,32 +16,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/testutil"
+
 	"github.com/gatewayhq/gateway/internal/testdb"
 	"github.com/gatewayhq/gateway/store"
 )
 
 // fakeClock hands out a fixed, ms-aligned time that tests advance explicitly.
 // It is safe for concurrent use.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = testutil.Clock
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	return c.t
+	return testutil.NewClock(time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // openTestDB opens the store at url (from testdb.Each) with a fake clock; the

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/testutil"
+
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 )
@@ -36,23 +38,6 @@ func testUsers() []User {
 		{Subject: "dev-user-1", Username: "alice", Email: "alice@example.test", Name: "Alice Dev", Groups: []string{"admins", "dask-users"}},
 		{Subject: "dev-user-2", Username: "bob", Email: "bob@example.test", Name: "Bob Dev", Groups: []string{"dask-users"}},
 	}
-}
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 type syncBuffer struct {
@@ -927,7 +912,7 @@ func TestClock(t *testing.T) {
 	t.Parallel()
 	// Hours away from the wall clock: an ID token stamped with time.Now
 	// instead of Config.Now would not verify on the fake clock at all.
-	clock := &fakeClock{t: time.Now().Add(3 * time.Hour).Truncate(time.Second)}
+	clock := testutil.NewClock(time.Now().Add(3 * time.Hour).Truncate(time.Second))
 	e := newEnv(t, func(c *Config) {
 		c.Now = clock.Now
 		c.IDTokenLifetime = 5 * time.Minute

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/testutil"
+
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -191,33 +193,7 @@ func (f *fixture) startWorker(p *Provider, name string, procs int) {
 
 // ---- process inspection ----
 
-// memberPIDs lists live processes marked as members of the cluster (by the
-// marker the local provider puts in their environment). Copied from
-// integration/harness_test.go.
-func memberPIDs(cluster string) []int {
-	var pids []int
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "environ"))
-		if err != nil {
-			continue
-		}
-		if stat, err := os.ReadFile(filepath.Join(d, "stat")); err == nil {
-			if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
-				continue // a zombie is gone for our purposes, and is its parent's to reap
-			}
-		}
-		for _, kv := range bytes.Split(b, []byte{0}) {
-			if bytes.HasPrefix(kv, []byte("GATEWAY_MEMBER="+cluster+"/")) {
-				var pid int
-				fmt.Sscanf(filepath.Base(d), "%d", &pid)
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
-}
+func memberPIDs(cluster string) []int { return testutil.MemberPIDs(cluster) }
 
 // pidsWithEnv lists live (non-zombie) processes whose environment holds
 // exactly the entry kv.
