@@ -159,6 +159,11 @@ print("workers", len(client.scheduler_info()["workers"]))
 		t.Errorf("list: %+v", list)
 	}
 
+	var jlogs []struct{ Member, Line string }
+	e.gwJSON(&jlogs, "logs", c.Name, "--tail", "5")
+	if len(jlogs) == 0 || jlogs[0].Member != "scheduler" || jlogs[0].Line == "" {
+		t.Errorf("logs -o json: %+v", jlogs)
+	}
 	logs := e.gwOK("logs", c.Name, "--tail", "50")
 	if !strings.Contains(logs, "[scheduler]") || !strings.Contains(logs, "Scheduler at") || !strings.Contains(logs, "[worker-0]") {
 		t.Errorf("logs lack the scheduler's or a worker's lines:\n%s", lastLines(logs, 20))

@@ -505,6 +505,19 @@ func newLogsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if g.json() {
+				type line struct {
+					Member string `json:"member"`
+					Line   string `json:"line"`
+				}
+				lines := []line{}
+				for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+					if member, text, ok := strings.Cut(strings.TrimPrefix(l, "["), "] "); ok && strings.HasPrefix(l, "[") {
+						lines = append(lines, line{member, text})
+					}
+				}
+				return printJSON(cmd.OutOrStdout(), lines)
+			}
 			_, err = io.WriteString(cmd.OutOrStdout(), s)
 			return err
 		},
