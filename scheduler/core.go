@@ -57,7 +57,6 @@ type Config struct {
 	GatewayID    string
 	Limits       Limits
 	StartTimeout time.Duration // scheduler start, from creation
-	WorkerWait   time.Duration // how long a started worker may take to connect
 	PollInterval time.Duration // health poll of running clusters
 	Concurrency  int           // clusters reconciled at once
 	CertLifetime time.Duration
@@ -80,9 +79,6 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.StartTimeout <= 0 {
 		c.StartTimeout = 60 * time.Second
-	}
-	if c.WorkerWait <= 0 {
-		c.WorkerWait = 60 * time.Second
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 5 * time.Second
@@ -166,7 +162,7 @@ func (c *Core) ProviderName() string { return c.provider.Name() }
 // Run reconciles until ctx ends. On start it queues every active cluster,
 // which re-adopts what an earlier process left running.
 func (c *Core) Run(ctx context.Context) error {
-	active, err := c.store.ListClusters(ctx, store.Filter{Statuses: []store.Status{store.Pending, store.Starting, store.Running, store.Stopping}})
+	active, err := c.store.ListClusters(ctx, store.Filter{Statuses: store.ActiveStatuses})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before it started
@@ -212,7 +208,7 @@ func (c *Core) resync(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		active, err := c.store.ListClusters(ctx, store.Filter{Statuses: []store.Status{store.Pending, store.Starting, store.Running, store.Stopping}})
+		active, err := c.store.ListClusters(ctx, store.Filter{Statuses: store.ActiveStatuses})
 		if err != nil {
 			continue
 		}
@@ -225,7 +221,7 @@ func (c *Core) resync(ctx context.Context) {
 // ReleaseLeases gives up this replica's leases, so that other replicas take
 // its clusters over at once (a clean shutdown that leaves clusters running).
 func (c *Core) ReleaseLeases(ctx context.Context) {
-	active, err := c.store.ListClusters(ctx, store.Filter{Statuses: []store.Status{store.Pending, store.Starting, store.Running, store.Stopping}})
+	active, err := c.store.ListClusters(ctx, store.Filter{Statuses: store.ActiveStatuses})
 	if err != nil {
 		return
 	}
@@ -441,7 +437,7 @@ func (c *Core) Scale(ctx context.Context, owner, name string, count int) (msg st
 		count = max
 	}
 	_, err = c.update(ctx, name, func(cl *store.Cluster) (store.Event, error) {
-		if !cl.Status.Active() || cl.Status == store.Stopping {
+		if !cl.Status.Live() {
 			return store.Event{}, fmt.Errorf("%w: cluster %s is %s; only a pending or running cluster can be scaled", ErrConflict, name, cl.Status)
 		}
 		if cl.DesiredWorkers == count && !cl.Adaptive {
@@ -476,7 +472,7 @@ func (c *Core) Adapt(ctx context.Context, owner, name string, minimum, maximum i
 		}
 	}
 	_, err = c.update(ctx, name, func(cl *store.Cluster) (store.Event, error) {
-		if !cl.Status.Active() || cl.Status == store.Stopping {
+		if !cl.Status.Live() {
 			return store.Event{}, fmt.Errorf("%w: cluster %s is %s; only a pending or running cluster can adapt", ErrConflict, name, cl.Status)
 		}
 		cl.Adaptive, cl.AdaptMin, cl.AdaptMax = active, minimum, maximum
@@ -537,7 +533,7 @@ func (c *Core) Stop(ctx context.Context, owner, name, why string) error {
 		return err
 	}
 	_, err := c.update(ctx, name, func(cl *store.Cluster) (store.Event, error) {
-		if !cl.Status.Active() || cl.Status == store.Stopping {
+		if !cl.Status.Live() {
 			return store.Event{}, nil
 		}
 		cl.Status, cl.Phase, cl.Reason = store.Stopping, "stopping", why
@@ -569,7 +565,7 @@ func (c *Core) Logs(ctx context.Context, owner, name string, tail int, w io.Writ
 // Shutdown stops every active cluster of this gateway (used when the
 // gateway is configured to stop its clusters on exit).
 func (c *Core) Shutdown(ctx context.Context) {
-	active, err := c.store.ListClusters(ctx, store.Filter{Statuses: []store.Status{store.Pending, store.Starting, store.Running, store.Stopping}})
+	active, err := c.store.ListClusters(ctx, store.Filter{Statuses: store.ActiveStatuses})
 	if err != nil {
 		c.log.Error("shutdown: cannot list clusters", "err", err)
 		return
@@ -593,8 +589,8 @@ func (c *Core) Shutdown(ctx context.Context) {
 			}
 			c.router.DeleteRoute(cl.Name)
 			_, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
-				x.Status, x.Phase, x.Reason, x.StoppedAt, x.ReadyWorkers = store.Stopped, "stopped", "the gateway shut down", c.now(), 0
-				return store.Event{Kind: "stopped", Message: "the gateway shut down"}, nil
+				x.Reason = "the gateway shut down"
+				return c.stopped(x), nil
 			})
 			if err != nil {
 				c.log.Error("shutdown: record stop", "cluster", cl.Name, "err", err)
@@ -943,8 +939,7 @@ func (c *Core) reconcileStopping(ctx context.Context, cl *store.Cluster) (time.D
 		if x.Status != store.Stopping {
 			return store.Event{}, errStale
 		}
-		x.Status, x.Phase, x.StoppedAt, x.ReadyWorkers = store.Stopped, "stopped", c.now(), 0
-		return store.Event{Kind: "stopped", Message: orDefault(x.Reason, "stopped")}, nil
+		return c.stopped(x), nil
 	})
 	if err != nil && !errors.Is(err, errStale) {
 		return time.Second, err
@@ -952,6 +947,13 @@ func (c *Core) reconcileStopping(ctx context.Context, cl *store.Cluster) (time.D
 	c.forget(cl.Name)
 	c.log.Info("cluster stopped", "cluster", cl.Name)
 	return 0, nil
+}
+
+// stopped records that the cluster's resources are gone, for a stop that
+// was asked for (its reason, if any, says by whom or why).
+func (c *Core) stopped(x *store.Cluster) store.Event {
+	x.Status, x.Phase, x.StoppedAt, x.ReadyWorkers = store.Stopped, "stopped", c.now(), 0
+	return store.Event{Kind: "stopped", Message: orDefault(x.Reason, "stopped")}
 }
 
 // fail stops whatever runs of the cluster and records why it failed.
@@ -965,8 +967,7 @@ func (c *Core) fail(ctx context.Context, cl *store.Cluster, reason string) error
 			return store.Event{}, errStale
 		}
 		if x.Status == store.Stopping { // a stop was asked: honour it as a stop
-			x.Status, x.Phase, x.StoppedAt, x.ReadyWorkers = store.Stopped, "stopped", c.now(), 0
-			return store.Event{Kind: "stopped", Message: orDefault(x.Reason, "stopped")}, nil
+			return c.stopped(x), nil
 		}
 		x.Status, x.Phase, x.Reason, x.StoppedAt, x.ReadyWorkers = store.Failed, "failed", reason, c.now(), 0
 		return store.Event{Kind: "failed", Message: reason}, nil

@@ -475,7 +475,6 @@ func testConfig() scheduler.Config {
 		GatewayID:      testGatewayID,
 		Limits:         scheduler.Limits{MaxWorkers: 5, MaxWorkerThreads: 8, MaxWorkerMemory: 16},
 		StartTimeout:   20 * time.Second, // long enough never to be hit by accident
-		WorkerWait:     time.Second,
 		PollInterval:   50 * time.Millisecond,
 		Concurrency:    4,
 		CertLifetime:   time.Hour,

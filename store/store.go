@@ -54,6 +54,13 @@ var AllStatuses = []Status{Pending, Starting, Running, Stopping, Stopped, Failed
 // Active reports whether a cluster in this status may hold resources.
 func (s Status) Active() bool { return s == Pending || s == Starting || s == Running || s == Stopping }
 
+// Live reports whether a cluster in this status still takes requests
+// (scale, adapt, stop): it is active and has not begun to stop.
+func (s Status) Live() bool { return s.Active() && s != Stopping }
+
+// ActiveStatuses are the statuses for which Active holds.
+var ActiveStatuses = []Status{Pending, Starting, Running, Stopping}
+
 // ParseStatus accepts a status name in any case.
 func ParseStatus(s string) (Status, error) {
 	up := Status(strings.ToUpper(strings.TrimSpace(s)))

@@ -26,7 +26,7 @@ func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cls, err := c.st.ListClusters(ctx, store.Filter{Statuses: []store.Status{store.Pending, store.Starting, store.Running, store.Stopping}})
+	cls, err := c.st.ListClusters(ctx, store.Filter{Statuses: store.ActiveStatuses})
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, err)
 		return
@@ -35,7 +35,7 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, cl := range cls {
 		counts[cl.Status]++
 	}
-	for _, s := range []store.Status{store.Pending, store.Starting, store.Running, store.Stopping} {
+	for _, s := range store.ActiveStatuses {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
 	}
 }
