@@ -100,23 +100,18 @@ func (s *Sessions) NewTicket(u User) string {
 }
 
 // Peek returns the user a ticket stands for without consuming it.
-func (s *Sessions) Peek(t string) (*User, error) {
-	k := sha256.Sum256([]byte(t))
-	s.mu.Lock()
-	v, ok := s.tickets[k]
-	s.mu.Unlock()
-	if !ok || s.now().After(v.expires) {
-		return nil, fmt.Errorf("%w: the sign-in link is unknown, used or expired; ask for a new one with: gateway dashboard NAME", ErrInvalid)
-	}
-	return &v.user, nil
-}
+func (s *Sessions) Peek(t string) (*User, error) { return s.lookup(t, false) }
 
 // Redeem consumes a ticket.
-func (s *Sessions) Redeem(t string) (*User, error) {
+func (s *Sessions) Redeem(t string) (*User, error) { return s.lookup(t, true) }
+
+func (s *Sessions) lookup(t string, consume bool) (*User, error) {
 	k := sha256.Sum256([]byte(t))
 	s.mu.Lock()
 	v, ok := s.tickets[k]
-	delete(s.tickets, k)
+	if consume {
+		delete(s.tickets, k)
+	}
 	s.mu.Unlock()
 	if !ok || s.now().After(v.expires) {
 		return nil, fmt.Errorf("%w: the sign-in link is unknown, used or expired; ask for a new one with: gateway dashboard NAME", ErrInvalid)
@@ -124,15 +119,12 @@ func (s *Sessions) Redeem(t string) (*User, error) {
 	return &v.user, nil
 }
 
-// Cookie returns a session cookie for u.
+// Cookie returns a session cookie for u, sealed like every other cookie
+// of the gateway.
 func (s *Sessions) Cookie(u User) *http.Cookie {
-	exp := s.now().Add(s.ttl)
-	payload, _ := json.Marshal(sessionClaims{ID: u.ID, Name: u.Name, Groups: u.Groups, Admin: u.Admin, Exp: exp.Unix()})
-	body := base64.RawURLEncoding.EncodeToString(payload)
-	return &http.Cookie{
-		Name: SessionCookie, Value: body + "." + s.sign(body), Path: "/", Expires: exp,
-		HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode,
-	}
+	claims := sessionClaims{ID: u.ID, Name: u.Name, Groups: u.Groups, Admin: u.Admin, Exp: s.now().Add(s.ttl).Unix()}
+	c, _ := s.Seal(SessionCookie, claims, s.ttl) // claims always marshal
+	return c
 }
 
 // Seal returns a cookie named name holding v, signed, for ttl. Cookies are
@@ -184,9 +176,7 @@ func (s *Sessions) Clear(name string) *http.Cookie {
 }
 
 // ClearCookie returns a cookie that deletes the session.
-func (s *Sessions) ClearCookie() *http.Cookie {
-	return &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode}
-}
+func (s *Sessions) ClearCookie() *http.Cookie { return s.Clear(SessionCookie) }
 
 func (s *Sessions) sign(body string) string {
 	m := hmac.New(sha256.New, s.key)
@@ -197,24 +187,12 @@ func (s *Sessions) sign(body string) string {
 // FromRequest returns the user of a request's session cookie:
 // ErrNoCredentials without one, ErrInvalid for a forged or expired one.
 func (s *Sessions) FromRequest(r *http.Request) (*User, error) {
-	c, err := r.Cookie(SessionCookie)
-	if err != nil || c.Value == "" {
-		return nil, ErrNoCredentials
-	}
-	body, sig, ok := strings.Cut(c.Value, ".")
-	if !ok || !hmac.Equal([]byte(sig), []byte(s.sign(body))) {
-		return nil, fmt.Errorf("%w: session cookie is not valid", ErrInvalid)
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: session cookie is not valid", ErrInvalid)
-	}
 	var cl sessionClaims
-	if err := json.Unmarshal(payload, &cl); err != nil || cl.Name == "" {
-		return nil, fmt.Errorf("%w: session cookie is not valid", ErrInvalid)
+	if err := s.Open(r, SessionCookie, &cl); err != nil {
+		return nil, err
 	}
-	if s.now().Unix() > cl.Exp {
-		return nil, fmt.Errorf("%w: session expired", ErrInvalid)
+	if cl.Name == "" {
+		return nil, fmt.Errorf("%w: session cookie is not valid", ErrInvalid)
 	}
 	return &User{ID: cl.ID, Name: cl.Name, Groups: cl.Groups, Admin: cl.Admin, Via: "session", Expires: time.Unix(cl.Exp, 0)}, nil
 }

@@ -58,7 +58,7 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 			pr.SetXForwarded()
 			// The gateway's credentials are for the gateway, not the scheduler.
 			pr.Out.Header.Del("Authorization")
-			removeCookie(pr.Out, SessionCookie)
+			removeCookie(pr.Out, auth.SessionCookie)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			d.log.Warn("dashboard proxy error", "path", r.URL.Path, "err", err)
@@ -67,10 +67,6 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 	}
 	return d
 }
-
-// SessionCookie is the gateway's browser session cookie; it is never
-// forwarded to schedulers.
-const SessionCookie = "gateway_session"
 
 type targetKey struct{}
 

@@ -260,7 +260,7 @@ func TestDashboardOwnerIsProxied(t *testing.T) {
 				t.Fatalf("backend saw Authorization %q", v)
 			}
 			cookies := strings.Join(got.Header.Values("Cookie"), "; ")
-			if strings.Contains(cookies, SessionCookie) || strings.Contains(cookies, "secret") {
+			if strings.Contains(cookies, auth.SessionCookie) || strings.Contains(cookies, "secret") {
 				t.Fatalf("backend saw the session cookie: %q", cookies)
 			}
 			if cookies != tc.wantCookies {
