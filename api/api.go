@@ -175,7 +175,7 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 					WriteError(w, http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from your address; wait a minute")
 					return
 				}
-				msg = "authentication failed: " + strings.TrimPrefix(err.Error(), auth.ErrInvalid.Error()+": ")
+				msg = "authentication failed: " + detail(err, auth.ErrInvalid)
 				s.log.Info("authentication failed", "remote", ip, "path", r.URL.Path, "reason", msg) // never the token
 			}
 			WriteError(w, http.StatusUnauthorized, "unauthenticated", msg)
@@ -197,15 +197,32 @@ func remoteIP(r *http.Request) string {
 	return host
 }
 
+// writeClamped answers a scale or adapt in dask-gateway's form: ok, or a
+// message saying how the request was clamped (its client shows it as a
+// warning).
+func writeClamped(w http.ResponseWriter, msg string) {
+	resp := map[string]any{"ok": msg == "", "msg": nil}
+	if msg != "" {
+		resp["msg"] = msg
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// detail is err's message without the sentinel's own text, which only
+// classifies it (the status code and error code say that already).
+func detail(err, sentinel error) string {
+	return strings.TrimPrefix(err.Error(), sentinel.Error()+": ")
+}
+
 // coreError maps the core's errors to answers.
 func (s *Server) coreError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, scheduler.ErrNotFound):
 		WriteError(w, http.StatusNotFound, "cluster_not_found", "cluster "+r.PathValue("name")+" not found")
 	case errors.Is(err, scheduler.ErrInvalid):
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", strings.TrimPrefix(err.Error(), scheduler.ErrInvalid.Error()+": "))
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", detail(err, scheduler.ErrInvalid))
 	case errors.Is(err, scheduler.ErrConflict):
-		WriteError(w, http.StatusConflict, "conflict", strings.TrimPrefix(err.Error(), scheduler.ErrConflict.Error()+": "))
+		WriteError(w, http.StatusConflict, "conflict", detail(err, scheduler.ErrConflict))
 	case errors.Is(err, context.Canceled):
 		// the client went away
 	default:
@@ -386,11 +403,7 @@ func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
 		s.coreError(w, r, err)
 		return
 	}
-	resp := map[string]any{"ok": msg == "", "msg": nil}
-	if msg != "" {
-		resp["msg"] = msg
-	}
-	writeJSON(w, http.StatusOK, resp)
+	writeClamped(w, msg)
 }
 
 func (s *Server) adaptCluster(w http.ResponseWriter, r *http.Request) {
@@ -419,11 +432,7 @@ func (s *Server) adaptCluster(w http.ResponseWriter, r *http.Request) {
 		s.coreError(w, r, err)
 		return
 	}
-	resp := map[string]any{"ok": msg == "", "msg": nil}
-	if msg != "" {
-		resp["msg"] = msg
-	}
-	writeJSON(w, http.StatusOK, resp)
+	writeClamped(w, msg)
 }
 
 func (s *Server) clusterLogs(w http.ResponseWriter, r *http.Request) {

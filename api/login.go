@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -93,11 +91,7 @@ func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request) {
 	raw, _ := tok.Extra("id_token").(string)
 	u, err := s.browser.Verify(r.Context(), raw, st.Nonce)
 	if err != nil {
-		msg := err.Error()
-		if errors.Is(err, auth.ErrInvalid) {
-			msg = strings.TrimPrefix(msg, auth.ErrInvalid.Error()+": ")
-		}
-		WriteError(w, http.StatusUnauthorized, "login_failed", msg)
+		WriteError(w, http.StatusUnauthorized, "login_failed", detail(err, auth.ErrInvalid))
 		return
 	}
 	http.SetCookie(w, s.sessions.Cookie(*u))

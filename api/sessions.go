@@ -62,7 +62,7 @@ func (s *Server) confirmTicket(w http.ResponseWriter, r *http.Request) {
 	t := r.URL.Query().Get("t")
 	u, err := s.sessions.Peek(t)
 	if err != nil {
-		WriteError(w, http.StatusUnauthorized, "unauthenticated", strings.TrimPrefix(err.Error(), auth.ErrInvalid.Error()+": "))
+		WriteError(w, http.StatusUnauthorized, "unauthenticated", detail(err, auth.ErrInvalid))
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -107,7 +107,7 @@ func (s *Server) redeemTicket(w http.ResponseWriter, r *http.Request) {
 	u, err := s.sessions.Redeem(r.PostForm.Get("t"))
 	if err != nil {
 		s.log.Info("sign-in link refused", "remote", remoteIP(r))
-		WriteError(w, http.StatusUnauthorized, "unauthenticated", strings.TrimPrefix(err.Error(), auth.ErrInvalid.Error()+": "))
+		WriteError(w, http.StatusUnauthorized, "unauthenticated", detail(err, auth.ErrInvalid))
 		return
 	}
 	http.SetCookie(w, s.sessions.Cookie(*u))

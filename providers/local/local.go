@@ -355,22 +355,40 @@ func hasMarker(pid int, gatewayID, member string) bool {
 	return gw && mem
 }
 
+// readState reads one member's state file.
+func readState(path string) (proc, error) {
+	var pr proc
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return pr, err
+	}
+	if err := json.Unmarshal(b, &pr); err != nil {
+		return pr, err
+	}
+	if pr.Cluster == "" || pr.Name == "" {
+		return pr, errors.New("state names no member")
+	}
+	return pr, nil
+}
+
+// ours reports whether a recorded member still runs as the process that was
+// recorded, and carries this gateway's marker for it.
+func (p *Provider) ours(pr *proc) bool {
+	return pr.alive() && hasMarker(pr.Pid, p.cfg.GatewayID, pr.Cluster+"/"+pr.Name)
+}
+
 // adopt loads the state files of members started by an earlier gateway
 // process. Live ones are adopted; dead ones are kept as stopped so that
 // Describe reports them and their logs.
 func (p *Provider) adopt() {
 	files, _ := filepath.Glob(filepath.Join(p.cfg.Dir, "*", "*.proc"))
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		pr, err := readState(f)
 		if err != nil {
-			continue
-		}
-		var pr proc
-		if err := json.Unmarshal(b, &pr); err != nil || pr.Cluster == "" || pr.Name == "" {
 			p.log.Warn("ignoring unreadable member state", "file", f)
 			continue
 		}
-		ok := pr.alive() && hasMarker(pr.Pid, p.cfg.GatewayID, pr.Cluster+"/"+pr.Name)
+		ok := p.ours(&pr)
 		if !ok {
 			pr.StartTicks = 0 // never matches again: the pid may be recycled
 		}
@@ -443,12 +461,8 @@ func (p *Provider) adoptUnrecorded() {
 func (p *Provider) refresh(cluster string) {
 	files, _ := filepath.Glob(filepath.Join(p.clusterDir(cluster), "*.proc"))
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		var pr proc
-		if json.Unmarshal(b, &pr) != nil || pr.Cluster != cluster || pr.Name == "" {
+		pr, err := readState(f)
+		if err != nil || pr.Cluster != cluster {
 			continue
 		}
 		p.mu.Lock()
@@ -457,7 +471,7 @@ func (p *Provider) refresh(cluster string) {
 		if known != nil && (known.Pid == pr.Pid || known.alive()) {
 			continue
 		}
-		if !pr.alive() || !hasMarker(pr.Pid, p.cfg.GatewayID, pr.Cluster+"/"+pr.Name) {
+		if !p.ours(&pr) {
 			continue // a stale record: leave it to whoever stops the cluster
 		}
 		p.mu.Lock()
@@ -757,11 +771,7 @@ func (p *Provider) Logs(ctx context.Context, cluster string, tail int, w io.Writ
 				return err
 			}
 		}
-		lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
-		if tail > 0 && len(lines) > tail {
-			lines = lines[len(lines)-tail:]
-		}
-		for _, line := range lines {
+		for _, line := range lastLines(text, tail) {
 			if line == "" {
 				continue
 			}
@@ -808,30 +818,15 @@ func readEnd(path string, max int64) (string, bool) {
 
 // tailFile returns the last n lines of a file, reading at most 64 KiB.
 func tailFile(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	const maxRead = 64 << 10
-	st, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	off := st.Size() - maxRead
-	if off < 0 {
-		off = 0
-	}
-	b := make([]byte, st.Size()-off)
-	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if off > 0 && len(lines) > 0 {
-		lines = lines[1:] // the first line may be cut
-	}
-	if len(lines) > n {
+	text, _ := readEnd(path, 64<<10)
+	return strings.Join(lastLines(text, n), "\n")
+}
+
+// lastLines splits text into lines and keeps the last n (all when n <= 0).
+func lastLines(text string, n int) []string {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	if n > 0 && len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return strings.Join(lines, "\n")
+	return lines
 }
