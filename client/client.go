@@ -163,17 +163,22 @@ func (c *Client) List(ctx context.Context, statuses []string) (map[string]api.Cl
 
 // Scale sets the number of workers; msg is set when the request was clamped.
 func (c *Client) Scale(ctx context.Context, name string, n int) (msg string, err error) {
+	return c.clamped(ctx, name, "scale", map[string]int{"count": n})
+}
+
+// clamped posts a scale or adapt request and returns the message saying how
+// it was clamped, if it was.
+func (c *Client) clamped(ctx context.Context, name, action string, body any) (string, error) {
 	var v struct {
-		OK  bool    `json:"ok"`
 		Msg *string `json:"msg"`
 	}
-	if err := c.do(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(name)+"/scale", map[string]int{"count": n}, &v); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(name)+"/"+action, body, &v); err != nil {
 		return "", err
 	}
 	if v.Msg != nil {
-		msg = *v.Msg
+		return *v.Msg, nil
 	}
-	return msg, nil
+	return "", nil
 }
 
 // Stop asks for a cluster to stop.
@@ -227,15 +232,5 @@ func (c *Client) RevokeToken(ctx context.Context, id string) error {
 // Adapt turns adaptive scaling on within [minimum, maximum], or off; msg is
 // set when the bounds were clamped.
 func (c *Client) Adapt(ctx context.Context, name string, minimum, maximum int, active bool) (msg string, err error) {
-	var v struct {
-		Msg *string `json:"msg"`
-	}
-	body := map[string]any{"minimum": minimum, "maximum": maximum, "active": active}
-	if err := c.do(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(name)+"/adapt", body, &v); err != nil {
-		return "", err
-	}
-	if v.Msg != nil {
-		msg = *v.Msg
-	}
-	return msg, nil
+	return c.clamped(ctx, name, "adapt", map[string]any{"minimum": minimum, "maximum": maximum, "active": active})
 }

@@ -58,17 +58,24 @@ with a loopback redirect). Tokens are kept in $XDG_CONFIG_HOME/gateway/credentia
 
 // gatewayURL is the gateway named by --gateway / GATEWAY_URL, or the current one.
 func (g *globals) gatewayURL() (string, error) {
-	if g.gateway != "" {
-		return client.Key(g.gateway), nil
-	}
 	creds, err := client.LoadCredentials()
 	if err != nil {
 		return "", err
 	}
-	if creds.Current == "" {
-		return "", fmt.Errorf("which gateway? pass --gateway URL (or set GATEWAY_URL)")
+	return g.urlFrom(creds)
+}
+
+// urlFrom is the gateway named by --gateway / GATEWAY_URL, or the one the
+// credentials file holds as current.
+func (g *globals) urlFrom(creds *client.Credentials) (string, error) {
+	url := g.gateway
+	if url == "" {
+		url = creds.Current
 	}
-	return creds.Current, nil
+	if url == "" {
+		return "", fmt.Errorf("no gateway to talk to: start one with `gateway dev`, or pass --gateway URL (or set GATEWAY_URL)")
+	}
+	return client.Key(url), nil
 }
 
 // login runs an interactive OIDC login against the gateway's issuer.

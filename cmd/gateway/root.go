@@ -80,14 +80,11 @@ func (g *globals) session(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	url := g.gateway
-	if url == "" {
-		url = creds.Current
+	url, err := g.urlFrom(creds)
+	if err != nil {
+		return nil, err
 	}
-	if url == "" {
-		return nil, fmt.Errorf("no gateway to talk to: start one with `gateway dev`, or pass --gateway URL (or set GATEWAY_URL)")
-	}
-	s := &session{url: client.Key(url), entry: creds.Gateways[client.Key(url)]}
+	s := &session{url: url, entry: creds.Gateways[url]}
 	s.token = g.token
 	if s.token == "" {
 		s.token = os.Getenv("GATEWAY_TOKEN")

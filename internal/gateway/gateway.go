@@ -64,20 +64,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 			g.closeAll()
 		}
 	}()
-	gwID := cfg.GatewayID
-	if gwID == "" {
-		if gwID, err = auth.LoadOrCreateToken(filepath.Join(cfg.DataDir, "gateway-id"), "gw-"); err != nil {
-			return nil, err
-		}
-		gwID = gwID[:15] // an ownership tag, not a secret: short is fine
+	// Names, not secrets: short is fine.
+	gwID, err := persistentID(cfg.GatewayID, cfg.DataDir, "gateway-id", "gw-", 15)
+	if err != nil {
+		return nil, err
 	}
-
-	replicaID := cfg.ReplicaID
-	if replicaID == "" {
-		if replicaID, err = auth.LoadOrCreateToken(filepath.Join(cfg.DataDir, "replica-id"), "r-"); err != nil {
-			return nil, err
-		}
-		replicaID = replicaID[:14]
+	replicaID, err := persistentID(cfg.ReplicaID, cfg.DataDir, "replica-id", "r-", 14)
+	if err != nil {
+		return nil, err
 	}
 
 	if g.store, err = store.Open(ctx, cfg.Database.URL); err != nil {
@@ -106,7 +100,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		StartTimeout:     cfg.Cluster.StartTimeout,
 		PollInterval:     cfg.Cluster.PollInterval,
 		WorkerRestarts:   cfg.Cluster.WorkerRestarts,
-	}, g.store, g.provider, routerAdapter{g.routes}, log)
+	}, g.store, g.provider, g.routes, log)
 
 	tlsCfg, err := g.tlsConfig()
 	if err != nil {
@@ -172,13 +166,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	return g, nil
 }
-
-type routerAdapter struct{ t *routes.Table }
-
-func (r routerAdapter) SetRoute(cluster, owner, sched, dash string) {
-	r.t.SetRoute(cluster, owner, sched, dash)
-}
-func (r routerAdapter) DeleteRoute(cluster string) { r.t.DeleteRoute(cluster) }
 
 func (g *Gateway) tlsConfig() (*tls.Config, error) {
 	var cert tls.Certificate
@@ -268,6 +255,20 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.closeAll()
 	g.log.Info("gateway stopped")
 	return runErr
+}
+
+// persistentID is configured, or else made once and kept in dir/file, so
+// that a restarted gateway is the same gateway (ownership tag) and the same
+// replica (leases).
+func persistentID(configured, dir, file, prefix string, length int) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	id, err := auth.LoadOrCreateToken(filepath.Join(dir, file), prefix)
+	if err != nil {
+		return "", err
+	}
+	return id[:length], nil
 }
 
 // Close releases what New acquired, for a gateway that will not Run.
