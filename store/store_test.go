@@ -294,7 +294,7 @@ func TestCreateGetRoundTrip(t *testing.T) {
 		in := store.Cluster{
 			Name: "full", Owner: "alice", Status: store.Running, Phase: "3/4 workers",
 			Reason: "none yet", Provider: "kubernetes", Options: `{"worker_cores":2,"image":"dask:latest"}`,
-			DesiredWorkers: 4, NextWorkerSeq: 17, ReadyWorkers: 3,
+			DesiredWorkers: 4, NextWorkerSeq: 17, ReadyWorkers: 3, Adaptive: true, AdaptMin: 1, AdaptMax: 6,
 			TLSCert:          []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
 			TLSKey:           key,
 			SchedulerAddress: "10.0.0.5:8786", DashboardAddress: "http://10.0.0.5:8787",
@@ -306,7 +306,7 @@ func TestCreateGetRoundTrip(t *testing.T) {
 			return store.Cluster{
 				Name: "full", Owner: "alice", Status: store.Running, Phase: "3/4 workers",
 				Reason: "none yet", Provider: "kubernetes", Options: `{"worker_cores":2,"image":"dask:latest"}`,
-				DesiredWorkers: 4, NextWorkerSeq: 17, ReadyWorkers: 3,
+				DesiredWorkers: 4, NextWorkerSeq: 17, ReadyWorkers: 3, Adaptive: true, AdaptMin: 1, AdaptMax: 6,
 				TLSCert:          []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"),
 				TLSKey:           key,
 				SchedulerAddress: "10.0.0.5:8786", DashboardAddress: "http://10.0.0.5:8787",

@@ -237,13 +237,11 @@ func (s *storage) authRequestLocked(id string) (*authRequest, error) {
 }
 
 func (s *storage) AuthRequestByID(_ context.Context, id string) (op.AuthRequest, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ar, err := s.authRequestLocked(id)
+	ar, err := s.authRequestSnapshot(id)
 	if err != nil {
-		return nil, err
+		return nil, err // not a typed nil inside the interface
 	}
-	return ar.clone(), nil
+	return ar, nil
 }
 
 func (s *storage) AuthRequestByCode(_ context.Context, code string) (op.AuthRequest, error) {
