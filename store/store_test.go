@@ -1239,10 +1239,12 @@ func TestOpenPostgresSchemeCase(t *testing.T) {
 	t.Setenv("PGDATABASE", strings.TrimPrefix(p.Path, "/"))
 	t.Setenv("PGSSLMODE", p.Query().Get("sslmode"))
 	const secret = "s3cret-in-url"
-	bad, err := store.Open(ctx, "Postgres://user:"+secret+"@db.example.invalid:5432/x?sslmode=disable")
+	// Loopback, with nothing listening: no name is looked up, no packet
+	// leaves the machine.
+	bad, err := store.Open(ctx, "Postgres://user:"+secret+"@127.0.0.1:1/x?sslmode=disable")
 	if err == nil {
 		bad.Close()
-		t.Fatal("Open of a URL whose host does not resolve succeeded: it connected somewhere else")
+		t.Fatal("Open of a URL whose server is not there succeeded: it connected somewhere else")
 	}
 	if strings.Contains(err.Error(), secret) {
 		t.Errorf("Open error leaks the URL's password: %v", err)
