@@ -19,19 +19,22 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
 
 // Core is what the API needs of the scheduling core.
 type Core interface {
-	Create(ctx context.Context, owner string, raw map[string]json.RawMessage) (*store.Cluster, error)
+	Create(ctx context.Context, who quota.Who, raw map[string]json.RawMessage) (*store.Cluster, error)
 	Get(ctx context.Context, owner, name string) (*store.Cluster, error)
 	Wait(ctx context.Context, owner, name string, timeout time.Duration) (*store.Cluster, error)
 	List(ctx context.Context, owner string, statuses []store.Status) ([]*store.Cluster, error)
 	Events(ctx context.Context, owner, name string) ([]store.Event, error)
-	Scale(ctx context.Context, owner, name string, count int) (string, error)
-	Adapt(ctx context.Context, owner, name string, minimum, maximum int, active bool) (string, error)
+	Scale(ctx context.Context, who quota.Who, name string, count int) (string, error)
+	Adapt(ctx context.Context, who quota.Who, name string, minimum, maximum int, active bool) (string, error)
+	ListAll(ctx context.Context, statuses []store.Status) ([]*store.Cluster, error)
+	AdminStop(ctx context.Context, by store.Actor, name string) error
 	Stop(ctx context.Context, owner, name, why string) error
 	Logs(ctx context.Context, owner, name string, tail int, w io.Writer) error
 	Limits() scheduler.Limits
@@ -48,6 +51,9 @@ type Config struct {
 	// Issuer and ClientID tell the CLI where to log in.
 	Issuer   string
 	ClientID string
+	// OnExceed is what a scale beyond quota does (clamp or refuse), shown
+	// to users with their quota.
+	OnExceed string
 }
 
 // Server is the API handler.
@@ -62,6 +68,8 @@ type Server struct {
 	tokens   TokenStore     // nil: no API tokens
 	limiter  *auth.FailureLimiter
 	browser  *BrowserLogin // nil: no OIDC browser login
+	quotas   Quotas        // nil: no quotas, usage or admin API
+	records  Records
 }
 
 // New builds the API. sessions may be nil.
@@ -98,6 +106,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/tokens", s.authed(s.tokensEnabled(s.createToken)))
 	m.HandleFunc("GET /api/v1/tokens", s.authed(s.tokensEnabled(s.listTokens)))
 	m.HandleFunc("DELETE /api/v1/tokens/{id}", s.authed(s.tokensEnabled(s.revokeToken)))
+	s.adminRoutes()
 	m.HandleFunc("GET /auth/ticket", s.confirmTicket)
 	m.HandleFunc("POST /auth/ticket", s.redeemTicket)
 	m.HandleFunc("POST /auth/logout", s.logout)
@@ -221,6 +230,8 @@ func (s *Server) coreError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, http.StatusNotFound, "cluster_not_found", "cluster "+r.PathValue("name")+" not found")
 	case errors.Is(err, scheduler.ErrInvalid):
 		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", detail(err, scheduler.ErrInvalid))
+	case errors.Is(err, quota.ErrExceeded):
+		WriteError(w, http.StatusForbidden, "quota_exceeded", "quota exceeded: "+err.Error())
 	case errors.Is(err, scheduler.ErrConflict):
 		WriteError(w, http.StatusConflict, "conflict", detail(err, scheduler.ErrConflict))
 	case errors.Is(err, context.Canceled):
@@ -286,29 +297,36 @@ func (s *Server) authConfig(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) options(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"cluster_options": s.core.Limits().Spec()})
+	lim := s.core.Limits()
+	if s.quotas != nil {
+		// The spec is the caller's: a quota's tighter bounds show in it,
+		// so that clients offer only what will be admitted.
+		eff, err := s.quotas.Effective(r.Context(), whoOf(r))
+		if err != nil {
+			s.quotaError(w, r, err)
+			return
+		}
+		if m := eff.Limits.MaxWorkersPerCluster; m != nil && float64(*m) < float64(lim.MaxWorkers) {
+			lim.MaxWorkers = int(*m)
+		}
+		if m := eff.Limits.MaxIdleTimeout; m != nil && *m != quota.UnlimitedDuration {
+			if d := time.Duration(*m); lim.MaxIdleTimeout == 0 || d < lim.MaxIdleTimeout {
+				lim.MaxIdleTimeout = d
+			}
+			if lim.DefaultIdleTimeout == 0 || lim.DefaultIdleTimeout > lim.MaxIdleTimeout {
+				lim.DefaultIdleTimeout = lim.MaxIdleTimeout
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"cluster_options": lim.Spec()})
 }
 
 func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
-	statuses := []store.Status{store.Pending, store.Starting, store.Running}
-	if q := r.URL.Query().Get("status"); q != "" {
-		statuses = nil
-		for _, part := range strings.Split(q, ",") {
-			if strings.EqualFold(strings.TrimSpace(part), "all") {
-				statuses = nil
-				break
-			}
-			st, err := store.ParseStatus(part)
-			if err != nil {
-				WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
-				return
-			}
-			statuses = append(statuses, st)
-			if st == store.Pending {
-				statuses = append(statuses, store.Starting) // the client's PENDING covers our STARTING
-			}
-		}
+	statuses, err := statusesOf(r)
+	if err != nil {
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
+		return
 	}
 	cls, err := s.core.List(r.Context(), u.Owner(), statuses)
 	if err != nil {
@@ -328,12 +346,11 @@ type createRequest struct {
 }
 
 func (s *Server) createCluster(w http.ResponseWriter, r *http.Request) {
-	u := UserFrom(r.Context())
 	var req createRequest
 	if !decode(w, r, &req) {
 		return
 	}
-	c, err := s.core.Create(r.Context(), u.Owner(), req.ClusterOptions)
+	c, err := s.core.Create(r.Context(), whoOf(r), req.ClusterOptions)
 	if err != nil {
 		s.coreError(w, r, err)
 		return
@@ -382,7 +399,6 @@ func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
-	u := UserFrom(r.Context())
 	var req struct {
 		Count *json.Number `json:"count"`
 	}
@@ -398,7 +414,7 @@ func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", fmt.Sprintf("scale expects a non-negative whole number of workers, got %s", req.Count))
 		return
 	}
-	msg, err := s.core.Scale(r.Context(), u.Owner(), r.PathValue("name"), n)
+	msg, err := s.core.Scale(r.Context(), whoOf(r), r.PathValue("name"), n)
 	if err != nil {
 		s.coreError(w, r, err)
 		return
@@ -407,7 +423,6 @@ func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) adaptCluster(w http.ResponseWriter, r *http.Request) {
-	u := UserFrom(r.Context())
 	// dask-gateway's client sends null for bounds it leaves to the server.
 	var req struct {
 		Minimum *int  `json:"minimum"`
@@ -427,7 +442,7 @@ func (s *Server) adaptCluster(w http.ResponseWriter, r *http.Request) {
 	if req.Active != nil {
 		active = *req.Active
 	}
-	msg, err := s.core.Adapt(r.Context(), u.Owner(), r.PathValue("name"), minimum, maximum, active)
+	msg, err := s.core.Adapt(r.Context(), whoOf(r), r.PathValue("name"), minimum, maximum, active)
 	if err != nil {
 		s.coreError(w, r, err)
 		return

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -32,7 +34,8 @@ func (f *fakeCore) get(owner, name string) (*store.Cluster, error) {
 	return c, nil
 }
 
-func (f *fakeCore) Create(_ context.Context, owner string, raw map[string]json.RawMessage) (*store.Cluster, error) {
+func (f *fakeCore) Create(_ context.Context, who quota.Who, raw map[string]json.RawMessage) (*store.Cluster, error) {
+	owner := who.ID
 	if _, err := (scheduler.Limits{MaxWorkers: 10, MaxWorkerThreads: 4, MaxWorkerMemory: 8}).ParseOptions(raw); err != nil {
 		return nil, err
 	}
@@ -65,7 +68,8 @@ func (f *fakeCore) Events(_ context.Context, owner, name string) ([]store.Event,
 	}
 	return []store.Event{{At: time.UnixMilli(1000), Kind: "created", Message: "by " + owner}}, nil
 }
-func (f *fakeCore) Scale(_ context.Context, owner, name string, n int) (string, error) {
+func (f *fakeCore) Scale(_ context.Context, who quota.Who, name string, n int) (string, error) {
+	owner := who.ID
 	if _, err := f.get(owner, name); err != nil {
 		return "", err
 	}
@@ -75,7 +79,8 @@ func (f *fakeCore) Scale(_ context.Context, owner, name string, n int) (string, 
 	}
 	return "", nil
 }
-func (f *fakeCore) Adapt(_ context.Context, owner, name string, lo, hi int, active bool) (string, error) {
+func (f *fakeCore) Adapt(_ context.Context, who quota.Who, name string, lo, hi int, active bool) (string, error) {
+	owner := who.ID
 	if _, err := f.get(owner, name); err != nil {
 		return "", err
 	}
@@ -306,4 +311,11 @@ func TestDashboardLinkFlow(t *testing.T) {
 	if resp.StatusCode != http.StatusNoContent || !strings.Contains(resp.Header.Get("Set-Cookie"), "Max-Age=0") {
 		t.Errorf("logout: %d %q", resp.StatusCode, resp.Header.Get("Set-Cookie"))
 	}
+}
+
+func (f *fakeCore) ListAll(_ context.Context, _ []store.Status) ([]*store.Cluster, error) {
+	return nil, nil
+}
+func (f *fakeCore) AdminStop(_ context.Context, _ store.Actor, name string) error {
+	return fmt.Errorf("%w: %s", scheduler.ErrNotFound, name)
 }

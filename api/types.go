@@ -24,12 +24,14 @@ type Cluster struct {
 // ClusterDetail is the gateway's own richer view (?view=detail).
 type ClusterDetail struct {
 	Cluster
-	Phase    string `json:"phase"`  // STARTING etc. plus progress, e.g. "waiting for workers 1/2"
-	State    string `json:"state"`  // the gateway's own status, with STARTING
-	Reason   string `json:"reason"` // why it failed or stopped
-	Owner    string `json:"owner"`
-	Provider string `json:"provider"`
-	Workers  struct {
+	Phase  string `json:"phase"`  // STARTING etc. plus progress, e.g. "waiting for workers 1/2"
+	State  string `json:"state"`  // the gateway's own status, with STARTING
+	Reason string `json:"reason"` // why it failed or stopped
+	Owner  string `json:"owner"`
+	// OwnerName is the owner's user name (Owner is the stable id).
+	OwnerName string `json:"owner_name,omitempty"`
+	Provider  string `json:"provider"`
+	Workers   struct {
 		Requested int `json:"requested"`
 		Ready     int `json:"ready"`
 	} `json:"workers"`
@@ -97,7 +99,7 @@ func (s *Server) clusterJSON(c *store.Cluster, detail, readOnly bool) any {
 	if !detail {
 		return out
 	}
-	d := ClusterDetail{Cluster: out, Phase: c.Phase, State: string(c.Status), Reason: c.Reason, Owner: c.Owner,
+	d := ClusterDetail{Cluster: out, Phase: c.Phase, State: string(c.Status), Reason: c.Reason, Owner: c.Owner, OwnerName: c.OwnerName,
 		Provider: c.Provider, ServerName: SNIPrefix + c.Name, CreatedAt: c.CreatedAt.UTC()}
 	d.Workers.Requested, d.Workers.Ready = c.DesiredWorkers, c.ReadyWorkers
 	if c.Adaptive {

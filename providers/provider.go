@@ -96,6 +96,22 @@ type Provider interface {
 	StopCluster(ctx context.Context, cluster string) error
 }
 
+// Immediate is implemented by backends whose Describe lists a member as
+// soon as its start call returns (no eventual consistency): a member such
+// a backend does not list was never started, or was forgotten after it
+// stopped. The usage ledger counts no time for a member never started.
+type Immediate interface {
+	ListsImmediately()
+}
+
+// StopTimes is implemented by backends that know when the members of a
+// cluster they stopped with StopCluster ended; the usage ledger dates
+// their stops by it rather than by when the call returned.
+type StopTimes interface {
+	// StoppedAt reports, once, when the member ended, if known.
+	StoppedAt(cluster, member string) (time.Time, bool)
+}
+
 // LogReader is implemented by backends that keep members' logs.
 type LogReader interface {
 	// Logs writes the cluster's logs, each line prefixed by the member name,

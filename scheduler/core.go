@@ -25,6 +25,7 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -42,6 +43,10 @@ type Store interface {
 	ListClusters(ctx context.Context, f store.Filter) ([]*store.Cluster, error)
 	UpdateCluster(ctx context.Context, name string, fn store.UpdateFunc) (*store.Cluster, error)
 	Events(ctx context.Context, cluster string) ([]store.Event, error)
+	AdmitCluster(ctx context.Context, c *store.Cluster, monthStart time.Time, admit store.AdmitFunc) error
+	UpdateOwned(ctx context.Context, name string, monthStart time.Time, fn store.OwnedUpdateFunc) (*store.Cluster, error)
+	RecordLedger(ctx context.Context, cluster string, entries ...store.LedgerEntry) error
+	OpenMembers(ctx context.Context, cluster string) (map[string]time.Time, error)
 	AcquireLease(ctx context.Context, cluster, holder string, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, cluster, holder string) error
 }
@@ -74,6 +79,11 @@ type Config struct {
 	ReplicaID string
 	LeaseTTL  time.Duration
 	Reaper    ReaperConfig
+	// Quotas bound what each user may run (nil: only Limits apply).
+	Quotas Quotas
+	// Price estimates a member's price per hour for the usage ledger
+	// (nil: 0).
+	Price func(quota.Size) float64
 }
 
 func (c *Config) setDefaults() {
@@ -124,12 +134,14 @@ type Core struct {
 	queue    *queue
 
 	mu        sync.Mutex
-	watchers  map[string]*watch          // per cluster, closed on its next change
-	exits     map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
-	active    map[string]time.Time       // last time each running cluster was seen busy
-	reaped    atomic.Int64               // leftover clusters the reaper stopped
-	answered  map[string]time.Time       // last answer of each running scheduler
-	downSince map[string]time.Time       // when each adaptive cluster first asked for fewer workers
+	watchers  map[string]*watch               // per cluster, closed on its next change
+	exits     map[string]map[string]bool      // workers seen exiting on their own, per cluster (names are never reused)
+	active    map[string]time.Time            // last time each running cluster was seen busy
+	reaped    atomic.Int64                    // leftover clusters the reaper stopped
+	answered  map[string]time.Time            // last answer of each running scheduler
+	downSince map[string]time.Time            // when each adaptive cluster first asked for fewer workers
+	ledger    map[string]map[string]time.Time // per cluster, members whose ledger interval is open, and since when (loaded on first use)
+	quotaNote map[string]string               // per cluster, the last quota message recorded for adaptive scaling
 }
 
 // New makes a core. Run starts its loop.
@@ -147,6 +159,8 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 		active:    map[string]time.Time{},
 		answered:  map[string]time.Time{},
 		downSince: map[string]time.Time{},
+		ledger:    map[string]map[string]time.Time{},
+		quotaNote: map[string]string{},
 	}
 }
 
@@ -304,6 +318,16 @@ func (c *Core) update(ctx context.Context, name string, fn store.UpdateFunc) (*s
 	return cl, err
 }
 
+// updateOwned is update for growth that quotas bound: fn also sees the
+// owner's other live clusters and this month's ledger totals.
+func (c *Core) updateOwned(ctx context.Context, name string, fn store.OwnedUpdateFunc) (*store.Cluster, error) {
+	cl, err := c.store.UpdateOwned(ctx, name, quota.MonthStart(c.now()), fn)
+	if err == nil {
+		c.notify(name)
+	}
+	return cl, err
+}
+
 // errStale aborts an update whose premise no longer holds: someone else
 // changed the cluster since it was read. The loop simply runs again.
 var errStale = errors.New("cluster changed meanwhile")
@@ -332,14 +356,36 @@ func ValidName(s string) bool {
 	return true
 }
 
-// Create validates the options and records a new PENDING cluster. The
-// reconcile loop does the rest.
-func (c *Core) Create(ctx context.Context, owner string, raw map[string]json.RawMessage) (*store.Cluster, error) {
+// Create validates the options, admits the cluster against the user's
+// quota and records it PENDING. The reconcile loop does the rest.
+func (c *Core) Create(ctx context.Context, who Who, raw map[string]json.RawMessage) (*store.Cluster, error) {
 	opts, err := c.cfg.Limits.ParseOptions(raw)
 	if err != nil {
 		return nil, err
 	}
+	eff, err := c.effective(ctx, who)
+	if err != nil {
+		return nil, err
+	}
+	if m := eff.Limits.MaxIdleTimeout; m != nil && *m != quota.UnlimitedDuration {
+		if v, given := raw["idle_timeout"]; !given || string(v) == "null" {
+			// The gateway's default is not the user's choice: bring it
+			// within the user's maximum rather than refuse.
+			if maxSec := int(time.Duration(*m) / time.Second); opts.IdleTimeout == 0 || opts.IdleTimeout > maxSec {
+				opts.IdleTimeout = maxSec
+			}
+		}
+	}
+	if m := eff.Limits.MaxLifetime; m != nil && *m != quota.UnlimitedDuration {
+		opts.MaxLifetime = int(time.Duration(*m) / time.Second)
+	}
+	shape := c.shape(opts)
+	if err := eff.CheckShape(shape, opts.Workers, time.Duration(opts.IdleTimeout)*time.Second); err != nil {
+		return nil, err
+	}
 	optJSON, _ := json.Marshal(opts)
+	shapeJSON, _ := json.Marshal(shape)
+	monthStart := quota.MonthStart(c.now())
 	for attempt := 0; ; attempt++ {
 		name := NewName()
 		pair, err := pki.ClusterCert(name, c.cfg.CertLifetime, c.now())
@@ -347,18 +393,24 @@ func (c *Core) Create(ctx context.Context, owner string, raw map[string]json.Raw
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
 		cl := &store.Cluster{
-			Name: name, Owner: owner, Status: store.Pending, Phase: "queued", Provider: c.provider.Name(),
-			Options: string(optJSON), DesiredWorkers: opts.Workers, TLSCert: pair.CertPEM, TLSKey: pair.KeyPEM,
-			CreatedAt: c.now(),
+			Name: name, Owner: who.ID, OwnerName: who.Name, OwnerGroups: who.Groups, Status: store.Pending, Phase: "queued",
+			Provider: c.provider.Name(), Options: string(optJSON), Shape: string(shapeJSON), DesiredWorkers: opts.Workers,
+			TLSCert: pair.CertPEM, TLSKey: pair.KeyPEM, CreatedAt: c.now(),
 		}
-		err = c.store.CreateCluster(ctx, cl)
+		err = c.store.AdmitCluster(ctx, cl, monthStart, func(live []*store.Cluster, month store.Totals) error {
+			return eff.Admit(InUse(live), monthOf(monthStart, month), shape, opts.Workers)
+		})
 		if errors.Is(err, store.ErrExists) && attempt < 3 {
 			continue
+		}
+		if errors.Is(err, quota.ErrExceeded) {
+			c.log.Info("cluster refused by quota", "owner", who.Name, "reason", quotaMessage(err))
+			return nil, err
 		}
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
-		c.log.Info("cluster requested", "cluster", name, "owner", owner, "workers", opts.Workers)
+		c.log.Info("cluster requested", "cluster", name, "owner", who.Name, "workers", opts.Workers)
 		c.queue.Add(name)
 		return cl, nil
 	}
@@ -424,21 +476,38 @@ func (c *Core) Events(ctx context.Context, owner, name string) ([]store.Event, e
 }
 
 // Scale sets the wanted number of workers. A count above the per-cluster
-// limit is clamped, and the returned message says so.
-func (c *Core) Scale(ctx context.Context, owner, name string, count int) (msg string, err error) {
-	if _, err := c.Get(ctx, owner, name); err != nil {
+// limit is clamped; growth beyond the owner's quota is clamped or refused
+// (quotas.on_exceed). The returned message says what was done instead.
+func (c *Core) Scale(ctx context.Context, who Who, name string, count int) (msg string, err error) {
+	if _, err := c.Get(ctx, who.ID, name); err != nil {
 		return "", err
 	}
 	if count < 0 {
 		return "", fmt.Errorf("%w: scale expects a non-negative number of workers, got %d", ErrInvalid, count)
 	}
+	asked := count
 	if max := c.cfg.Limits.MaxWorkers; count > max {
 		msg = fmt.Sprintf("Scale request of %d workers would exceed the limit of %d workers per cluster; scaling to %d instead.", count, max, max)
 		count = max
 	}
-	_, err = c.update(ctx, name, func(cl *store.Cluster) (store.Event, error) {
+	eff, err := c.effective(ctx, who)
+	if err != nil {
+		return "", err
+	}
+	_, err = c.updateOwned(ctx, name, func(cl *store.Cluster, others []*store.Cluster, month store.Totals) (store.Event, error) {
 		if !cl.Status.Live() {
 			return store.Event{}, fmt.Errorf("%w: cluster %s is %s; only a pending or running cluster can be scaled", ErrConflict, name, cl.Status)
+		}
+		if count > cl.DesiredWorkers {
+			allowed, why := c.growTo(eff, cl, others, month, count)
+			if allowed < count {
+				if c.onExceed() == quota.Refuse {
+					return store.Event{}, &quota.ExceededError{Limit: limitOf(why), Msg: fmt.Sprintf(
+						"Scale request of %d workers refused: %s (the cluster keeps its %d workers)", asked, quotaMessage(why), cl.DesiredWorkers)}
+				}
+				msg = fmt.Sprintf("Scale request of %d workers %s; scaling to %d instead.", asked, quotaMessage(why), allowed)
+				count = allowed
+			}
 		}
 		if cl.DesiredWorkers == count && !cl.Adaptive {
 			return store.Event{}, nil
@@ -446,8 +515,15 @@ func (c *Core) Scale(ctx context.Context, owner, name string, count int) (msg st
 		from := cl.DesiredWorkers
 		cl.DesiredWorkers = count
 		cl.Adaptive = false // a manual scale ends adaptive scaling, as in dask-gateway
-		return store.Event{Kind: "scale", Message: fmt.Sprintf("%d -> %d workers by %s", from, count, owner)}, nil
+		ev := fmt.Sprintf("%d -> %d workers by %s", from, count, who.Name)
+		if count != asked {
+			ev += fmt.Sprintf(" (asked for %d)", asked)
+		}
+		return store.Event{Kind: "scale", Message: ev}, nil
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -455,21 +531,41 @@ func (c *Core) Scale(ctx context.Context, owner, name string, count int) (msg st
 	return msg, nil
 }
 
+func limitOf(err error) string {
+	var x *quota.ExceededError
+	if errors.As(err, &x) {
+		return x.Limit
+	}
+	return ""
+}
+
 // Adapt turns adaptive scaling on within [minimum, maximum] workers, or off.
 // A maximum above the per-cluster limit is clamped, and the message says so.
-func (c *Core) Adapt(ctx context.Context, owner, name string, minimum, maximum int, active bool) (msg string, err error) {
-	if _, err := c.Get(ctx, owner, name); err != nil {
+func (c *Core) Adapt(ctx context.Context, who Who, name string, minimum, maximum int, active bool) (msg string, err error) {
+	owner := who.Name
+	if _, err := c.Get(ctx, who.ID, name); err != nil {
 		return "", err
 	}
 	if active {
 		if minimum < 0 || maximum < minimum {
 			return "", fmt.Errorf("%w: adaptive scaling needs 0 <= minimum <= maximum, got minimum %d, maximum %d", ErrInvalid, minimum, maximum)
 		}
-		if lim := c.cfg.Limits.MaxWorkers; maximum > lim {
-			msg = fmt.Sprintf("Adaptive maximum of %d workers would exceed the limit of %d workers per cluster; using %d instead.", maximum, lim, lim)
+		lim, what := c.cfg.Limits.MaxWorkers, "the limit of %d workers per cluster"
+		eff, err := c.effective(ctx, who)
+		if err != nil {
+			return "", err
+		}
+		if m := eff.Limits.MaxWorkersPerCluster; m != nil && float64(*m) < float64(lim) {
+			lim = int(*m)
+			what = "your limit of %d workers per cluster (max_workers_per_cluster, from " + eff.Source("max_workers_per_cluster") + ")"
+		}
+		if maximum > lim {
+			msg = fmt.Sprintf("Adaptive maximum of %d workers would exceed "+what+"; using %d instead.", maximum, lim, lim)
 			maximum = lim
 			minimum = min(minimum, lim)
 		}
+		// The other limits (totals, budgets) are applied at each step up:
+		// what fits changes as the user's other clusters come and go.
 	}
 	_, err = c.update(ctx, name, func(cl *store.Cluster) (store.Event, error) {
 		if !cl.Status.Live() {
@@ -507,14 +603,35 @@ func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts schedulerCou
 	if target == cl.DesiredWorkers || (down && now.Sub(since) < adaptDownAfter) {
 		return false, nil
 	}
-	_, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+	var eff quota.Effective
+	if target > cl.DesiredWorkers {
+		var err error
+		if eff, err = c.effective(ctx, whoOf(cl)); err != nil {
+			return false, err
+		}
+	}
+	var note string
+	_, err := c.updateOwned(ctx, cl.Name, func(x *store.Cluster, others []*store.Cluster, month store.Totals) (store.Event, error) {
 		if !x.Adaptive || x.Status != store.Running {
 			return store.Event{}, errStale
 		}
+		want := target
+		if want > x.DesiredWorkers {
+			allowed, why := c.growTo(eff, x, others, month, want)
+			if allowed < want {
+				want, note = allowed, fmt.Sprintf("the scheduler asks for %d workers; %s", counts.Desired, quotaMessage(why))
+			}
+		}
+		if want == x.DesiredWorkers {
+			return store.Event{}, errStale
+		}
 		from := x.DesiredWorkers
-		x.DesiredWorkers = target
-		return store.Event{Kind: "adaptive", Message: fmt.Sprintf("%d -> %d workers (the scheduler asks for %d)", from, target, counts.Desired)}, nil
+		x.DesiredWorkers = want
+		return store.Event{Kind: "adaptive", Message: fmt.Sprintf("%d -> %d workers (the scheduler asks for %d)", from, want, counts.Desired)}, nil
 	})
+	if note != "" {
+		c.noteQuota(ctx, cl.Name, note)
+	}
 	if errors.Is(err, errStale) {
 		return false, nil
 	}
@@ -522,6 +639,20 @@ func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts schedulerCou
 	delete(c.downSince, cl.Name)
 	c.mu.Unlock()
 	return err == nil, err
+}
+
+// noteQuota records, once per distinct message, why adaptive scaling was
+// held back, so that the cluster's events say so without repeating it
+// at every poll.
+func (c *Core) noteQuota(ctx context.Context, cluster, note string) {
+	c.mu.Lock()
+	same := c.quotaNote[cluster] == note
+	c.quotaNote[cluster] = note
+	c.mu.Unlock()
+	if !same {
+		c.log.Info("adaptive scaling held by quota", "cluster", cluster, "why", note)
+		c.event(ctx, cluster, "quota", note)
+	}
 }
 
 const adaptDownAfter = 3 * time.Second
@@ -588,9 +719,12 @@ func (c *Core) Shutdown(ctx context.Context) {
 				return
 			}
 			c.router.DeleteRoute(cl.Name)
+			ends := c.endStops(ctx, cl.Name)
 			_, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
 				x.Reason = "the gateway shut down"
-				return c.stopped(x), nil
+				ev := c.stopped(x)
+				ev.Ledger = ends
+				return ev, nil
 			})
 			if err != nil {
 				c.log.Error("shutdown: record stop", "cluster", cl.Name, "err", err)
@@ -632,7 +766,10 @@ func (c *Core) reconcile(ctx context.Context, name string) (time.Duration, error
 				return store.Event{}, errStale
 			}
 			x.Status, x.Phase = store.Starting, "starting scheduler"
-			return store.Event{Kind: "starting", Message: "starting the scheduler on " + c.provider.Name()}, nil
+			// The ledger's clock starts before the machine does: a crash
+			// between the two then never leaves a machine unaccounted.
+			return store.Event{Kind: "starting", Message: "starting the scheduler on " + c.provider.Name(),
+				Ledger: ledgerStart(shapeOf(x).Scheduler, schedulerMember)}, nil
 		})
 		if err != nil && !errors.Is(err, errStale) {
 			return time.Second, err
@@ -735,6 +872,11 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 	}
 	c.router.SetRoute(cl.Name, cl.Owner, cl.SchedulerAddress, cl.DashboardAddress)
 
+	// Before anything starts or stops below: members started in this
+	// pass are not in members yet.
+	if err := c.syncLedger(ctx, cl, members); err != nil {
+		return time.Second, err
+	}
 	var alive []providers.Member
 	for _, m := range members {
 		if m.Role != providers.RoleWorker {
@@ -762,12 +904,16 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		// Record the names before starting anything: a crash between the
 		// two can then never start a worker twice under one name.
 		first := cl.NextWorkerSeq
+		names := make([]string, 0, missing)
+		for seq := first; seq < first+missing; seq++ {
+			names = append(names, "worker-"+strconv.Itoa(seq))
+		}
 		cl, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
 			if x.Status != store.Running || x.NextWorkerSeq != first {
 				return store.Event{}, errStale
 			}
 			x.NextWorkerSeq += missing
-			return store.Event{}, nil
+			return store.Event{Ledger: ledgerStart(shapeOf(x).Worker, names...)}, nil
 		})
 		if errors.Is(err, errStale) {
 			return 1, nil
@@ -775,9 +921,9 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		if err != nil {
 			return time.Second, err
 		}
+		c.ledgerOpened(cl.Name, names...)
 		spec := c.spec(cl)
-		for seq := first; seq < first+missing; seq++ {
-			w := "worker-" + strconv.Itoa(seq)
+		for _, w := range names {
 			if err := c.provider.StartWorker(ctx, spec, w, cl.SchedulerAddress); err != nil {
 				return 0, c.fail(ctx, cl, fmt.Sprintf("could not start %s: %v", w, err))
 			}
@@ -786,6 +932,12 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		// Stop the newest first: the oldest hold the most data.
 		sort.Slice(alive, func(i, j int) bool { return workerSeq(alive[i].Name) > workerSeq(alive[j].Name) })
 		for _, m := range alive[:extra] {
+			// The ledger stops at the intent, as it starts at one: a crash
+			// after it only lets the stop happen later, and a member the
+			// backend no longer lists is then never in doubt.
+			if err := c.ledgerClosed(ctx, cl.Name, m.Name, time.Time{}); err != nil {
+				return time.Second, err
+			}
 			if err := c.provider.StopWorker(ctx, cl.Name, m.Name); err != nil {
 				return time.Second, err
 			}
@@ -860,11 +1012,15 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 // its idle timeout, or past the maximum lifetime; "" when neither.
 func (c *Core) expired(cl *store.Cluster) string {
 	now := c.now()
-	if max := c.cfg.MaxLifetime; max > 0 && !cl.StartedAt.IsZero() && now.Sub(cl.StartedAt) >= max {
-		return fmt.Sprintf("reached the maximum lifetime of %s", max)
-	}
 	var o Options
 	_ = json.Unmarshal([]byte(cl.Options), &o)
+	lifetime, whose := c.cfg.MaxLifetime, "the"
+	if q := time.Duration(o.MaxLifetime) * time.Second; q > 0 && (lifetime <= 0 || q < lifetime) {
+		lifetime, whose = q, "your quota's"
+	}
+	if lifetime > 0 && !cl.StartedAt.IsZero() && now.Sub(cl.StartedAt) >= lifetime {
+		return fmt.Sprintf("reached %s maximum lifetime of %s", whose, lifetime)
+	}
 	if o.IdleTimeout <= 0 {
 		return ""
 	}
@@ -935,11 +1091,14 @@ func (c *Core) reconcileStopping(ctx context.Context, cl *store.Cluster) (time.D
 	if err := c.provider.StopCluster(ctx, cl.Name); err != nil {
 		return time.Second, fmt.Errorf("stop cluster: %w", err)
 	}
+	ends := c.endStops(ctx, cl.Name)
 	_, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
 		if x.Status != store.Stopping {
 			return store.Event{}, errStale
 		}
-		return c.stopped(x), nil
+		ev := c.stopped(x)
+		ev.Ledger = ends
+		return ev, nil
 	})
 	if err != nil && !errors.Is(err, errStale) {
 		return time.Second, err
@@ -953,7 +1112,7 @@ func (c *Core) reconcileStopping(ctx context.Context, cl *store.Cluster) (time.D
 // was asked for (its reason, if any, says by whom or why).
 func (c *Core) stopped(x *store.Cluster) store.Event {
 	x.Status, x.Phase, x.StoppedAt, x.ReadyWorkers = store.Stopped, "stopped", c.now(), 0
-	return store.Event{Kind: "stopped", Message: orDefault(x.Reason, "stopped")}
+	return store.Event{Kind: "stopped", Message: orDefault(x.Reason, "stopped"), CloseLedger: true}
 }
 
 // fail stops whatever runs of the cluster and records why it failed.
@@ -962,15 +1121,18 @@ func (c *Core) fail(ctx context.Context, cl *store.Cluster, reason string) error
 	if err := c.provider.StopCluster(ctx, cl.Name); err != nil {
 		return fmt.Errorf("clean up failed cluster: %w", err)
 	}
+	ends := c.endStops(ctx, cl.Name)
 	_, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
 		if !x.Status.Active() {
 			return store.Event{}, errStale
 		}
 		if x.Status == store.Stopping { // a stop was asked: honour it as a stop
-			return c.stopped(x), nil
+			ev := c.stopped(x)
+			ev.Ledger = ends
+			return ev, nil
 		}
 		x.Status, x.Phase, x.Reason, x.StoppedAt, x.ReadyWorkers = store.Failed, "failed", reason, c.now(), 0
-		return store.Event{Kind: "failed", Message: reason}, nil
+		return store.Event{Kind: "failed", Message: reason, Ledger: ends, CloseLedger: true}, nil
 	})
 	c.forget(cl.Name)
 	if errors.Is(err, errStale) {
@@ -988,6 +1150,8 @@ func (c *Core) forget(name string) {
 	delete(c.active, name)
 	delete(c.answered, name)
 	delete(c.downSince, name)
+	delete(c.ledger, name)
+	delete(c.quotaNote, name)
 	c.mu.Unlock()
 }
 

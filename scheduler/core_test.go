@@ -563,7 +563,7 @@ func rawOptions(t *testing.T, opts map[string]any) map[string]json.RawMessage {
 
 func (h *harness) create(owner string, workers int) *store.Cluster {
 	h.t.Helper()
-	cl, err := h.core.Create(h.ctx, owner, rawOptions(h.t, map[string]any{"workers": workers}))
+	cl, err := h.core.Create(h.ctx, who(owner), rawOptions(h.t, map[string]any{"workers": workers}))
 	if err != nil {
 		h.t.Fatalf("Create: %v", err)
 	}
@@ -713,7 +713,7 @@ func TestHappyPath(t *testing.T) {
 	h.start()
 
 	raw := rawOptions(t, map[string]any{"workers": 2, "worker_threads": 3, "worker_memory": 1.5})
-	cl, err := h.core.Create(h.ctx, "alice", raw)
+	cl, err := h.core.Create(h.ctx, who("alice"), raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -781,7 +781,7 @@ func TestCreateRejectsBadOptions(t *testing.T) {
 		{"worker_threads": 9},
 		{"image": "evil"},
 	} {
-		if _, err := h.core.Create(h.ctx, "alice", rawOptions(t, opts)); !errors.Is(err, scheduler.ErrInvalid) {
+		if _, err := h.core.Create(h.ctx, who("alice"), rawOptions(t, opts)); !errors.Is(err, scheduler.ErrInvalid) {
 			t.Errorf("Create(%v): %v, want ErrInvalid", opts, err)
 		}
 	}
@@ -826,7 +826,7 @@ func TestScale(t *testing.T) {
 	h.waitSettled(cl.Name, 2)
 
 	// Up by one: exactly one new worker, with a new name.
-	if msg, err := h.core.Scale(h.ctx, "alice", cl.Name, 3); err != nil || msg != "" {
+	if msg, err := h.core.Scale(h.ctx, who("alice"), cl.Name, 3); err != nil || msg != "" {
 		t.Fatalf("Scale 3: %q %v", msg, err)
 	}
 	h.waitSettled(cl.Name, 3)
@@ -836,7 +836,7 @@ func TestScale(t *testing.T) {
 	}
 
 	// Down to one: the newest go first.
-	if _, err := h.core.Scale(h.ctx, "alice", cl.Name, 1); err != nil {
+	if _, err := h.core.Scale(h.ctx, who("alice"), cl.Name, 1); err != nil {
 		t.Fatal(err)
 	}
 	h.waitSettled(cl.Name, 1)
@@ -848,7 +848,7 @@ func TestScale(t *testing.T) {
 	}
 
 	// Up again: names are never reused.
-	if _, err := h.core.Scale(h.ctx, "alice", cl.Name, 2); err != nil {
+	if _, err := h.core.Scale(h.ctx, who("alice"), cl.Name, 2); err != nil {
 		t.Fatal(err)
 	}
 	h.waitSettled(cl.Name, 2)
@@ -857,7 +857,7 @@ func TestScale(t *testing.T) {
 	}
 
 	// Above the limit: clamped, and said so.
-	msg, err := h.core.Scale(h.ctx, "alice", cl.Name, 7)
+	msg, err := h.core.Scale(h.ctx, who("alice"), cl.Name, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -870,7 +870,7 @@ func TestScale(t *testing.T) {
 	}
 	// The same count again records nothing.
 	before := len(h.events(cl.Name))
-	if _, err := h.core.Scale(h.ctx, "alice", cl.Name, 5); err != nil {
+	if _, err := h.core.Scale(h.ctx, who("alice"), cl.Name, 5); err != nil {
 		t.Fatal(err)
 	}
 	evs := h.events(cl.Name)
@@ -883,19 +883,19 @@ func TestScale(t *testing.T) {
 			scales = append(scales, e.Message)
 		}
 	}
-	wantScales := []string{"2 -> 3 workers by alice", "3 -> 1 workers by alice", "1 -> 2 workers by alice", "2 -> 5 workers by alice"}
+	wantScales := []string{"2 -> 3 workers by alice", "3 -> 1 workers by alice", "1 -> 2 workers by alice", "2 -> 5 workers by alice (asked for 7)"}
 	if !slices.Equal(scales, wantScales) {
 		t.Errorf("scale events %q, want %q", scales, wantScales)
 	}
 
 	// Refusals.
-	if _, err := h.core.Scale(h.ctx, "alice", cl.Name, -1); !errors.Is(err, scheduler.ErrInvalid) {
+	if _, err := h.core.Scale(h.ctx, who("alice"), cl.Name, -1); !errors.Is(err, scheduler.ErrInvalid) {
 		t.Errorf("Scale -1: %v, want ErrInvalid", err)
 	}
-	if _, err := h.core.Scale(h.ctx, "bob", cl.Name, 1); !errors.Is(err, scheduler.ErrNotFound) {
+	if _, err := h.core.Scale(h.ctx, who("bob"), cl.Name, 1); !errors.Is(err, scheduler.ErrNotFound) {
 		t.Errorf("Scale by another owner: %v, want ErrNotFound", err)
 	}
-	if _, err := h.core.Scale(h.ctx, "alice", "0123456789abcdef", 1); !errors.Is(err, scheduler.ErrNotFound) {
+	if _, err := h.core.Scale(h.ctx, who("alice"), "0123456789abcdef", 1); !errors.Is(err, scheduler.ErrNotFound) {
 		t.Errorf("Scale of unknown: %v, want ErrNotFound", err)
 	}
 	if c := h.cluster(cl.Name); c.DesiredWorkers != 5 {
@@ -905,7 +905,7 @@ func TestScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitStatus(cl.Name, store.Stopped)
-	if _, err := h.core.Scale(h.ctx, "alice", cl.Name, 1); !errors.Is(err, scheduler.ErrConflict) {
+	if _, err := h.core.Scale(h.ctx, who("alice"), cl.Name, 1); !errors.Is(err, scheduler.ErrConflict) {
 		t.Errorf("Scale of a stopped cluster: %v, want ErrConflict", err)
 	}
 }
@@ -919,7 +919,7 @@ func TestScaleWhileStarting(t *testing.T) {
 	if c := h.cluster(cl.Name); c.Status != store.Starting {
 		t.Fatalf("not starting: %s", describe(c))
 	}
-	if _, err := h.core.Scale(h.ctx, "alice", cl.Name, 3); err != nil {
+	if _, err := h.core.Scale(h.ctx, who("alice"), cl.Name, 3); err != nil {
 		t.Fatalf("Scale while starting: %v", err)
 	}
 	h.fp.makeSchedulerReady(cl.Name)
@@ -1073,7 +1073,7 @@ func TestStartFailures(t *testing.T) {
 			if err := h.core.Stop(h.ctx, "alice", cl.Name, "x"); err != nil {
 				t.Errorf("Stop of a failed cluster: %v", err)
 			}
-			if _, err := h.core.Scale(h.ctx, "alice", cl.Name, 1); !errors.Is(err, scheduler.ErrConflict) {
+			if _, err := h.core.Scale(h.ctx, who("alice"), cl.Name, 1); !errors.Is(err, scheduler.ErrConflict) {
 				t.Errorf("Scale of a failed cluster: %v", err)
 			}
 			if c := h.cluster(cl.Name); c.Status != store.Failed {
@@ -1304,7 +1304,7 @@ func TestTenancy(t *testing.T) {
 		"Get":    func() error { _, err := h.core.Get(h.ctx, "bob", a2.Name); return err }(),
 		"Wait":   func() error { _, err := h.core.Wait(h.ctx, "bob", a2.Name, time.Second); return err }(),
 		"Events": func() error { _, err := h.core.Events(h.ctx, "bob", a2.Name); return err }(),
-		"Scale":  func() error { _, err := h.core.Scale(h.ctx, "bob", a2.Name, 0); return err }(),
+		"Scale":  func() error { _, err := h.core.Scale(h.ctx, who("bob"), a2.Name, 0); return err }(),
 		"Stop":   h.core.Stop(h.ctx, "bob", a2.Name, "mine now"),
 		"Logs":   h.core.Logs(h.ctx, "bob", a2.Name, 0, &buf),
 	} {
@@ -1522,7 +1522,7 @@ func TestShutdown(t *testing.T) {
 
 	// A cluster of another provider sharing the store is not this core's.
 	other := scheduler.New(h.cfg, h.st, newFakeProvider("other"), newFakeRouter(), nil)
-	foreign, err := other.Create(h.ctx, "dave", nil)
+	foreign, err := other.Create(h.ctx, who("dave"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1591,7 +1591,7 @@ func TestRegressionRememberedStoppedWorkers(t *testing.T) {
 		h.start()
 		cl := h.create("alice", 2)
 		h.waitSettled(cl.Name, 2)
-		if _, err := h.core.Scale(h.ctx, "alice", cl.Name, 1); err != nil {
+		if _, err := h.core.Scale(h.ctx, who("alice"), cl.Name, 1); err != nil {
 			t.Fatal(err)
 		}
 		h.waitPollsOrEnd(cl.Name, 10)
@@ -1614,3 +1614,6 @@ func TestRegressionRememberedStoppedWorkers(t *testing.T) {
 		}
 	})
 }
+
+// who is a user without groups whose name is their id.
+func who(id string) scheduler.Who { return scheduler.Who{ID: id, Name: id} }

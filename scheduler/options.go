@@ -19,6 +19,9 @@ type Options struct {
 	// IdleTimeout stops the cluster after this many seconds without tasks
 	// or clients; 0 means never.
 	IdleTimeout int `json:"idle_timeout"`
+	// MaxLifetime (seconds) is set by the gateway from the owner's quota,
+	// never by a request: the cluster stops after running this long.
+	MaxLifetime int `json:"max_lifetime,omitempty"`
 }
 
 // Limits bound what one cluster may ask for.

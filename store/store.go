@@ -9,8 +9,10 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -74,13 +76,21 @@ func ParseStatus(s string) (Status, error) {
 
 // Cluster is one stored cluster.
 type Cluster struct {
-	Name     string
-	Owner    string
-	Status   Status
-	Phase    string // human-readable progress detail
-	Reason   string // why it failed or stopped
-	Provider string
-	Options  string // JSON object of the validated cluster options
+	Name  string
+	Owner string
+	// OwnerName and OwnerGroups are the owner's user name and groups when
+	// the cluster was made: quotas are checked against them when the
+	// cluster grows without a request from its owner (adaptive scaling).
+	OwnerName   string
+	OwnerGroups []string
+	Status      Status
+	Phase       string // human-readable progress detail
+	Reason      string // why it failed or stopped
+	Provider    string
+	Options     string // JSON object of the validated cluster options
+	// Shape is a JSON object of where the cluster runs and the size of
+	// its members, as admitted (see quota.Shape).
+	Shape string
 
 	DesiredWorkers int
 	NextWorkerSeq  int // the next worker's sequence number; names are never reused
@@ -110,6 +120,14 @@ type Event struct {
 	At      time.Time
 	Kind    string
 	Message string
+
+	// Written with the change, in the same transaction (never read back
+	// through Events): usage ledger entries, and whether to close every
+	// member's open ledger interval (the cluster's resources are gone).
+	Ledger      []LedgerEntry
+	CloseLedger bool
+	// Audit, when set, records an admin's change with it.
+	Audit *AuditEntry
 }
 
 // Filter selects clusters. Zero fields select everything.
@@ -351,7 +369,7 @@ func (s *DB) rebind(q string) string {
 
 const clusterColumns = `name, owner, status, phase, reason, provider, options, desired_workers, next_worker_seq,
 ready_workers, tls_cert, tls_key, scheduler_address, dashboard_address, created_at, started_at, stopped_at,
-updated_at, version, adaptive, adapt_min, adapt_max`
+updated_at, version, adaptive, adapt_min, adapt_max, owner_name, owner_groups, shape`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -360,11 +378,18 @@ func scanCluster(r scanner) (*Cluster, error) {
 	var status, cert, key string
 	var created, started, stopped, updated int64
 	var adaptive int
+	var groups string
 	err := r.Scan(&c.Name, &c.Owner, &status, &c.Phase, &c.Reason, &c.Provider, &c.Options, &c.DesiredWorkers,
 		&c.NextWorkerSeq, &c.ReadyWorkers, &cert, &key, &c.SchedulerAddress, &c.DashboardAddress, &created,
-		&started, &stopped, &updated, &c.Version, &adaptive, &c.AdaptMin, &c.AdaptMax)
+		&started, &stopped, &updated, &c.Version, &adaptive, &c.AdaptMin, &c.AdaptMax, &c.OwnerName, &groups, &c.Shape)
 	if err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal([]byte(groups), &c.OwnerGroups); err != nil {
+		return nil, fmt.Errorf("cluster %s: owner groups: %w", c.Name, err)
+	}
+	if len(c.OwnerGroups) == 0 {
+		c.OwnerGroups = nil // as made: none is none
 	}
 	c.Adaptive = adaptive != 0
 	c.Status = Status(status)
@@ -390,6 +415,18 @@ func millis(t time.Time) int64 {
 // CreateCluster inserts a new cluster with an event. It fails with ErrExists
 // when the name is taken.
 func (s *DB) CreateCluster(ctx context.Context, c *Cluster) error {
+	return s.AdmitCluster(ctx, c, time.Time{}, nil)
+}
+
+// AdmitFunc decides whether an owner may have one more cluster, given the
+// owner's live clusters and their ledger totals since the month start.
+// An error refuses, and is returned as it is.
+type AdmitFunc func(live []*Cluster, month Totals) error
+
+// AdmitCluster inserts c when admit accepts it. Admissions of one owner
+// are serialised (across processes sharing the database, too), so that
+// concurrent requests cannot all see room for one more cluster.
+func (s *DB) AdmitCluster(ctx context.Context, c *Cluster, monthStart time.Time, admit AdmitFunc) error {
 	now := s.now().Truncate(time.Millisecond) // what the store keeps
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = now
@@ -405,6 +442,15 @@ func (s *DB) CreateCluster(ctx context.Context, c *Cluster) error {
 		return fmt.Errorf("store: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	if admit != nil {
+		live, month, err := s.ownerState(ctx, tx, c.Owner, "", monthStart)
+		if err != nil {
+			return fmt.Errorf("store: admit cluster: %w", err)
+		}
+		if err := admit(live, month); err != nil {
+			return err
+		}
+	}
 	var n int
 	if err := tx.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM clusters WHERE name = ?`), c.Name).Scan(&n); err != nil {
 		return fmt.Errorf("store: create cluster: %w", err)
@@ -415,11 +461,16 @@ func (s *DB) CreateCluster(ctx context.Context, c *Cluster) error {
 	if err := checkPEM(c); err != nil {
 		return err
 	}
+	groups, err := json.Marshal(nonNil(c.OwnerGroups))
+	if err != nil {
+		return fmt.Errorf("store: create cluster: %w", err)
+	}
 	c.Phase, c.Reason = text(c.Phase), text(c.Reason)
-	_, err = tx.ExecContext(ctx, s.rebind(`INSERT INTO clusters (`+clusterColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`),
+	_, err = tx.ExecContext(ctx, s.rebind(`INSERT INTO clusters (`+clusterColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`),
 		c.Name, c.Owner, string(c.Status), c.Phase, c.Reason, c.Provider, c.Options, c.DesiredWorkers, c.NextWorkerSeq,
 		c.ReadyWorkers, string(c.TLSCert), string(c.TLSKey), c.SchedulerAddress, c.DashboardAddress, millis(c.CreatedAt),
-		millis(c.StartedAt), millis(c.StoppedAt), millis(c.UpdatedAt), c.Version, boolInt(c.Adaptive), c.AdaptMin, c.AdaptMax)
+		millis(c.StartedAt), millis(c.StoppedAt), millis(c.UpdatedAt), c.Version, boolInt(c.Adaptive), c.AdaptMin, c.AdaptMax,
+		text(c.OwnerName), string(groups), c.Shape)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("store: cluster %s: %w", c.Name, ErrExists)
 	}
@@ -450,7 +501,19 @@ func (s *DB) GetCluster(ctx context.Context, name string) (*Cluster, error) {
 
 // ListClusters returns the clusters matching f, newest first.
 func (s *DB) ListClusters(ctx context.Context, f Filter) ([]*Cluster, error) {
-	q := `SELECT ` + clusterColumns + ` FROM clusters`
+	out, err := s.queryClusters(ctx, s.db, f)
+	if err != nil {
+		return nil, fmt.Errorf("store: list clusters: %w", err)
+	}
+	return out, nil
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func (s *DB) queryClusters(ctx context.Context, q querier, f Filter) ([]*Cluster, error) {
+	query := `SELECT ` + clusterColumns + ` FROM clusters`
 	var where []string
 	var args []any
 	if f.Owner != "" {
@@ -466,26 +529,54 @@ func (s *DB) ListClusters(ctx context.Context, f Filter) ([]*Cluster, error) {
 		where = append(where, "status IN ("+strings.Join(ph, ",")+")")
 	}
 	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
+		query += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY created_at DESC, name"
-	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
+	query += " ORDER BY created_at DESC, name"
+	rows, err := q.QueryContext(ctx, s.rebind(query), args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: list clusters: %w", err)
+		return nil, err
 	}
 	defer rows.Close()
 	var out []*Cluster
 	for rows.Next() {
 		c, err := scanCluster(rows)
 		if err != nil {
-			return nil, fmt.Errorf("store: list clusters: %w", err)
+			return nil, err
 		}
 		out = append(out, c)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list clusters: %w", err)
+	return out, rows.Err()
+}
+
+// LiveStatuses are the statuses whose clusters count against quotas: a
+// stopping cluster is on its way out.
+var LiveStatuses = []Status{Pending, Starting, Running}
+
+// ownerState locks the owner's admissions (see AdmitCluster) and reads the
+// owner's live clusters except skip, and the owner's ledger totals since
+// monthStart. It runs inside tx.
+func (s *DB) ownerState(ctx context.Context, tx *sql.Tx, owner, skip string, monthStart time.Time) ([]*Cluster, Totals, error) {
+	if s.dialect == postgres {
+		// SQLite needs nothing: its write transactions begin IMMEDIATE,
+		// one at a time, in this process and in others.
+		h := fnv.New64a()
+		h.Write([]byte("gateway-owner:" + owner))
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
+			return nil, Totals{}, err
+		}
 	}
-	return out, nil
+	all, err := s.queryClusters(ctx, tx, Filter{Owner: owner, Statuses: LiveStatuses})
+	if err != nil {
+		return nil, Totals{}, err
+	}
+	live := all[:0]
+	for _, c := range all {
+		if c.Name != skip {
+			live = append(live, c)
+		}
+	}
+	month, err := s.totals(ctx, tx, LedgerFilter{Owner: owner, Since: monthStart, Until: s.now()})
+	return live, month, err
 }
 
 // UpdateFunc changes a cluster in place and returns the event to record
@@ -496,11 +587,44 @@ type UpdateFunc func(c *Cluster) (Event, error)
 // transaction, so concurrent intents (an API scale and the reconcile loop)
 // never overwrite each other. It returns the updated cluster.
 func (s *DB) UpdateCluster(ctx context.Context, name string, fn UpdateFunc) (*Cluster, error) {
+	return s.update(ctx, name, nil, func(c *Cluster, _ []*Cluster, _ Totals) (Event, error) { return fn(c) })
+}
+
+// OwnedUpdateFunc is an UpdateFunc that also sees the owner's other live
+// clusters and the owner's ledger totals since the month start.
+type OwnedUpdateFunc func(c *Cluster, others []*Cluster, month Totals) (Event, error)
+
+// UpdateOwned is UpdateCluster for changes that quotas bound (growth):
+// serialised with the owner's admissions and other such changes.
+func (s *DB) UpdateOwned(ctx context.Context, name string, monthStart time.Time, fn OwnedUpdateFunc) (*Cluster, error) {
+	var owner string
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT owner FROM clusters WHERE name = ?`), name).Scan(&owner)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: cluster %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: update cluster: %w", err)
+	}
+	return s.update(ctx, name, func(ctx context.Context, tx *sql.Tx) ([]*Cluster, Totals, error) {
+		return s.ownerState(ctx, tx, owner, name, monthStart)
+	}, fn)
+}
+
+func (s *DB) update(ctx context.Context, name string, state func(context.Context, *sql.Tx) ([]*Cluster, Totals, error), fn OwnedUpdateFunc) (*Cluster, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	var others []*Cluster
+	var month Totals
+	if state != nil {
+		// The owner lock comes before the row lock, always, so that two
+		// owned updates never wait on each other in opposite orders.
+		if others, month, err = state(ctx, tx); err != nil {
+			return nil, fmt.Errorf("store: update cluster: %w", err)
+		}
+	}
 	q := `SELECT ` + clusterColumns + ` FROM clusters WHERE name = ?`
 	if s.dialect == postgres {
 		q += " FOR UPDATE"
@@ -513,14 +637,14 @@ func (s *DB) UpdateCluster(ctx context.Context, name string, fn UpdateFunc) (*Cl
 		return nil, fmt.Errorf("store: update cluster: %w", err)
 	}
 	before := *c
-	ev, err := fn(c)
+	ev, err := fn(c, others, month)
 	if err != nil {
 		return nil, err
 	}
-	if c.Name != before.Name || c.Owner != before.Owner {
-		return nil, errors.New("store: a cluster's name and owner cannot change")
+	if c.Name != before.Name || c.Owner != before.Owner || c.OwnerName != before.OwnerName || c.Shape != before.Shape {
+		return nil, errors.New("store: a cluster's name, owner and shape cannot change")
 	}
-	if ev.Kind == "" && sameCluster(c, &before) {
+	if ev.Kind == "" && len(ev.Ledger) == 0 && !ev.CloseLedger && ev.Audit == nil && sameCluster(c, &before) {
 		return c, nil // nothing changed: spare the write
 	}
 	if err := checkPEM(c); err != nil {
@@ -549,6 +673,14 @@ WHERE name=? AND version=?`),
 			return nil, err
 		}
 	}
+	if err := s.writeLedger(ctx, tx, c, ev); err != nil {
+		return nil, err
+	}
+	if ev.Audit != nil {
+		if err := s.audit(ctx, tx, *ev.Audit); err != nil {
+			return nil, err
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("store: update cluster: %w", err)
 	}
@@ -560,6 +692,13 @@ WHERE name=? AND version=?`),
 // which may contain anything.
 func text(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func boolInt(b bool) int {

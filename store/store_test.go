@@ -717,7 +717,7 @@ func TestUpdateCluster(t *testing.T) {
 				c.DesiredWorkers = 99
 				return store.Event{Kind: "renamed"}, nil
 			},
-			wantErrText: "name and owner cannot change",
+			wantErrText: "owner and shape cannot change",
 		},
 		{
 			name: "changing owner refused",
@@ -725,7 +725,7 @@ func TestUpdateCluster(t *testing.T) {
 				c.Owner = "mallory"
 				return store.Event{}, nil
 			},
-			wantErrText: "name and owner cannot change",
+			wantErrText: "owner and shape cannot change",
 		},
 	}
 	for _, tt := range tests {

@@ -101,6 +101,19 @@ type Config struct {
 		ReapDryRun       bool          `mapstructure:"reap_dry_run" doc:"only log what the reaper would stop"`
 	} `mapstructure:"cluster"`
 
+	Quotas struct {
+		OnExceed string `mapstructure:"on_exceed" doc:"what a scale beyond a user's quota does: clamp (scale to what fits, and say so) or refuse"`
+		// Entries are decoded strictly by the quota package: a list, so
+		// that subjects keep their case and dots (map keys would not).
+		Entries []map[string]any `mapstructure:"entries" doc:"quota entries: a list of {subject: default | user:<name> | group:<name>, <limit>: <value>, ...} (see README, Quotas)"`
+	} `mapstructure:"quotas"`
+
+	Pricing struct {
+		InstanceTypes []map[string]any `mapstructure:"instance_types" doc:"price overrides: a list of {name: <instance type>, price_hour: <USD>} over the built-in approximate table"`
+		VCPUHour      float64          `mapstructure:"vcpu_hour" doc:"estimated USD per vCPU-hour of members without an instance type (local, docker)"`
+		MemoryGiBHour float64          `mapstructure:"memory_gib_hour" doc:"estimated USD per GiB-hour of memory of members without an instance type"`
+	} `mapstructure:"pricing"`
+
 	Log struct {
 		Level  string `mapstructure:"level" doc:"debug, info, warn or error"`
 		Format string `mapstructure:"format" doc:"text or json"`
@@ -158,6 +171,11 @@ func defaults() map[string]any {
 		"cluster.reap_dry_run":        false,
 		"log.level":                   "info",
 		"log.format":                  "text",
+		"quotas.on_exceed":            "clamp",
+		"quotas.entries":              []map[string]any{},
+		"pricing.instance_types":      []map[string]any{},
+		"pricing.vcpu_hour":           0.0,
+		"pricing.memory_gib_hour":     0.0,
 	}
 }
 
@@ -328,6 +346,12 @@ func (c *Config) finish() error {
 	}
 	if c.Cluster.PollInterval < 100*time.Millisecond {
 		problems = append(problems, "cluster.poll_interval must be at least 100ms")
+	}
+	if c.Quotas.OnExceed != "clamp" && c.Quotas.OnExceed != "refuse" {
+		problems = append(problems, fmt.Sprintf("quotas.on_exceed %q must be clamp or refuse", c.Quotas.OnExceed))
+	}
+	if c.Pricing.VCPUHour < 0 || c.Pricing.MemoryGiBHour < 0 {
+		problems = append(problems, "pricing.vcpu_hour and pricing.memory_gib_hour must not be negative")
 	}
 	switch strings.ToLower(c.Log.Level) {
 	case "debug", "info", "warn", "error":

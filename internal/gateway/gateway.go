@@ -26,6 +26,7 @@ import (
 	"github.com/gatewayhq/gateway/providers/local"
 	"github.com/gatewayhq/gateway/proxy"
 	"github.com/gatewayhq/gateway/proxy/routes"
+	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -88,6 +89,19 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	g.provider = lp
 
+	quotaEntries, err := quota.ParseConfig(cfg.Quotas.Entries)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	quotas, err := quota.NewService(g.store, quotaEntries, quota.OnExceed(cfg.Quotas.OnExceed))
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	price, err := pricing(cfg)
+	if err != nil {
+		return nil, err
+	}
+
 	g.core = scheduler.New(scheduler.Config{
 		GatewayID: gwID,
 		Limits: scheduler.Limits{MaxWorkers: cfg.Cluster.MaxWorkers, MaxWorkerThreads: cfg.Cluster.MaxWorkerThreads,
@@ -100,6 +114,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		StartTimeout:     cfg.Cluster.StartTimeout,
 		PollInterval:     cfg.Cluster.PollInterval,
 		WorkerRestarts:   cfg.Cluster.WorkerRestarts,
+		Quotas:           quotas,
+		Price:            price,
 	}, g.store, g.provider, g.routes, log)
 
 	tlsCfg, err := g.tlsConfig()
@@ -139,8 +155,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		return nil, err
 	}
 	limiter := auth.NewFailureLimiter(cfg.Auth.FailedPerMinute)
-	apiSrv := api.New(api.Config{Version: version, PublicURL: g.PublicURL, Issuer: g.Issuer, ClientID: cfg.Auth.OIDC.ClientID},
-		g.core, authn, sessions, log)
+	apiSrv := api.New(api.Config{Version: version, PublicURL: g.PublicURL, Issuer: g.Issuer, ClientID: cfg.Auth.OIDC.ClientID,
+		OnExceed: cfg.Quotas.OnExceed}, g.core, authn, sessions, log)
+	apiSrv.SetAdmin(quotas, g.store)
 	apiSrv.SetTokenStore(g.store)
 	apiSrv.SetFailureLimiter(limiter)
 	apiSrv.SetBrowserLogin(g.browserLogin(oidcAuth))

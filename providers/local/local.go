@@ -69,7 +69,8 @@ type Provider struct {
 	log *slog.Logger
 
 	mu    sync.Mutex
-	procs map[string]map[string]*proc // cluster -> member name -> process
+	procs map[string]map[string]*proc     // cluster -> member name -> process
+	ended map[string]map[string]time.Time // cluster -> member -> when StopCluster saw it end
 }
 
 type proc struct {
@@ -114,13 +115,17 @@ func New(cfg Config) (*Provider, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local provider: %w", err)
 	}
-	p := &Provider{cfg: cfg, log: cfg.Logger.With("provider", Name), procs: map[string]map[string]*proc{}}
+	p := &Provider{cfg: cfg, log: cfg.Logger.With("provider", Name), procs: map[string]map[string]*proc{}, ended: map[string]map[string]time.Time{}}
 	p.adopt()
 	return p, nil
 }
 
 // Name implements providers.Provider.
 func (p *Provider) Name() string { return Name }
+
+// ListsImmediately implements providers.Immediate: members are listed from
+// the provider's own state files, written when they start.
+func (p *Provider) ListsImmediately() {}
 
 func (p *Provider) clusterDir(cluster string) string { return filepath.Join(p.cfg.Dir, cluster) }
 
@@ -617,11 +622,13 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 		go func() {
 			defer wg.Done()
 			p.stop(ctx, pr)
+			p.noteEnd(pr)
 		}()
 	}
 	wg.Wait()
 	if sched != nil {
 		p.stop(ctx, sched)
+		p.noteEnd(sched)
 	}
 	p.mu.Lock()
 	delete(p.procs, cluster)
@@ -668,6 +675,30 @@ func (p *Provider) stop(ctx context.Context, pr *proc) {
 		}
 	}
 	p.killGroupQuietly(pr)
+}
+
+// noteEnd remembers when a member stopped by StopCluster ended, for
+// StoppedAt.
+func (p *Provider) noteEnd(pr *proc) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended[pr.Cluster] == nil {
+		p.ended[pr.Cluster] = map[string]time.Time{}
+	}
+	p.ended[pr.Cluster][pr.Name] = time.Now()
+}
+
+// StoppedAt implements providers.StopTimes; each answer is given once, so
+// that nothing accumulates.
+func (p *Provider) StoppedAt(cluster, member string) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.ended[cluster][member]
+	delete(p.ended[cluster], member)
+	if len(p.ended[cluster]) == 0 {
+		delete(p.ended, cluster)
+	}
+	return t, ok
 }
 
 func (pr *proc) exitedChan() <-chan struct{} {
