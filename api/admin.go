@@ -113,6 +113,12 @@ func entryJSON(e quota.Entry) QuotaEntryJSON {
 		var m map[string]json.RawMessage
 		_ = json.Unmarshal(b, &m)
 		for k := range m {
+			if k == "max_gpus_by_type" { // each GPU type is a limit of its own
+				for t := range src.l.MaxGPUsByType {
+					out.Sources[k+"."+t] = src.origin
+				}
+				continue
+			}
 			out.Sources[k] = src.origin
 		}
 	}

@@ -141,7 +141,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store") // answers may hold TLS keys
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // messages quote <name> placeholders; this is JSON, not HTML
+	_ = enc.Encode(v)
 }
 
 type ctxKey struct{}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -177,4 +178,79 @@ func checkAdminRoutesRefused(t *testing.T, base, userToken string) {
 			t.Errorf("%s %s without credentials: %d, want 401", r.method, r.path, status)
 		}
 	}
+}
+
+// TestAdminQuotaFlow is the operator's path, with the CLI: as the dev
+// admin, set a quota for the dev user; the user's next request is refused
+// with a message naming the limit; a scale beyond it is clamped; usage by
+// user comes out as CSV; the audit log shows who changed what.
+func TestAdminQuotaFlow(t *testing.T) {
+	requireDask(t)
+	e := newEnv(t)
+	e.startGateway()
+	admin := e.userEnv(t, "admin")
+
+	var first struct{ Name string }
+	e.gwJSON(&first, "new-cluster", "--workers", "1")
+
+	// A user is not an admin.
+	if out, err := e.gw("admin", "clusters"); err == nil || !strings.Contains(out, "admin only") {
+		t.Errorf("gateway admin clusters as dev: %v\n%s", err, out)
+	}
+
+	out := admin.gwOK("admin", "quota", "set", "user:dev", "--max-clusters", "1", "--max-vcpus", "3")
+	if !strings.Contains(out, "max_clusters") {
+		t.Errorf("quota set printed:\n%s", out)
+	}
+	out, err := e.gw("new-cluster", "--workers", "1")
+	if err == nil || !strings.Contains(out, "would run 2 clusters of your 1 (max_clusters, from user:dev (api))") {
+		t.Errorf("new-cluster over quota: %v\n%s", err, out)
+	}
+	out = e.gwOK("scale", first.Name, "--workers", "5")
+	if !strings.Contains(out, "scaling to 3 instead") || !strings.Contains(out, "would use 5 vCPUs of your 3") {
+		t.Errorf("scale over quota:\n%s", out)
+	}
+	var q struct {
+		Sources map[string]string `json:"sources"`
+	}
+	e.gwJSON(&q, "quota")
+	if q.Sources["max_vcpus"] != "user:dev (api)" {
+		t.Errorf("gateway quota sources %v", q.Sources)
+	}
+
+	csvOut := admin.gwOK("admin", "usage", "-o", "csv")
+	lines := strings.Split(strings.TrimSpace(csvOut), "\n")
+	if len(lines) < 2 || !strings.HasPrefix(lines[0], "user,user_id,clusters,vcpu_hours") || !strings.HasPrefix(lines[1], "dev,") {
+		t.Errorf("admin usage csv:\n%s", csvOut)
+	}
+
+	var all []struct {
+		Name      string `json:"name"`
+		OwnerName string `json:"owner_name"`
+	}
+	admin.gwJSON(&all, "admin", "clusters")
+	if len(all) != 1 || all[0].Name != first.Name || all[0].OwnerName != "dev" {
+		t.Errorf("admin clusters: %+v", all)
+	}
+	admin.gwOK("admin", "stop", first.Name)
+	waitNoMembers(t, first.Name, 30*time.Second)
+
+	var audit []struct {
+		Actor, Action, Target string
+		Before, After         json.RawMessage
+	}
+	admin.gwJSON(&audit, "admin", "audit")
+	for i := range audit { // the CLI indents its JSON
+		var b bytes.Buffer
+		if json.Compact(&b, audit[i].After) == nil {
+			audit[i].After = b.Bytes()
+		}
+	}
+	if len(audit) != 2 || audit[0].Action != "cluster.stop" || audit[1].Action != "quota.set" || audit[1].Actor != "admin" ||
+		audit[1].Target != "user:dev" || string(audit[1].Before) != "null" || !strings.Contains(string(audit[1].After), `"max_clusters":1`) {
+		t.Errorf("audit log: %+v", audit)
+	}
+	// Past the quota a user can still stop; after the stop, there is room.
+	e.gwOK("new-cluster", "--no-wait")
+	e.gwOK("stop", "--all")
 }

@@ -226,31 +226,42 @@ func (e Effective) WorkersAllowed(others InUse, month Month, s Shape, current, w
 	if want <= current {
 		return want, nil
 	}
-	allowed := want
-	var why error
 	if err := e.budget(month, s, "add workers"); err != nil {
 		return current, err
 	}
-	if m := e.Limits.MaxWorkersPerCluster; m != nil && float64(allowed) > float64(*m) {
-		allowed = int(math.Floor(float64(*m)))
-		why = e.CheckShape(Shape{}, want, -1)
+	perCluster, whyPC := want, error(nil)
+	if m := e.Limits.MaxWorkersPerCluster; m != nil && float64(want) > float64(*m) {
+		perCluster = int(math.Floor(float64(*m)))
+		whyPC = e.CheckShape(Shape{}, want, -1)
 	}
-	// Lower the count until the totals fit; the totals grow with n, so the
-	// first fit from the top is the largest. Never below current: a
-	// refused growth keeps what the cluster has.
+	// The totals grow with n: the first fit from the top is the largest.
+	// The reason given is a total the request as asked is over, told with
+	// the request's own numbers.
 	need := func(n int) string { return fmt.Sprintf("this cluster at %d workers needs", n) }
-	for n := allowed; n > current; n-- {
+	for n := perCluster; n > current; n-- {
 		if e.totals(others, s, n, need(n)) == nil {
-			if n < want && why == nil {
-				why = e.totals(others, s, want, need(want))
+			if n == perCluster {
+				return n, whyPC
 			}
-			return n, why
+			return n, e.overTotals(others, s, want, n+1)
 		}
 	}
-	if why == nil {
-		why = e.totals(others, s, want, need(want))
+	// Nothing above current fits: keep what the cluster has.
+	if perCluster <= current {
+		return current, whyPC
 	}
-	return current, why
+	return current, e.overTotals(others, s, want, current+1)
+}
+
+// overTotals is the totals error of the request at want workers, or of
+// the first count that did not fit when want's is not one (it is, as the
+// totals grow with the count; this keeps an answer whatever the order).
+func (e Effective) overTotals(others InUse, s Shape, want, first int) error {
+	need := func(n int) string { return fmt.Sprintf("this cluster at %d workers needs", n) }
+	if err := e.totals(others, s, want, need(want)); err != nil {
+		return err
+	}
+	return e.totals(others, s, first, need(first))
 }
 
 func plural(n int, what string) string {

@@ -112,8 +112,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		var f float64
-		if err := json.Unmarshal(b, &f); err != nil || f < 0 {
-			return fmt.Errorf("want a duration such as \"2h\" or \"unlimited\", got %s", b)
+		// Positive, and short of what a time.Duration holds (~292 years).
+		if err := json.Unmarshal(b, &f); err != nil || !(f > 0) || f > 100*365*24*3600 {
+			return fmt.Errorf("want a positive duration such as \"2h\" (or seconds, up to 100 years) or \"unlimited\", got %s", b)
 		}
 		*d = Duration(time.Duration(f * float64(time.Second)))
 		return nil
@@ -310,17 +311,43 @@ func FieldNames() []string {
 // ParseLimits decodes an entry strictly: an unknown field, a negative
 // number or a malformed list is an error that names the field.
 func ParseLimits(b []byte) (Limits, error) {
-	var l Limits
+	var fieldsOf map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&l); err != nil {
-		msg := err.Error()
-		if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-			msg = fmt.Sprintf("unknown limit %s; known limits are %s", f, strings.Join(FieldNames(), ", "))
-		} else if ute := (*json.UnmarshalTypeError)(nil); errors.As(err, &ute) && ute.Field != "" {
-			msg = fmt.Sprintf("%s: want %s, got a JSON %s", ute.Field, ute.Type, ute.Value)
+	if err := dec.Decode(&fieldsOf); err != nil || (fieldsOf == nil && strings.TrimSpace(string(b)) != "null") {
+		return Limits{}, fmt.Errorf("%w: want a JSON object of limits, such as {\"max_clusters\": 5}", ErrInvalid)
+	}
+	if dec.More() {
+		return Limits{}, fmt.Errorf("%w: data after the JSON object of limits", ErrInvalid)
+	}
+	known := map[string]bool{}
+	for _, n := range FieldNames() {
+		known[n] = true
+	}
+	names := make([]string, 0, len(fieldsOf))
+	for k := range fieldsOf {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var l Limits
+	var problems []string
+	for _, k := range names {
+		if !known[k] {
+			problems = append(problems, fmt.Sprintf("unknown limit %q; known limits are %s", k, strings.Join(FieldNames(), ", ")))
+			continue
 		}
-		return Limits{}, fmt.Errorf("%w: %s", ErrInvalid, msg)
+		// One field at a time, so that each error names its field.
+		one, _ := json.Marshal(map[string]json.RawMessage{k: fieldsOf[k]})
+		if err := json.Unmarshal(one, &l); err != nil {
+			msg := err.Error()
+			var ute *json.UnmarshalTypeError
+			if errors.As(err, &ute) {
+				msg = fmt.Sprintf("want %s, got a JSON %s", ute.Type, ute.Value)
+			}
+			problems = append(problems, k+": "+strings.TrimPrefix(msg, "json: "))
+		}
+	}
+	if len(problems) > 0 {
+		return Limits{}, fmt.Errorf("%w: %s", ErrInvalid, strings.Join(problems, "; "))
 	}
 	if err := l.Validate(); err != nil {
 		return Limits{}, err
@@ -334,6 +361,9 @@ func (l *Limits) Validate() error {
 	for name, list := range map[string][]string{
 		"allowed_instance_types": l.AllowedInstanceTypes, "allowed_providers": l.AllowedProviders, "allowed_regions": l.AllowedRegions,
 	} {
+		if list != nil && len(list) == 0 {
+			problems = append(problems, fmt.Sprintf("%s: an empty list would allow nothing; list what is allowed, [\"*\"] for anything, or unset the limit", name))
+		}
 		for _, s := range list {
 			if s == "" || strings.ContainsFunc(s, unicode.IsSpace) || len(s) > 128 {
 				problems = append(problems, fmt.Sprintf("%s: %q is not a name (no spaces, 1 to 128 characters)", name, s))

@@ -505,7 +505,7 @@ func (c *Core) Scale(ctx context.Context, who Who, name string, count int) (msg 
 					return store.Event{}, &quota.ExceededError{Limit: limitOf(why), Msg: fmt.Sprintf(
 						"Scale request of %d workers refused: %s (the cluster keeps its %d workers)", asked, quotaMessage(why), cl.DesiredWorkers)}
 				}
-				msg = fmt.Sprintf("Scale request of %d workers %s; scaling to %d instead.", asked, quotaMessage(why), allowed)
+				msg = fmt.Sprintf("Scale request of %d workers is beyond your quota: %s; scaling to %d instead.", asked, quotaMessage(why), allowed)
 				count = allowed
 			}
 		}

@@ -381,6 +381,11 @@ func newScaleCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", msg)
 			}
 			if !wait {
+				if msg != "" { // clamped: say to what
+					if d, err := c.Get(cmd.Context(), args[0]); err == nil {
+						workers = d.Workers.Requested
+					}
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "Cluster %s scaling to %d workers\n", args[0], workers)
 				return nil
 			}

@@ -42,12 +42,13 @@ Clusters: gateway new-cluster, list, show, scale, stop, logs`,
 	pf.StringVar(&g.gateway, "gateway", os.Getenv("GATEWAY_URL"), "gateway URL (env GATEWAY_URL; default: the one last used by gateway dev or login)")
 	pf.StringVar(&g.token, "token", "", "API token (env GATEWAY_TOKEN; default: from the credentials file)")
 	pf.StringVar(&g.caFile, "ca-file", os.Getenv("GATEWAY_CA_FILE"), "PEM file of the CA that signed the gateway's certificate (env GATEWAY_CA_FILE)")
-	pf.StringVarP(&g.output, "output", "o", "text", "output format of read commands: text or json")
+	pf.StringVarP(&g.output, "output", "o", "text", "output format of read commands: text (also called table) or json; admin usage also csv")
 
 	root.AddCommand(
 		newDevCmd(), newServeCmd(), newConfigCmd(),
 		newNewClusterCmd(g), newListCmd(g), newShowCmd(g), newScaleCmd(g), newAdaptCmd(g), newStopCmd(g), newLogsCmd(g),
 		newLoginCmd(g), newLogoutCmd(g), newTokenCmd(g), newWhoamiCmd(g), newPrintTokenCmd(g), newDashboardCmd(g),
+		newUsageCmd(g), newQuotaCmd(g), newAdminCmd(g),
 	)
 	return root
 }
