@@ -159,9 +159,12 @@ func (e Effective) Admit(inUse InUse, month Month, s Shape, n int) error {
 	if err := e.CheckShape(s, n, -1); err != nil {
 		return err
 	}
+	if m := e.Limits.MaxClusters; m != nil && *m < 1 {
+		return e.exceeded("max_clusters", "you may not run clusters here (max_clusters is 0, from %s); ask an admin", e.Source("max_clusters"))
+	}
 	if m := e.Limits.MaxClusters; m != nil && float64(inUse.Clusters+1) > float64(*m) {
-		return e.exceeded("max_clusters", "would run %d clusters of your %s (max_clusters, from %s); %s running: stop one first",
-			inUse.Clusters+1, *m, e.Source("max_clusters"), plural(inUse.Clusters, "cluster"))
+		return e.exceeded("max_clusters", "would run %s of your %s (max_clusters, from %s); %s running: stop one first",
+			plural(inUse.Clusters+1, "cluster"), *m, e.Source("max_clusters"), plural(inUse.Clusters, "cluster"))
 	}
 	if err := e.budget(month, s, "start new clusters"); err != nil {
 		return err

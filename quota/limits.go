@@ -284,7 +284,7 @@ func (l *Limits) Unset(names []string) error {
 			byName[n].clear(l)
 		case n == gpuTypeField:
 			l.MaxGPUsByType = nil
-		case strings.HasPrefix(n, gpuTypeField+"."):
+		case strings.HasPrefix(n, gpuTypeField+".") && n != gpuTypeField+".":
 			delete(l.MaxGPUsByType, strings.TrimPrefix(n, gpuTypeField+"."))
 			if len(l.MaxGPUsByType) == 0 {
 				l.MaxGPUsByType = nil

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -96,6 +97,7 @@ func Resolve(entries map[Subject]Entry, who Who) Effective {
 	def := get(DefaultSubject)
 	groups := append([]string(nil), who.Groups...)
 	sort.Strings(groups)
+	groups = slices.Compact(groups)
 	var gs []*layered
 	for _, g := range groups {
 		if l := get(GroupSubject(g)); l != nil {

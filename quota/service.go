@@ -110,8 +110,9 @@ func (s *Service) Entries(ctx context.Context) (map[Subject]Entry, error) {
 	}
 	out := map[Subject]Entry{}
 	for subj, l := range s.config {
-		l := l
-		out[subj] = Entry{Subject: subj, Config: &l}
+		var c Limits // a deep copy: callers must not reach the configuration
+		c.Merge(&l)
+		out[subj] = Entry{Subject: subj, Config: &c}
 	}
 	for _, r := range rows {
 		l, err := ParseLimits([]byte(r.Limits))
