@@ -160,7 +160,7 @@ func (e Effective) Admit(inUse InUse, month Month, s Shape, n int) error {
 		return err
 	}
 	if m := e.Limits.MaxClusters; m != nil && *m < 1 {
-		return e.exceeded("max_clusters", "you may not run clusters here (max_clusters is 0, from %s); ask an admin", e.Source("max_clusters"))
+		return e.exceeded("max_clusters", "you may not run clusters here (max_clusters, from %s): your limit is 0 clusters; ask an admin", e.Source("max_clusters"))
 	}
 	if m := e.Limits.MaxClusters; m != nil && float64(inUse.Clusters+1) > float64(*m) {
 		return e.exceeded("max_clusters", "would run %s of your %s (max_clusters, from %s); %s running: stop one first",

@@ -224,7 +224,7 @@ func TestAdmit(t *testing.T) {
 		{name: "max_clusters of 1", limits: `{"max_clusters": 1}`, inUse: inUseOf(sn{cpuShape, 1}), shape: cpuShape, n: 1,
 			limit: "max_clusters", msgHas: []string{"would run 2 clusters of your 1", "1 cluster running"}},
 		{name: "max_clusters of 0", limits: `{"max_clusters": 0}`, shape: cpuShape, n: 1,
-			limit: "max_clusters", msgHas: []string{"you may not run clusters here (max_clusters is 0"}},
+			limit: "max_clusters", msgHas: []string{"your limit is 0 clusters"}},
 		{name: "unlimited clusters", limits: `{"max_clusters": "unlimited"}`, inUse: fiveClusters, shape: cpuShape, n: 1},
 		{name: "vCPUs: the documented example", limits: `{"max_vcpus": 32}`, inUse: twoUsing24, shape: cpuShape, n: 3, // 4 + 3x4 = 16
 			limit: "max_vcpus", msgHas: []string{"would use 40 vCPUs of your 32", "24 in use by 2 clusters", "this request asks for 16"}},
