@@ -77,9 +77,11 @@ func whoOf(r *http.Request) quota.Who {
 	return quota.Who{ID: u.Owner(), Name: u.Name, Groups: u.Groups}
 }
 
-// quotaError maps quota service errors; false when err is not one.
+// quotaError maps the quota service's errors (and the core's) to answers.
 func (s *Server) quotaError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
+	case errors.Is(err, quota.ErrUnreadable): // wraps ErrInvalid: not the request's fault
+		s.coreError(w, r, err)
 	case errors.Is(err, quota.ErrInvalid):
 		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", detail(err, quota.ErrInvalid))
 	case errors.Is(err, quota.ErrNoEntry):
@@ -476,21 +478,21 @@ func writeCSV(w http.ResponseWriter, rep UsageReport) {
 	for _, row := range rep.Rows {
 		var types []string
 		for k, v := range row.GPUHoursByType {
-			types = append(types, k+"="+f(v))
+			types = append(types, csvSafe(k)+"="+f(v))
 		}
 		sort.Strings(types)
-		rec := []string{csvSafe(row.User), row.UserID, strconv.Itoa(row.Clusters), f(row.VCPUHours), f(row.MemoryGiBHours), f(row.GPUHours),
+		rec := []string{csvSafe(row.User), csvSafe(row.UserID), strconv.Itoa(row.Clusters), f(row.VCPUHours), f(row.MemoryGiBHours), f(row.GPUHours),
 			strings.Join(types, ";"), f(row.CostUSD), strconv.FormatBool(row.Running), rep.Since.Format(time.RFC3339), rep.Until.Format(time.RFC3339)}
 		if rep.By == "cluster" {
-			rec = append([]string{row.Cluster}, rec...)
+			rec = append([]string{csvSafe(row.Cluster)}, rec...)
 		}
 		_ = cw.Write(rec)
 	}
 	cw.Flush()
 }
 
-// csvSafe keeps a user name from being read as a formula by spreadsheets
-// (names come from the identity provider, not from us).
+// csvSafe keeps a cell from being read as a formula by spreadsheets
+// (names and ids come from the identity provider, not from us).
 func csvSafe(s string) string {
 	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
 		return "'" + s

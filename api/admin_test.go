@@ -176,3 +176,59 @@ func TestAdminUsageCSV(t *testing.T) {
 		t.Errorf("bob by cluster: %d %s", code, body)
 	}
 }
+
+// TestAdminRoutesRefuseNonAdmins: every admin path, known or not, with any
+// method, answers 403 to a user and 401 to nobody; a read-only admin may
+// read but not change.
+func TestAdminRoutesRefuseNonAdmins(t *testing.T) {
+	srv, _ := newAdminServer(t)
+	paths := []string{"/api/v1/admin/quotas", "/api/v1/admin/quotas/user:alice", "/api/v1/admin/quotas/group:org/team",
+		"/api/v1/admin/clusters", "/api/v1/admin/clusters/0123456789abcdef", "/api/v1/admin/usage", "/api/v1/admin/usage?format=csv",
+		"/api/v1/admin/audit", "/api/v1/admin/", "/api/v1/admin/nope", "/api/v1/admin/%61udit"}
+	for _, p := range paths {
+		for _, m := range []string{"GET", "PATCH", "PUT", "POST", "DELETE", "HEAD"} {
+			code, _, body := do(t, srv, m, p, "alice-token-000000", `{"max_clusters": 100}`)
+			if code != http.StatusForbidden || (m != "HEAD" && !strings.Contains(string(body), "admin only")) {
+				t.Errorf("%s %s as a user = %d %s; want 403 admin only", m, p, code, body)
+			}
+			if code, _, _ := do(t, srv, m, p, "", ""); code != http.StatusUnauthorized {
+				t.Errorf("%s %s unauthenticated = %d, want 401", m, p, code)
+			}
+		}
+	}
+	if code, _, _ := do(t, srv, "GET", "/api/v1/admin/audit", "root-readonly-0000", ""); code != http.StatusOK {
+		t.Errorf("a read-only admin reading the audit log: %d", code)
+	}
+	if code, _, body := do(t, srv, "DELETE", "/api/v1/admin/clusters/0123456789abcdef", "root-readonly-0000", ""); code != http.StatusForbidden || !strings.Contains(string(body), "read-only") {
+		t.Errorf("a read-only admin stopping a cluster: %d %s", code, body)
+	}
+}
+
+// TestUnreadableQuotaEntry: a stored entry this version cannot read makes
+// quota decisions wait (503, saying which entry and how to fix it) rather
+// than drop a limit; the admin can still remove it.
+func TestUnreadableQuotaEntry(t *testing.T) {
+	srv, st := newAdminServer(t)
+	ctx := context.Background()
+	if _, _, err := st.UpdateQuota(ctx, "group:analysts", store.Actor{Name: "future"}, "quota.set", func(string, bool) (string, error) {
+		return `{"max_clusters": 1, "max_tpus": 4}`, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ method, path, token, body string }{
+		{"GET", "/api/v1/quota", "alice-token-000000", ""},
+		{"GET", "/api/v1/options", "alice-token-000000", ""},
+		{"GET", "/api/v1/admin/quotas", "root-token-0000000", ""},
+	} {
+		code, _, body := do(t, srv, r.method, r.path, r.token, r.body)
+		if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "group:analysts") || !strings.Contains(string(body), "gateway admin quota unset group:analysts") {
+			t.Errorf("%s %s = %d %s; want 503 naming the entry and the fix", r.method, r.path, code, body)
+		}
+	}
+	if code, _, body := do(t, srv, "DELETE", "/api/v1/admin/quotas/group:analysts", "root-token-0000000", ""); code != http.StatusOK {
+		t.Fatalf("removing the entry: %d %s", code, body)
+	}
+	if code, _, body := do(t, srv, "GET", "/api/v1/quota", "alice-token-000000", ""); code != http.StatusOK {
+		t.Errorf("after removing it: %d %s", code, body)
+	}
+}

@@ -232,6 +232,9 @@ func (s *Server) coreError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, http.StatusNotFound, "cluster_not_found", "cluster "+r.PathValue("name")+" not found")
 	case errors.Is(err, scheduler.ErrInvalid):
 		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", detail(err, scheduler.ErrInvalid))
+	case errors.Is(err, quota.ErrUnreadable):
+		s.log.Error("quota entries unreadable", "err", err)
+		WriteError(w, http.StatusServiceUnavailable, "quota_unavailable", "quotas cannot be checked right now: "+err.Error())
 	case errors.Is(err, quota.ErrExceeded):
 		WriteError(w, http.StatusForbidden, "quota_exceeded", "quota exceeded: "+err.Error())
 	case errors.Is(err, scheduler.ErrConflict):

@@ -113,8 +113,8 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		var f float64
 		// Positive, and short of what a time.Duration holds (~292 years).
-		if err := json.Unmarshal(b, &f); err != nil || !(f > 0) || f > 100*365*24*3600 {
-			return fmt.Errorf("want a positive duration such as \"2h\" (or seconds, up to 100 years) or \"unlimited\", got %s", b)
+		if err := json.Unmarshal(b, &f); err != nil || !(f >= 1) || f > 100*365*24*3600 {
+			return fmt.Errorf("want a duration such as \"2h\" (or seconds, from 1 to 100 years' worth) or \"unlimited\", got %s", b)
 		}
 		*d = Duration(time.Duration(f * float64(time.Second)))
 		return nil
@@ -131,8 +131,8 @@ func ParseDuration(s string) (Duration, error) {
 		return UnlimitedDuration, nil
 	}
 	v, err := time.ParseDuration(s)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("want a positive duration such as \"2h\" or \"unlimited\", got %q", s)
+	if err != nil || v < time.Second {
+		return 0, fmt.Errorf("want a duration of at least 1s such as \"2h\", or \"unlimited\", got %q", s)
 	}
 	return Duration(v), nil
 }

@@ -207,17 +207,18 @@ func TestDurationUnmarshalJSON(t *testing.T) {
 		{in: `" 1h30m "`, want: Duration(90 * time.Minute)},
 		{in: `"1.5h"`, want: Duration(90 * time.Minute)},
 		{in: `"45s"`, want: Duration(45 * time.Second)},
+		{in: `"500ms"`, errHas: []string{"at least 1s", `"500ms"`}},
 		{in: `"unlimited"`, want: UnlimitedDuration},
 		{in: `"UNLIMITED"`, want: UnlimitedDuration},
 		{in: `5400`, want: Duration(90 * time.Minute)},
 		{in: `3600`, want: Duration(time.Hour)},
 		{in: `1.5`, want: Duration(1500 * time.Millisecond)},
-		{in: `0.25`, want: Duration(250 * time.Millisecond)},
+		{in: `0.25`, errHas: []string{"from 1", "0.25"}}, // below a second: a limit that stops everything at once
 		{in: `-5`, errHas: []string{`"2h"`, `"unlimited"`, "-5"}},
 		{in: `-0.5`, errHas: []string{"-0.5"}},
-		{in: `"-1h"`, errHas: []string{"positive duration", `"-1h"`}},
-		{in: `"0s"`, errHas: []string{"positive duration", `"0s"`}},
-		{in: `"0"`, errHas: []string{"positive duration", `"0"`}},
+		{in: `"-1h"`, errHas: []string{"at least 1s", `"-1h"`}},
+		{in: `"0s"`, errHas: []string{"at least 1s", `"0s"`}},
+		{in: `"0"`, errHas: []string{"at least 1s", `"0"`}},
 		{in: `"5"`, errHas: []string{`"2h"`, `"5"`}}, // no unit
 		{in: `"NaN"`, errHas: []string{`"NaN"`}},
 		{in: `"soon"`, errHas: []string{`"soon"`, `"2h"`, `"unlimited"`}},
@@ -327,7 +328,7 @@ func TestParseDuration(t *testing.T) {
 		t.Run(tt.in, func(t *testing.T) {
 			got, err := ParseDuration(tt.in)
 			if !tt.ok {
-				wantErrContains(t, err, "positive duration", `"2h"`, `"unlimited"`, `"`+strings.TrimSpace(tt.in)+`"`)
+				wantErrContains(t, err, "at least 1s", `"2h"`, `"unlimited"`, `"`+strings.TrimSpace(tt.in)+`"`)
 				return
 			}
 			if err != nil {

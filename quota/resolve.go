@@ -93,7 +93,13 @@ func Resolve(entries map[Subject]Entry, who Who) Effective {
 		l, o := e.layer()
 		return &layered{subject: s, limits: l, origin: o}
 	}
-	user := get(UserSubject(who.Name))
+	// An entry for the user's stable id (user:oidc:<sub>, as whoami shows
+	// it) wins over one for their name: names can change hands at some
+	// identity providers, ids cannot.
+	user := get(UserSubject(who.ID))
+	if user == nil || who.ID == "" {
+		user = get(UserSubject(who.Name))
+	}
 	def := get(DefaultSubject)
 	groups := append([]string(nil), who.Groups...)
 	sort.Strings(groups)

@@ -422,3 +422,21 @@ func TestEffectiveJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveUserIDWinsOverName: an entry for the user's stable id applies
+// before one for their (changeable) name.
+func TestResolveUserIDWinsOverName(t *testing.T) {
+	one, two := Amount(1), Amount(2)
+	entries := map[Subject]Entry{
+		UserSubject("ann"):         {Subject: UserSubject("ann"), Config: &Limits{MaxClusters: &one}},
+		UserSubject("oidc:sub-42"): {Subject: UserSubject("oidc:sub-42"), Stored: &Limits{MaxClusters: &two}},
+	}
+	eff := Resolve(entries, Who{ID: "oidc:sub-42", Name: "ann"})
+	if eff.Limits.MaxClusters == nil || *eff.Limits.MaxClusters != 2 || eff.Sources["max_clusters"] != "user:oidc:sub-42 (api)" {
+		t.Errorf("by id: %v from %q; want 2 from user:oidc:sub-42 (api)", eff.Limits.MaxClusters, eff.Sources["max_clusters"])
+	}
+	eff = Resolve(entries, Who{ID: "oidc:sub-7", Name: "ann"})
+	if eff.Limits.MaxClusters == nil || *eff.Limits.MaxClusters != 1 {
+		t.Errorf("by name: %v, want 1", eff.Limits.MaxClusters)
+	}
+}

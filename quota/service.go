@@ -119,7 +119,7 @@ func (s *Service) Entries(ctx context.Context) (map[Subject]Entry, error) {
 		if err != nil {
 			// Written by this code; unreadable means a newer version or a
 			// hand edit. Refuse to guess at limits.
-			return nil, fmt.Errorf("quota: stored entry %s: %w", r.Subject, err)
+			return nil, fmt.Errorf("%w: %s: %w; fix or remove it (gateway admin quota unset %s)", ErrUnreadable, r.Subject, err, r.Subject)
 		}
 		e := out[Subject(r.Subject)]
 		e.Subject, e.Stored, e.UpdatedAt, e.UpdatedBy = Subject(r.Subject), &l, r.UpdatedAt, r.UpdatedBy
@@ -165,6 +165,11 @@ func (s *Service) Effective(ctx context.Context, who Who) (Effective, error) {
 	}
 	return Resolve(m, who), nil
 }
+
+// ErrUnreadable marks a stored entry this version cannot read (written by
+// a newer gateway, or edited by hand): limits are not guessed at, so
+// decisions wait until an admin fixes or removes it.
+var ErrUnreadable = errors.New("a stored quota entry cannot be read")
 
 // ErrNoEntry is returned when unsetting a subject that has no stored entry.
 var ErrNoEntry = errors.New("no stored quota entry")

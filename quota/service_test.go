@@ -611,7 +611,10 @@ func TestServiceEntriesErrors(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Effective = %v, want ErrInvalid", err)
 	}
-	wantErrContains(t, err, "stored entry group:gpu", `"gpu_hours"`)
+	wantErrContains(t, err, "cannot be read: group:gpu", `"gpu_hours"`, "gateway admin quota unset group:gpu")
+	if !errors.Is(err, ErrUnreadable) {
+		t.Errorf("Effective = %v, want ErrUnreadable", err)
+	}
 }
 
 func TestServiceList(t *testing.T) {

@@ -134,14 +134,13 @@ type Core struct {
 	queue    *queue
 
 	mu        sync.Mutex
-	watchers  map[string]*watch               // per cluster, closed on its next change
-	exits     map[string]map[string]bool      // workers seen exiting on their own, per cluster (names are never reused)
-	active    map[string]time.Time            // last time each running cluster was seen busy
-	reaped    atomic.Int64                    // leftover clusters the reaper stopped
-	answered  map[string]time.Time            // last answer of each running scheduler
-	downSince map[string]time.Time            // when each adaptive cluster first asked for fewer workers
-	ledger    map[string]map[string]time.Time // per cluster, members whose ledger interval is open, and since when (loaded on first use)
-	quotaNote map[string]string               // per cluster, the last quota message recorded for adaptive scaling
+	watchers  map[string]*watch          // per cluster, closed on its next change
+	exits     map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
+	active    map[string]time.Time       // last time each running cluster was seen busy
+	reaped    atomic.Int64               // leftover clusters the reaper stopped
+	answered  map[string]time.Time       // last answer of each running scheduler
+	downSince map[string]time.Time       // when each adaptive cluster first asked for fewer workers
+	quotaNote map[string]string          // per cluster, the last quota message recorded for adaptive scaling
 }
 
 // New makes a core. Run starts its loop.
@@ -159,7 +158,6 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 		active:    map[string]time.Time{},
 		answered:  map[string]time.Time{},
 		downSince: map[string]time.Time{},
-		ledger:    map[string]map[string]time.Time{},
 		quotaNote: map[string]string{},
 	}
 }
@@ -542,42 +540,59 @@ func limitOf(err error) string {
 // Adapt turns adaptive scaling on within [minimum, maximum] workers, or off.
 // A maximum above the per-cluster limit is clamped, and the message says so.
 func (c *Core) Adapt(ctx context.Context, who Who, name string, minimum, maximum int, active bool) (msg string, err error) {
-	owner := who.Name
 	if _, err := c.Get(ctx, who.ID, name); err != nil {
 		return "", err
 	}
+	eff, err := c.effective(ctx, who)
+	if err != nil {
+		return "", err
+	}
+	var notes []string
 	if active {
 		if minimum < 0 || maximum < minimum {
 			return "", fmt.Errorf("%w: adaptive scaling needs 0 <= minimum <= maximum, got minimum %d, maximum %d", ErrInvalid, minimum, maximum)
 		}
-		lim, what := c.cfg.Limits.MaxWorkers, "the limit of %d workers per cluster"
-		eff, err := c.effective(ctx, who)
-		if err != nil {
-			return "", err
-		}
+		lim, what := c.cfg.Limits.MaxWorkers, "the limit of "+strconv.Itoa(c.cfg.Limits.MaxWorkers)+" workers per cluster"
 		if m := eff.Limits.MaxWorkersPerCluster; m != nil && float64(*m) < float64(lim) {
 			lim = int(*m)
-			what = "your limit of %d workers per cluster (max_workers_per_cluster, from " + eff.Source("max_workers_per_cluster") + ")"
+			what = fmt.Sprintf("your limit of %d workers per cluster (max_workers_per_cluster, from %s)", lim, eff.Source("max_workers_per_cluster"))
 		}
 		if maximum > lim {
-			msg = fmt.Sprintf("Adaptive maximum of %d workers would exceed "+what+"; using %d instead.", maximum, lim, lim)
+			notes = append(notes, fmt.Sprintf("Adaptive maximum of %d workers would exceed %s; using %d instead.", maximum, what, lim))
 			maximum = lim
 			minimum = min(minimum, lim)
 		}
 		// The other limits (totals, budgets) are applied at each step up:
 		// what fits changes as the user's other clusters come and go.
 	}
-	_, err = c.update(ctx, name, func(cl *store.Cluster) (store.Event, error) {
+	_, err = c.updateOwned(ctx, name, func(cl *store.Cluster, others []*store.Cluster, month store.Totals) (store.Event, error) {
 		if !cl.Status.Live() {
 			return store.Event{}, fmt.Errorf("%w: cluster %s is %s; only a pending or running cluster can adapt", ErrConflict, name, cl.Status)
 		}
 		cl.Adaptive, cl.AdaptMin, cl.AdaptMax = active, minimum, maximum
 		if !active {
-			return store.Event{Kind: "adapt", Message: "adaptive scaling off by " + owner}, nil
+			return store.Event{Kind: "adapt", Message: "adaptive scaling off by " + who.Name}, nil
 		}
-		cl.DesiredWorkers = max(minimum, min(cl.DesiredWorkers, maximum))
-		return store.Event{Kind: "adapt", Message: fmt.Sprintf("adaptive scaling between %d and %d workers by %s", minimum, maximum, owner)}, nil
+		want := max(minimum, min(cl.DesiredWorkers, maximum))
+		if want > cl.DesiredWorkers {
+			// A minimum is growth now: it is bound like a scale.
+			allowed, why := c.growTo(eff, cl, others, month, want)
+			if allowed < want {
+				if c.onExceed() == quota.Refuse {
+					return store.Event{}, &quota.ExceededError{Limit: limitOf(why), Msg: fmt.Sprintf(
+						"Adaptive minimum of %d workers refused: %s", minimum, quotaMessage(why))}
+				}
+				notes = append(notes, fmt.Sprintf("Adaptive minimum of %d workers is beyond your quota: %s; starting from %d instead.", minimum, quotaMessage(why), allowed))
+				want = allowed
+			}
+		}
+		cl.DesiredWorkers = want
+		return store.Event{Kind: "adapt", Message: fmt.Sprintf("adaptive scaling between %d and %d workers by %s", minimum, maximum, who.Name)}, nil
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	msg = strings.Join(notes, " ")
 	if err != nil {
 		return "", err
 	}
@@ -603,19 +618,18 @@ func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts schedulerCou
 	if target == cl.DesiredWorkers || (down && now.Sub(since) < adaptDownAfter) {
 		return false, nil
 	}
-	var eff quota.Effective
-	if target > cl.DesiredWorkers {
-		var err error
-		if eff, err = c.effective(ctx, whoOf(cl)); err != nil {
-			return false, err
-		}
+	// Loaded whatever the direction: the stored cluster may have changed
+	// since the snapshot (a new maximum), and growth is always bound.
+	eff, err := c.effective(ctx, whoOf(cl))
+	if err != nil {
+		return false, err
 	}
 	var note string
-	_, err := c.updateOwned(ctx, cl.Name, func(x *store.Cluster, others []*store.Cluster, month store.Totals) (store.Event, error) {
+	_, err = c.updateOwned(ctx, cl.Name, func(x *store.Cluster, others []*store.Cluster, month store.Totals) (store.Event, error) {
 		if !x.Adaptive || x.Status != store.Running {
 			return store.Event{}, errStale
 		}
-		want := target
+		want := max(x.AdaptMin, min(counts.Desired, x.AdaptMax))
 		if want > x.DesiredWorkers {
 			allowed, why := c.growTo(eff, x, others, month, want)
 			if allowed < want {
@@ -872,9 +886,15 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 	}
 	c.router.SetRoute(cl.Name, cl.Owner, cl.SchedulerAddress, cl.DashboardAddress)
 
+	if cl, err = c.adoptLegacy(ctx, cl, members); errors.Is(err, errStale) {
+		return 1, nil
+	} else if err != nil {
+		return time.Second, err
+	}
 	// Before anything starts or stops below: members started in this
 	// pass are not in members yet.
-	if err := c.syncLedger(ctx, cl, members); err != nil {
+	open, err := c.syncLedger(ctx, cl, members)
+	if err != nil {
 		return time.Second, err
 	}
 	var alive []providers.Member
@@ -894,6 +914,15 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 			c.event(ctx, cl.Name, "worker-exited", m.Name+": "+m.Reason)
 			if n > c.cfg.WorkerRestarts {
 				return 0, c.fail(ctx, cl, fmt.Sprintf("workers keep exiting (%d exits; the limit is %d). Last: %s", n, c.cfg.WorkerRestarts, m.Reason))
+			}
+			continue
+		}
+		if !open[m.Name] {
+			// Its stop is in the ledger (recorded at the intent) but it
+			// still runs: a stop that failed, or a crash in between. Stop
+			// it again, and do not count it as one of the wanted workers.
+			if err := c.provider.StopWorker(ctx, cl.Name, m.Name); err != nil {
+				return time.Second, err
 			}
 			continue
 		}
@@ -921,7 +950,6 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		if err != nil {
 			return time.Second, err
 		}
-		c.ledgerOpened(cl.Name, names...)
 		spec := c.spec(cl)
 		for _, w := range names {
 			if err := c.provider.StartWorker(ctx, spec, w, cl.SchedulerAddress); err != nil {
@@ -1150,7 +1178,6 @@ func (c *Core) forget(name string) {
 	delete(c.active, name)
 	delete(c.answered, name)
 	delete(c.downSince, name)
-	delete(c.ledger, name)
 	delete(c.quotaNote, name)
 	c.mu.Unlock()
 }

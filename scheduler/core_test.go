@@ -56,6 +56,7 @@ type fakeProvider struct {
 	crashOnStart    string // for schedulers launched from now on
 	startSchedErr   error
 	startWorkerErr  error
+	stopWorkerErr   error
 	rememberStopped bool            // StopWorker keeps the worker, stopped, instead of forgetting it
 	disconnected    bool            // the counts endpoint reports no workers
 	busy            map[string]bool // clusters whose scheduler reports tasks processing
@@ -198,6 +199,9 @@ func (f *fakeProvider) StopWorker(ctx context.Context, cluster, worker string) e
 	f.calls["StopWorker"]++
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if f.stopWorkerErr != nil {
+		return f.stopWorkerErr
 	}
 	f.workerStops[cluster] = append(f.workerStops[cluster], worker)
 	m := f.clusters[cluster][worker]

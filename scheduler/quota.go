@@ -88,7 +88,7 @@ func (c *Core) growTo(eff quota.Effective, cl *store.Cluster, others []*store.Cl
 	return eff.WorkersAllowed(InUse(others), monthOf(start, month), shapeOf(cl), cl.DesiredWorkers, want)
 }
 
-// ledgerSizes turns a shape into the ledger's start entries for members.
+// ledgerStart is the ledger's start entries for members of one size.
 func ledgerStart(size quota.Size, members ...string) []store.LedgerEntry {
 	out := make([]store.LedgerEntry, 0, len(members))
 	for _, m := range members {
@@ -111,26 +111,9 @@ func quotaMessage(err error) string {
 
 const schedulerMember = "scheduler"
 
-// ledgerOpened notes members whose ledger interval was just opened.
-func (c *Core) ledgerOpened(cluster string, members ...string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if open := c.ledger[cluster]; open != nil {
-		for _, m := range members {
-			open[m] = c.now()
-		}
-	}
-}
-
 // ledgerClosed records that a member stopped, at when (zero: now).
 func (c *Core) ledgerClosed(ctx context.Context, cluster, member string, when time.Time) error {
-	if err := c.store.RecordLedger(ctx, cluster, store.LedgerEntry{Member: member, Kind: store.LedgerStop, At: when}); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	delete(c.ledger[cluster], member)
-	c.mu.Unlock()
-	return nil
+	return c.store.RecordLedger(ctx, cluster, store.LedgerEntry{Member: member, Kind: store.LedgerStop, At: when})
 }
 
 // ledgerGrace is how long a member may be missing from the backend's
@@ -143,20 +126,13 @@ const ledgerGrace = time.Minute
 // because the gateway died in between; such a stop is dated when it is
 // seen. A member the backend never heard of (the gateway died between
 // recording its name and starting it; names are not reused) ran for no
-// time, when the backend lists members as soon as they start.
-func (c *Core) syncLedger(ctx context.Context, cl *store.Cluster, members []providers.Member) error {
-	c.mu.Lock()
-	open, known := c.ledger[cl.Name]
-	c.mu.Unlock()
-	if !known {
-		since, err := c.store.OpenMembers(ctx, cl.Name)
-		if err != nil {
-			return err
-		}
-		c.mu.Lock()
-		c.ledger[cl.Name] = since
-		open = since
-		c.mu.Unlock()
+// time, when the backend lists members as soon as they start. It returns
+// the members whose interval is open: the store is read at each pass, so
+// that what another replica recorded while it held the cluster counts.
+func (c *Core) syncLedger(ctx context.Context, cl *store.Cluster, members []providers.Member) (map[string]bool, error) {
+	since, err := c.store.OpenMembers(ctx, cl.Name)
+	if err != nil {
+		return nil, err
 	}
 	state := make(map[string]providers.State, len(members))
 	for _, m := range members {
@@ -164,26 +140,59 @@ func (c *Core) syncLedger(ctx context.Context, cl *store.Cluster, members []prov
 	}
 	now := c.now()
 	_, immediate := c.provider.(providers.Immediate)
-	gone := map[string]time.Time{}
-	c.mu.Lock()
-	for m, since := range open {
+	open := make(map[string]bool, len(since))
+	for m, start := range since {
 		st, listed := state[m]
+		var err error
 		switch {
 		case st == providers.StateStopped:
-			gone[m] = time.Time{}
+			err = c.ledgerClosed(ctx, cl.Name, m, time.Time{})
 		case !listed && immediate:
-			gone[m] = since
-		case !listed && now.Sub(since) >= ledgerGrace:
-			gone[m] = time.Time{}
+			err = c.ledgerClosed(ctx, cl.Name, m, start)
+		case !listed && now.Sub(start) >= ledgerGrace:
+			err = c.ledgerClosed(ctx, cl.Name, m, time.Time{})
+		default:
+			open[m] = true
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
-	c.mu.Unlock()
-	for m, when := range gone {
-		if err := c.ledgerClosed(ctx, cl.Name, m, when); err != nil {
-			return err
-		}
+	return open, nil
+}
+
+// adoptLegacy gives a cluster made before quotas and the ledger existed
+// its shape, and opens ledger intervals for what it runs, from now: it
+// then counts against quotas and in usage like any other.
+func (c *Core) adoptLegacy(ctx context.Context, cl *store.Cluster, members []providers.Member) (*store.Cluster, error) {
+	if cl.Shape != "" && cl.Shape != "{}" {
+		return cl, nil
 	}
-	return nil
+	var o Options
+	_ = json.Unmarshal([]byte(cl.Options), &o)
+	shape := c.shape(o)
+	b, err := json.Marshal(shape)
+	if err != nil {
+		return nil, err
+	}
+	var entries []store.LedgerEntry
+	for _, m := range members {
+		if m.State == providers.StateStopped {
+			continue
+		}
+		size := shape.Worker
+		if m.Role == providers.RoleScheduler {
+			size = shape.Scheduler
+		}
+		entries = append(entries, ledgerStart(size, m.Name)...)
+	}
+	return c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+		if x.Shape != "" && x.Shape != "{}" {
+			return store.Event{}, errStale
+		}
+		x.Shape = string(b)
+		return store.Event{Kind: "adopted", Message: "counted in quotas and usage from now on", Ledger: entries}, nil
+	})
 }
 
 // ListAll returns every user's clusters with the given statuses (all when

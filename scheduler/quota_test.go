@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -253,5 +254,94 @@ func TestAdminStop(t *testing.T) {
 	if len(log) != 1 || log[0].Action != "cluster.stop" || log[0].Target != "cluster:"+cl.Name || log[0].Actor != "root" ||
 		!strings.Contains(log[0].Before, `"RUNNING"`) && !strings.Contains(log[0].Before, `"PENDING"`) || !strings.Contains(log[0].After, `"STOPPING"`) {
 		t.Errorf("audit log %+v, want one cluster.stop by root with the status before and after", log)
+	}
+}
+
+func TestQuotaAdaptMinimum(t *testing.T) {
+	for _, mode := range []quota.OnExceed{quota.Clamp, quota.Refuse} {
+		t.Run(string(mode), func(t *testing.T) {
+			h := newQuotaHarness(t, `{"max_vcpus": 3, "max_workers_per_cluster": 8}`, mode)
+			h.start()
+			cl := h.create("alice", 1)
+			h.waitSettled(cl.Name, 1)
+			msg, err := h.core.Adapt(h.ctx, who("alice"), cl.Name, 8, 8, true)
+			switch mode {
+			case quota.Clamp:
+				if err != nil || !strings.Contains(msg, "starting from 3 instead") || !strings.Contains(msg, "vCPUs of your 3") {
+					t.Fatalf("Adapt = %q, %v; want the minimum clamped to 3", msg, err)
+				}
+				h.waitSettled(cl.Name, 3)
+			case quota.Refuse:
+				wantQuotaErr(t, err, "max_vcpus", "Adaptive minimum of 5 workers refused")
+				h.waitPolls(3)
+			}
+			if got := h.cluster(cl.Name); got.DesiredWorkers > 3 {
+				t.Errorf("an adaptive minimum went past the quota: %s", describe(got))
+			}
+		})
+	}
+}
+
+// TestLedgerWorkerStopFails: a scale-down closes the worker's interval at
+// the intent; when the stop itself fails, the worker that still runs is
+// stopped again later and never taken for a wanted worker, even when the
+// cluster grows back meanwhile.
+func TestLedgerWorkerStopFails(t *testing.T) {
+	h := newQuotaHarness(t, `{}`, quota.Clamp)
+	h.start()
+	cl := h.create("alice", 2)
+	h.waitSettled(cl.Name, 2)
+	h.fp.configure(func(f *fakeProvider) { f.stopWorkerErr = errors.New("API throttled") })
+	if _, err := h.core.Scale(h.ctx, who("alice"), cl.Name, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.waitPolls(3)
+	if _, err := h.core.Scale(h.ctx, who("alice"), cl.Name, 2); err != nil {
+		t.Fatal(err)
+	}
+	h.waitPolls(3)
+	h.fp.configure(func(f *fakeProvider) { f.stopWorkerErr = nil })
+	h.waitCluster(cl.Name, "to run worker-0 and a new worker", func(*store.Cluster) bool {
+		w := h.fp.runningWorkers(cl.Name)
+		return len(w) == 2 && !slices.Contains(w, "worker-1")
+	})
+	open, err := h.st.OpenMembers(h.ctx, cl.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := open["worker-1"]; ok || len(open) != 3 {
+		t.Errorf("open ledger members %v, want the scheduler and the two running workers", open)
+	}
+}
+
+// TestAdoptLegacyCluster: a cluster stored before quotas and the ledger
+// (no shape) is given its shape and opens ledger intervals for what runs.
+func TestAdoptLegacyCluster(t *testing.T) {
+	h := newQuotaHarness(t, `{}`, quota.Clamp)
+	h.start()
+	cl := h.create("alice", 1)
+	h.waitSettled(cl.Name, 1)
+	h.stop()
+	// Make it look like a row migrated from before: no shape, no ledger.
+	if _, err := h.st.UpdateCluster(h.ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+		x.Shape = "{}"
+		return store.Event{}, nil
+	}); err == nil {
+		t.Fatal("a recorded shape could be changed")
+	}
+	legacy := &store.Cluster{Name: "0123456789abcdef", Owner: "bob", Status: store.Pending, Provider: "fake", Options: `{"worker_threads":2,"worker_memory":1}`,
+		DesiredWorkers: 1, TLSCert: cl.TLSCert, TLSKey: cl.TLSKey}
+	if err := h.st.CreateCluster(h.ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	h.waitSettled(legacy.Name, 1)
+	got := h.waitCluster(legacy.Name, "to be given a shape", func(x *store.Cluster) bool { return strings.Contains(x.Shape, `"vcpus":2`) })
+	open, err := h.st.OpenMembers(h.ctx, legacy.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(open) != 2 {
+		t.Errorf("open ledger members %v (shape %s), want the scheduler and its worker", open, got.Shape)
 	}
 }

@@ -20,6 +20,16 @@ if [ -z "${GATEWAY_TEST_POSTGRES_URL:-}" ] && [ "$(id -u)" -eq 0 ] && command -v
 		su postgres -c "psql -qtAc 'select 1'" >/dev/null 2>&1 && break
 		sleep 0.2
 	done
+	# Test packages run at once, and several start gateway replicas with
+	# their own connection pools: the default 100 connections are too few.
+	if [ "$(su postgres -c "psql -qtAc 'show max_connections'")" -lt 400 ]; then
+		su postgres -c "psql -qc 'ALTER SYSTEM SET max_connections = 400'" >/dev/null
+		pg_ctlcluster "$ver" main restart
+		for _ in $(seq 1 50); do
+			su postgres -c "psql -qtAc 'select 1'" >/dev/null 2>&1 && break
+			sleep 0.2
+		done
+	fi
 	su postgres -c "psql -qtAc \"SELECT 1 FROM pg_roles WHERE rolname='gateway_test'\"" | grep -q 1 ||
 		su postgres -c "psql -qc \"CREATE ROLE gateway_test LOGIN PASSWORD 'gateway_test'\""
 	su postgres -c "psql -qtAc \"SELECT 1 FROM pg_database WHERE datname='gateway_test'\"" | grep -q 1 ||

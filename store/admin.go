@@ -64,15 +64,19 @@ type QuotaChange func(old string, exists bool) (string, error)
 // audit log, in one transaction. It returns the entry before and after
 // ("" for none).
 func (s *DB) UpdateQuota(ctx context.Context, subject string, by Actor, action string, change QuotaChange) (before, after string, err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return "", "", fmt.Errorf("store: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	q := `SELECT limits FROM quota_entries WHERE subject = ?`
 	if s.dialect == postgres {
-		q += " FOR UPDATE"
+		// A row lock locks nothing while the entry does not exist yet: two
+		// first sets would both read "none" and one would be lost.
+		if err := s.advisoryLock(ctx, tx, "quota:"+subject); err != nil {
+			return "", "", fmt.Errorf("store: quota %s: %w", subject, err)
+		}
 	}
+	q := `SELECT limits FROM quota_entries WHERE subject = ?`
 	err = tx.QueryRowContext(ctx, s.rebind(q), subject).Scan(&before)
 	exists := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -114,6 +116,10 @@ ON CONFLICT (cluster, member, kind) DO NOTHING`), at, at, c.Name, e.Member)
 			return fmt.Errorf("store: ledger: %w", err)
 		}
 	}
+	closing := ev.CloseLedger
+	for _, e := range ev.Ledger {
+		closing = closing || e.Kind == LedgerStop
+	}
 	if ev.CloseLedger {
 		_, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO usage_events (`+ledgerColumns+`)
 SELECT cluster, member, 'stop', ?, owner, owner_name, vcpus, memory_gib, gpus, gpu_type, instance_type, price_hour
@@ -124,8 +130,22 @@ ON CONFLICT (cluster, member, kind) DO NOTHING`), now, c.Name)
 			return fmt.Errorf("store: ledger: close: %w", err)
 		}
 	}
+	if closing {
+		// Each start row learns its stop's time, once.
+		_, err := tx.ExecContext(ctx, s.rebind(`UPDATE usage_events SET stop_at = (SELECT e.at FROM usage_events e
+WHERE e.cluster = usage_events.cluster AND e.member = usage_events.member AND e.kind = 'stop')
+WHERE cluster = ? AND kind = 'start' AND stop_at = `+openStop+` AND EXISTS (SELECT 1 FROM usage_events e
+WHERE e.cluster = usage_events.cluster AND e.member = usage_events.member AND e.kind = 'stop')`), c.Name)
+		if err != nil {
+			return fmt.Errorf("store: ledger: stop times: %w", err)
+		}
+	}
 	return nil
 }
+
+// openStop is stop_at of a start row whose member has not stopped: the
+// largest BIGINT, so that "stopped after t or still running" is one range.
+const openStop = "9223372036854775807"
 
 // RecordLedger writes ledger entries for a cluster outside a cluster
 // update (a worker stopped on request).
@@ -137,7 +157,7 @@ func (s *DB) RecordLedger(ctx context.Context, cluster string, entries ...Ledger
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
 	var c Cluster
 	err = tx.QueryRowContext(ctx, s.rebind(`SELECT name, owner, owner_name FROM clusters WHERE name = ?`), cluster).Scan(&c.Name, &c.Owner, &c.OwnerName)
-	if err == sql.ErrNoRows {
+	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("store: cluster %s: %w", cluster, ErrNotFound)
 	}
 	if err != nil {
@@ -155,8 +175,7 @@ func (s *DB) RecordLedger(ctx context.Context, cluster string, entries ...Ledger
 // OpenMembers returns the cluster's members whose ledger interval is open,
 // with when each started.
 func (s *DB) OpenMembers(ctx context.Context, cluster string) (map[string]time.Time, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT member, at FROM usage_events s WHERE s.cluster = ? AND s.kind = 'start'
-AND NOT EXISTS (SELECT 1 FROM usage_events e WHERE e.cluster = s.cluster AND e.member = s.member AND e.kind = 'stop')`), cluster)
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT member, at FROM usage_events WHERE cluster = ? AND kind = 'start' AND stop_at = `+openStop), cluster)
 	if err != nil {
 		return nil, fmt.Errorf("store: open members: %w", err)
 	}
@@ -188,18 +207,17 @@ func (s *DB) intervals(ctx context.Context, q querier, f LedgerFilter) ([]Interv
 	if until.IsZero() {
 		until = s.now()
 	}
-	where := []string{"s.kind = 'start'", "s.at < ?", "(e.at IS NULL OR e.at > ?)"}
-	args := []any{until.UnixMilli(), f.Since.UnixMilli()}
-	for _, c := range []struct{ col, v string }{{"s.owner", f.Owner}, {"s.owner_name", f.OwnerName}, {"s.cluster", f.Cluster}} {
+	where := []string{"kind = 'start'", "stop_at > ?", "at < ?"}
+	args := []any{f.Since.UnixMilli(), until.UnixMilli()}
+	for _, c := range []struct{ col, v string }{{"owner", f.Owner}, {"owner_name", f.OwnerName}, {"cluster", f.Cluster}} {
 		if c.v != "" {
 			where = append(where, c.col+" = ?")
 			args = append(args, c.v)
 		}
 	}
-	rows, err := q.QueryContext(ctx, s.rebind(`SELECT s.cluster, s.member, s.owner, s.owner_name, s.at, e.at,
-s.vcpus, s.memory_gib, s.gpus, s.gpu_type, s.instance_type, s.price_hour
-FROM usage_events s LEFT JOIN usage_events e ON e.cluster = s.cluster AND e.member = s.member AND e.kind = 'stop'
-WHERE `+strings.Join(where, " AND ")+` ORDER BY s.at, s.id`), args...)
+	rows, err := q.QueryContext(ctx, s.rebind(`SELECT cluster, member, owner, owner_name, at, stop_at,
+vcpus, memory_gib, gpus, gpu_type, instance_type, price_hour
+FROM usage_events WHERE `+strings.Join(where, " AND ")+` ORDER BY at, id`), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -207,12 +225,12 @@ WHERE `+strings.Join(where, " AND ")+` ORDER BY s.at, s.id`), args...)
 	var out []Interval
 	for rows.Next() {
 		var i Interval
-		var start int64
-		var stop sql.NullInt64
-		if err := rows.Scan(&i.Cluster, &i.Member, &i.Owner, &i.OwnerName, &start, &stop, &i.VCPUs, &i.MemoryGiB,
+		var start, stopAt int64
+		if err := rows.Scan(&i.Cluster, &i.Member, &i.Owner, &i.OwnerName, &start, &stopAt, &i.VCPUs, &i.MemoryGiB,
 			&i.GPUs, &i.GPUType, &i.InstanceType, &i.PriceHour); err != nil {
 			return nil, err
 		}
+		stop := sql.NullInt64{Int64: stopAt, Valid: stopAt != math.MaxInt64}
 		i.Start, i.Open = time.UnixMilli(start), !stop.Valid
 		i.Stop = until
 		if stop.Valid && time.UnixMilli(stop.Int64).Before(until) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ func TestAdmitClusterConcurrent(t *testing.T) {
 		var dbs []*store.DB
 		for range 3 {
 			db, _ := openTestDB(t, url)
+			db.SetMaxOpenConns(8) // requests queue for connections, as in a gateway
 			dbs = append(dbs, db)
 		}
 		// Another owner's clusters must not count.
@@ -335,4 +337,79 @@ func TestQuotaRowsAndAudit(t *testing.T) {
 			t.Errorf("AuditLog(target user:nobody) = %+v, want none", got)
 		}
 	})
+}
+
+// TestUpdateQuotaConcurrentFirstSets: two first sets of one subject at
+// once both take effect, and the audit log chains them.
+func TestUpdateQuotaConcurrentFirstSets(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, url string) {
+		db, _ := openTestDB(t, url)
+		db2, _ := openTestDB(t, url)
+		ctx := context.Background()
+		by := store.Actor{Name: "admin"}
+		add := func(key string) store.QuotaChange {
+			return func(old string, exists bool) (string, error) {
+				time.Sleep(20 * time.Millisecond) // widen the window
+				if !exists {
+					return `{"` + key + `":1}`, nil
+				}
+				return old[:len(old)-1] + `,"` + key + `":1}`, nil
+			}
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, h := range []*store.DB{db, db2} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _, errs[i] = h.UpdateQuota(ctx, "group:x", by, "quota.set", add(fmt.Sprintf("k%d", i)))
+			}()
+		}
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatal(errs)
+		}
+		rows, err := db.QuotaEntries(ctx)
+		if err != nil || len(rows) != 1 || !strings.Contains(rows[0].Limits, `"k0":1`) || !strings.Contains(rows[0].Limits, `"k1":1`) {
+			t.Fatalf("stored %+v, %v; want both sets", rows, err)
+		}
+		log, _ := db.AuditLog(ctx, store.AuditFilter{})
+		if len(log) != 2 || log[1].Before != "" || log[0].Before != log[1].After {
+			t.Errorf("audit %+v: want the second change's before to be the first's after", log)
+		}
+	})
+}
+
+// TestAdmitUnderRepeatableRead: a database whose default isolation is
+// REPEATABLE READ still admits exactly up to the limit.
+func TestAdmitUnderRepeatableRead(t *testing.T) {
+	for _, s := range testdb.URLs(t) {
+		if s.Name != "postgres" {
+			continue
+		}
+		// pgx passes unknown URL parameters to the server as settings.
+		// Three handles, as three replicas: each process serialises its own
+		// admissions, the database orders the processes.
+		var dbs []*store.DB
+		for range 3 {
+			db, _ := openTestDB(t, s.URL+"&default_transaction_isolation=repeatable%20read")
+			dbs = append(dbs, db)
+		}
+		db := dbs[0]
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		errs := make([]error, 20)
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = dbs[i%3].AdmitCluster(ctx, newCluster(fmt.Sprintf("rr-%02d", i), "alice"), time.Time{}, admitAtMost(5))
+			}()
+		}
+		wg.Wait()
+		live, err := db.ListClusters(ctx, store.Filter{Owner: "alice"})
+		if err != nil || len(live) != 5 {
+			t.Fatalf("%d clusters admitted (%v); want 5", len(live), err)
+		}
+	}
 }

@@ -148,6 +148,18 @@ type DB struct {
 	db      *sql.DB
 	dialect dialect
 	now     func() time.Time
+	owners  keyLocks // admissions and growth per owner, in this process
+}
+
+// begin starts a transaction. PostgreSQL's is READ COMMITTED whatever the
+// database's default: the owner lock's waiters must see what the previous
+// holder committed, which a REPEATABLE READ snapshot taken at the lock
+// statement would hide.
+func (s *DB) begin(ctx context.Context) (*sql.Tx, error) {
+	if s.dialect == postgres {
+		return s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	}
+	return s.db.BeginTx(ctx, nil)
 }
 
 // Open opens (creating if needed) the store named by url and applies pending
@@ -238,6 +250,15 @@ func (s *DB) Dialect() string {
 		return "postgres"
 	}
 	return "sqlite"
+}
+
+// SetMaxOpenConns bounds the connections this process opens to the
+// database (several replicas share PostgreSQL's max_connections).
+func (s *DB) SetMaxOpenConns(n int) {
+	if s.dialect == postgres && n > 0 {
+		s.db.SetMaxOpenConns(n)
+		s.db.SetMaxIdleConns(min(n, 8))
+	}
 }
 
 // Close releases the database.
@@ -427,6 +448,13 @@ type AdmitFunc func(live []*Cluster, month Totals) error
 // are serialised (across processes sharing the database, too), so that
 // concurrent requests cannot all see room for one more cluster.
 func (s *DB) AdmitCluster(ctx context.Context, c *Cluster, monthStart time.Time, admit AdmitFunc) error {
+	if admit != nil {
+		unlock, err := s.owners.lock(ctx, c.Owner)
+		if err != nil {
+			return fmt.Errorf("store: admit cluster: %w", err)
+		}
+		defer unlock()
+	}
 	now := s.now().Truncate(time.Millisecond) // what the store keeps
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = now
@@ -437,7 +465,7 @@ func (s *DB) AdmitCluster(ctx context.Context, c *Cluster, monthStart time.Time,
 	if c.Options == "" {
 		c.Options = "{}"
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
@@ -559,9 +587,7 @@ func (s *DB) ownerState(ctx context.Context, tx *sql.Tx, owner, skip string, mon
 	if s.dialect == postgres {
 		// SQLite needs nothing: its write transactions begin IMMEDIATE,
 		// one at a time, in this process and in others.
-		h := fnv.New64a()
-		h.Write([]byte("gateway-owner:" + owner))
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
+		if err := s.advisoryLock(ctx, tx, "owner:"+owner); err != nil {
 			return nil, Totals{}, err
 		}
 	}
@@ -577,6 +603,14 @@ func (s *DB) ownerState(ctx context.Context, tx *sql.Tx, owner, skip string, mon
 	}
 	month, err := s.totals(ctx, tx, LedgerFilter{Owner: owner, Since: monthStart, Until: s.now()})
 	return live, month, err
+}
+
+// advisoryLock takes a PostgreSQL lock on key until tx ends.
+func (s *DB) advisoryLock(ctx context.Context, tx *sql.Tx, key string) error {
+	h := fnv.New64a()
+	h.Write([]byte("gateway-" + key))
+	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64()))
+	return err
 }
 
 // UpdateFunc changes a cluster in place and returns the event to record
@@ -605,13 +639,18 @@ func (s *DB) UpdateOwned(ctx context.Context, name string, monthStart time.Time,
 	if err != nil {
 		return nil, fmt.Errorf("store: update cluster: %w", err)
 	}
+	unlock, err := s.owners.lock(ctx, owner)
+	if err != nil {
+		return nil, fmt.Errorf("store: update cluster: %w", err)
+	}
+	defer unlock()
 	return s.update(ctx, name, func(ctx context.Context, tx *sql.Tx) ([]*Cluster, Totals, error) {
 		return s.ownerState(ctx, tx, owner, name, monthStart)
 	}, fn)
 }
 
 func (s *DB) update(ctx context.Context, name string, state func(context.Context, *sql.Tx) ([]*Cluster, Totals, error), fn OwnedUpdateFunc) (*Cluster, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("store: begin: %w", err)
 	}
@@ -641,7 +680,8 @@ func (s *DB) update(ctx context.Context, name string, state func(context.Context
 	if err != nil {
 		return nil, err
 	}
-	if c.Name != before.Name || c.Owner != before.Owner || c.OwnerName != before.OwnerName || c.Shape != before.Shape {
+	legacy := before.Shape == "" || before.Shape == "{}" // made before shapes were recorded: may be given one
+	if c.Name != before.Name || c.Owner != before.Owner || c.OwnerName != before.OwnerName || (c.Shape != before.Shape && !legacy) {
 		return nil, errors.New("store: a cluster's name, owner and shape cannot change")
 	}
 	if ev.Kind == "" && len(ev.Ledger) == 0 && !ev.CloseLedger && ev.Audit == nil && sameCluster(c, &before) {
@@ -655,11 +695,11 @@ func (s *DB) update(ctx context.Context, name string, state func(context.Context
 	c.Version = before.Version + 1
 	res, err := tx.ExecContext(ctx, s.rebind(`UPDATE clusters SET status=?, phase=?, reason=?, provider=?, options=?,
 desired_workers=?, next_worker_seq=?, ready_workers=?, tls_cert=?, tls_key=?, scheduler_address=?,
-dashboard_address=?, started_at=?, stopped_at=?, updated_at=?, version=?, adaptive=?, adapt_min=?, adapt_max=?
+dashboard_address=?, started_at=?, stopped_at=?, updated_at=?, version=?, adaptive=?, adapt_min=?, adapt_max=?, shape=?
 WHERE name=? AND version=?`),
 		string(c.Status), c.Phase, c.Reason, c.Provider, c.Options, c.DesiredWorkers, c.NextWorkerSeq, c.ReadyWorkers,
 		string(c.TLSCert), string(c.TLSKey), c.SchedulerAddress, c.DashboardAddress, millis(c.StartedAt),
-		millis(c.StoppedAt), millis(c.UpdatedAt), c.Version, boolInt(c.Adaptive), c.AdaptMin, c.AdaptMax, c.Name, before.Version)
+		millis(c.StoppedAt), millis(c.UpdatedAt), c.Version, boolInt(c.Adaptive), c.AdaptMin, c.AdaptMax, c.Shape, c.Name, before.Version)
 	if err != nil {
 		return nil, fmt.Errorf("store: update cluster: %w", err)
 	}

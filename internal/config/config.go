@@ -41,7 +41,8 @@ type Config struct {
 	MetricsListen string `mapstructure:"metrics_listen" doc:"address of the Prometheus /metrics listener (empty: none)"`
 
 	Database struct {
-		URL string `mapstructure:"url" secret:"true" doc:"sqlite:///path/to/gateway.db (default: in data_dir)"`
+		URL            string `mapstructure:"url" secret:"true" doc:"sqlite:///path/to/gateway.db (default: in data_dir)"`
+		MaxConnections int    `mapstructure:"max_connections" doc:"most connections this process opens to PostgreSQL (replicas add up against the server's max_connections)"`
 	} `mapstructure:"database"`
 
 	TLS struct {
@@ -131,6 +132,7 @@ func defaults() map[string]any {
 		"dev":                         false,
 		"metrics_listen":              "",
 		"database.url":                "",
+		"database.max_connections":    32,
 		"tls.cert_file":               "",
 		"tls.key_file":                "",
 		"tls.allow_plain_http":        false,
@@ -307,6 +309,9 @@ func (c *Config) finish() error {
 	case "stop", "leave":
 	default:
 		problems = append(problems, fmt.Sprintf("cluster.on_shutdown %q must be stop or leave", c.Cluster.OnShutdown))
+	}
+	if c.Database.MaxConnections < 1 {
+		problems = append(problems, "database.max_connections must be at least 1")
 	}
 	if c.Cluster.MaxWorkers < 1 {
 		problems = append(problems, "cluster.max_workers must be at least 1")

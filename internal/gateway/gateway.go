@@ -78,6 +78,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if g.store, err = store.Open(ctx, cfg.Database.URL); err != nil {
 		return nil, err
 	}
+	g.store.SetMaxOpenConns(cfg.Database.MaxConnections)
 
 	lp, err := local.New(local.Config{
 		Dir: filepath.Join(cfg.DataDir, "clusters"), Python: cfg.Providers.Local.Python, Command: cfg.Providers.Local.Command,

@@ -32,7 +32,9 @@ CREATE INDEX audit_log_at ON audit_log (at);
 -- The usage ledger: one 'start' and at most one 'stop' per member of a
 -- cluster (unique), each carrying the member's size and price, so that a
 -- repeated write after a crash changes nothing and time is never counted
--- twice.
+-- twice. A start row also carries its stop's time (stop_at; the largest
+-- BIGINT while open), so that the intervals overlapping a window are found
+-- by index, whatever the length of the history.
 CREATE TABLE usage_events (
     id            {{AUTOID}},
     cluster       TEXT NOT NULL,
@@ -46,8 +48,10 @@ CREATE TABLE usage_events (
     gpus          INTEGER NOT NULL DEFAULT 0,
     gpu_type      TEXT NOT NULL DEFAULT '',
     instance_type TEXT NOT NULL DEFAULT '',
-    price_hour    DOUBLE PRECISION NOT NULL DEFAULT 0
+    price_hour    DOUBLE PRECISION NOT NULL DEFAULT 0,
+    stop_at       BIGINT NOT NULL DEFAULT 9223372036854775807
 );
 CREATE UNIQUE INDEX usage_events_member ON usage_events (cluster, member, kind);
-CREATE INDEX usage_events_owner ON usage_events (owner, kind, at);
-CREATE INDEX usage_events_at ON usage_events (kind, at);
+CREATE INDEX usage_events_owner_stop ON usage_events (owner, kind, stop_at);
+CREATE INDEX usage_events_name_stop ON usage_events (owner_name, kind, stop_at);
+CREATE INDEX usage_events_stop ON usage_events (kind, stop_at);
