@@ -103,27 +103,7 @@ type QuotaEntryJSON struct {
 }
 
 func entryJSON(e quota.Entry) QuotaEntryJSON {
-	out := QuotaEntryJSON{Subject: string(e.Subject), Limits: e.Limits(), Sources: map[string]string{}, Config: e.Config, Stored: e.Stored, UpdatedBy: e.UpdatedBy}
-	for _, src := range []struct {
-		l      *quota.Limits
-		origin string
-	}{{e.Config, quota.FromConfig}, {e.Stored, quota.FromAPI}} {
-		if src.l == nil {
-			continue
-		}
-		b, _ := json.Marshal(src.l)
-		var m map[string]json.RawMessage
-		_ = json.Unmarshal(b, &m)
-		for k := range m {
-			if k == "max_gpus_by_type" { // each GPU type is a limit of its own
-				for t := range src.l.MaxGPUsByType {
-					out.Sources[k+"."+t] = src.origin
-				}
-				continue
-			}
-			out.Sources[k] = src.origin
-		}
-	}
+	out := QuotaEntryJSON{Subject: string(e.Subject), Limits: e.Limits(), Sources: e.Origins(), Config: e.Config, Stored: e.Stored, UpdatedBy: e.UpdatedBy}
 	if !e.UpdatedAt.IsZero() {
 		t := e.UpdatedAt.UTC()
 		out.UpdatedAt = &t

@@ -240,7 +240,6 @@ func (e Effective) WorkersAllowed(others InUse, month Month, s Shape, current, w
 	// The totals grow with n: the first fit from the top is the largest.
 	// The reason given is a total the request as asked is over, told with
 	// the request's own numbers.
-	need := func(n int) string { return fmt.Sprintf("this cluster at %d workers needs", n) }
 	for n := perCluster; n > current; n-- {
 		if e.totals(others, s, n, need(n)) == nil {
 			if n == perCluster {
@@ -260,12 +259,14 @@ func (e Effective) WorkersAllowed(others InUse, month Month, s Shape, current, w
 // the first count that did not fit when want's is not one (it is, as the
 // totals grow with the count; this keeps an answer whatever the order).
 func (e Effective) overTotals(others InUse, s Shape, want, first int) error {
-	need := func(n int) string { return fmt.Sprintf("this cluster at %d workers needs", n) }
 	if err := e.totals(others, s, want, need(want)); err != nil {
 		return err
 	}
 	return e.totals(others, s, first, need(first))
 }
+
+// need is how a growth check names what it asks for.
+func need(n int) string { return fmt.Sprintf("this cluster at %d workers needs", n) }
 
 func plural(n int, what string) string {
 	if n == 1 {

@@ -55,6 +55,13 @@ func (e Entry) layer() (Limits, map[string]string) {
 	return l, origin
 }
 
+// Origins says, per limit (a GPU type as max_gpus_by_type.<type>), whether
+// the entry's value comes from the configuration file or the admin API.
+func (e Entry) Origins() map[string]string {
+	_, o := e.layer()
+	return o
+}
+
 // Limits returns the entry's limits, stored over config.
 func (e Entry) Limits() Limits {
 	l, _ := e.layer()

@@ -49,8 +49,8 @@ func TestQuotaPatch(t *testing.T) {
 		{"name with a space", map[string]string{"allowed_regions": "eu west"}, "", []string{`allowed_regions: "eu west" is not a name`}},
 		{"durations", map[string]string{"max_idle_timeout": "90m", "max_lifetime": "unlimited"},
 			`{"max_idle_timeout":"1h30m0s","max_lifetime":"unlimited"}`, nil},
-		{"bad duration", map[string]string{"max_lifetime": "8 hours"}, "", []string{`--max-lifetime: want a positive duration such as "2h" or "unlimited", got "8 hours"`}},
-		{"zero duration", map[string]string{"max_idle_timeout": "0"}, "", []string{"--max-idle-timeout: want a positive duration"}},
+		{"bad duration", map[string]string{"max_lifetime": "8 hours"}, "", []string{`--max-lifetime: want a duration of at least 1s such as "2h", or "unlimited", got "8 hours"`}},
+		{"zero duration", map[string]string{"max_idle_timeout": "0"}, "", []string{"--max-idle-timeout: want a duration of at least 1s"}},
 		{"every problem at once", map[string]string{"max_vcpus": "x", "max_lifetime": "y", "bogus": "1"}, "",
 			[]string{"--max-vcpus: want", "--max-lifetime: want", "unknown limit bogus"}},
 	}
