@@ -252,7 +252,7 @@ func TestAdminStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(log) != 1 || log[0].Action != "cluster.stop" || log[0].Target != "cluster:"+cl.Name || log[0].Actor != "root" ||
-		!strings.Contains(log[0].Before, `"RUNNING"`) && !strings.Contains(log[0].Before, `"PENDING"`) || !strings.Contains(log[0].After, `"STOPPING"`) {
+		!strings.Contains(log[0].Before, `"status":"`) || strings.Contains(log[0].Before, `"STOPPING"`) || !strings.Contains(log[0].After, `"status":"STOPPING"`) {
 		t.Errorf("audit log %+v, want one cluster.stop by root with the status before and after", log)
 	}
 }
