@@ -172,11 +172,12 @@ func TestIdleTimeoutWithDask(t *testing.T) {
 	e := newEnv(t, "GATEWAY_CLUSTER_POLL_INTERVAL=300ms")
 	e.startGateway()
 	var c cluster
-	e.gwJSON(&c, "new-cluster", "--workers", "1", "--idle-timeout", "3s")
+	// Long enough for Python to start and connect on a loaded machine.
+	e.gwJSON(&c, "new-cluster", "--workers", "1", "--idle-timeout", "8s")
 	out, err := e.runPython(c.Python + `
 import time
 print("first", client.submit(sum, range(10)).result())
-time.sleep(6)  # connected but idle: longer than the idle timeout
+time.sleep(10)  # connected but idle: longer than the idle timeout
 print("second", client.submit(sum, range(10)).result())
 `)
 	if err != nil || !strings.Contains(out, "second 45") {
@@ -189,7 +190,7 @@ print("second", client.submit(sum, range(10)).result())
 		}
 		e.gwJSON(&d, "show", c.Name)
 		if d.Cluster.State == "STOPPED" {
-			if !strings.Contains(d.Cluster.Reason, "idle for 3s") {
+			if !strings.Contains(d.Cluster.Reason, "idle for 8s") {
 				t.Errorf("reason %q", d.Cluster.Reason)
 			}
 			break

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/gatewayhq/gateway/providers/catalog"
 )
 
 // Role tells a scheduler from a worker.
@@ -35,8 +37,33 @@ const (
 	StateStopped State = "stopped" // gone, or exited; Reason says why when it was not asked to stop
 )
 
-// ErrNotFound is returned by calls on resources the backend does not know.
-var ErrNotFound = errors.New("provider: resource not found")
+// Errors callers match with errors.Is.
+var (
+	// ErrNotFound is returned by calls on resources the backend does not know.
+	ErrNotFound = errors.New("provider: resource not found")
+	// ErrUnsupported is returned for a spec the backend cannot run at all
+	// (GPUs on Fargate): the message says what to use instead.
+	ErrUnsupported = errors.New("provider: not supported by this backend")
+	// ErrCapacity is returned when the cloud had no capacity for the spec
+	// anywhere it was allowed to look; the message lists what was tried.
+	ErrCapacity = errors.New("provider: no capacity")
+)
+
+// Machine is what one member runs on, as the cluster was admitted.
+type Machine struct {
+	// InstanceType is the cloud's machine type ("m6i.xlarge",
+	// "n2-standard-4"); empty for backends sized by resources alone
+	// (local, docker, Fargate).
+	InstanceType string
+	VCPUs        float64
+	MemoryGiB    float64
+	GPUs         int
+	GPUType      string // short lower-case name: t4, a10g, l4, v100, a100, h100
+	// Alternatives are other allowed instance types that fit the request,
+	// cheapest first: where InstanceType has no capacity, a backend tries
+	// them in turn.
+	Alternatives []string
+}
 
 // ClusterSpec is what a backend needs to run one cluster.
 type ClusterSpec struct {
@@ -54,7 +81,17 @@ type ClusterSpec struct {
 
 	WorkerThreads int
 	WorkerMemory  int64 // bytes; 0 means the backend's default
-	Image         string
+	// Image is the container image with the user's software (cloud and
+	// docker backends); empty means the backend's default.
+	Image string
+
+	// Scheduler and Worker are the members' machines; Region is where the
+	// cluster runs ("" for the backend's default); Spot asks for workers
+	// on spot/preemptible capacity, falling back to on-demand.
+	Scheduler Machine
+	Worker    Machine
+	Region    string
+	Spot      bool
 }
 
 // Member is one scheduler or worker as the backend sees it.
@@ -94,6 +131,14 @@ type Provider interface {
 	// StopCluster stops every member of the cluster and frees what the
 	// backend made for it; an unknown cluster is not an error.
 	StopCluster(ctx context.Context, cluster string) error
+}
+
+// InstanceTypes is implemented by backends whose machines come in types:
+// the gateway picks the cheapest allowed type that fits a request from
+// what the backend lists (its cloud's own listing, cached, with the
+// built-in table when the listing cannot be had).
+type InstanceTypes interface {
+	InstanceTypes(ctx context.Context) ([]catalog.InstanceType, error)
 }
 
 // Immediate is implemented by backends whose Describe lists a member as

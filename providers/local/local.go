@@ -153,6 +153,10 @@ func (p *Provider) writeTLS(spec providers.ClusterSpec) (cert, key string, err e
 
 // StartScheduler implements providers.Provider.
 func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpec) error {
+	// A caller that gave up must not find a member started anyway.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if p.running(spec.Name, "scheduler") {
 		return nil
 	}
@@ -177,6 +181,9 @@ func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpe
 func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, worker, schedulerAddress string) error {
 	if worker == "" || worker == "scheduler" || strings.ContainsAny(worker, "/\\ ") {
 		return fmt.Errorf("local provider: invalid worker name %q", worker)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if p.running(spec.Name, worker) {
 		return nil
