@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
@@ -35,6 +36,7 @@ type Core interface {
 	Adapt(ctx context.Context, who quota.Who, name string, minimum, maximum int, active bool) (string, error)
 	ListAll(ctx context.Context, statuses []store.Status) ([]*store.Cluster, error)
 	AdminStop(ctx context.Context, by store.Actor, name string) error
+	InstanceTypes(ctx context.Context, who quota.Who) ([]catalog.InstanceType, error)
 	Stop(ctx context.Context, owner, name, why string) error
 	Logs(ctx context.Context, owner, name string, tail int, w io.Writer) error
 	Limits() scheduler.Limits
@@ -92,6 +94,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/v1/auth/config", s.authConfig)
 	m.HandleFunc("GET /api/v1/whoami", s.authed(s.whoami))
 	m.HandleFunc("GET /api/v1/options", s.authed(s.options))
+	m.HandleFunc("GET /api/v1/instance-types", s.authed(s.instanceTypes))
 	m.HandleFunc("GET /api/v1/clusters/{$}", s.authed(s.listClusters))
 	m.HandleFunc("GET /api/v1/clusters", s.authed(s.listClusters))
 	m.HandleFunc("POST /api/v1/clusters/{$}", s.authed(s.createCluster))
@@ -324,6 +327,24 @@ func (s *Server) options(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"cluster_options": lim.Spec()})
+}
+
+// instanceTypes lists the machine types the caller may use, cheapest
+// first; ?gpu=true keeps those with GPUs.
+func (s *Server) instanceTypes(w http.ResponseWriter, r *http.Request) {
+	types, err := s.core.InstanceTypes(r.Context(), whoOf(r))
+	if err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	gpu := queryFlag(r, "gpu")
+	out := make([]catalog.InstanceType, 0, len(types))
+	for _, t := range types {
+		if !gpu || t.GPUs > 0 {
+			out = append(out, t)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {

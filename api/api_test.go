@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
@@ -313,6 +314,9 @@ func TestDashboardLinkFlow(t *testing.T) {
 	}
 }
 
+func (f *fakeCore) InstanceTypes(context.Context, quota.Who) ([]catalog.InstanceType, error) {
+	return nil, fmt.Errorf("%w: the fake provider has no instance types", scheduler.ErrInvalid)
+}
 func (f *fakeCore) ListAll(_ context.Context, _ []store.Status) ([]*store.Cluster, error) {
 	return nil, nil
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/providers/catalog"
 )
 
 // APIError is an error answer from the gateway.
@@ -233,4 +234,16 @@ func (c *Client) RevokeToken(ctx context.Context, id string) error {
 // set when the bounds were clamped.
 func (c *Client) Adapt(ctx context.Context, name string, minimum, maximum int, active bool) (msg string, err error) {
 	return c.clamped(ctx, name, "adapt", map[string]any{"minimum": minimum, "maximum": maximum, "active": active})
+}
+
+// InstanceTypes lists the machine types the caller may use, cheapest
+// first; gpu keeps those with GPUs.
+func (c *Client) InstanceTypes(ctx context.Context, gpu bool) ([]catalog.InstanceType, error) {
+	path := "/api/v1/instance-types"
+	if gpu {
+		path += "?gpu=true"
+	}
+	var out []catalog.InstanceType
+	err := c.do(ctx, http.MethodGet, path, nil, &out)
+	return out, err
 }

@@ -141,6 +141,11 @@ type InstanceTypes interface {
 	InstanceTypes(ctx context.Context) ([]catalog.InstanceType, error)
 }
 
+// Regional is implemented by backends that run in one configured region.
+type Regional interface {
+	Region() string
+}
+
 // Immediate is implemented by backends whose Describe lists a member as
 // soon as its start call returns (no eventual consistency): a member such
 // a backend does not list was never started, or was forgotten after it

@@ -32,6 +32,9 @@ type Size struct {
 	GPUType      string  `json:"gpu_type,omitempty"`
 	InstanceType string  `json:"instance_type,omitempty"`
 	PriceHour    float64 `json:"price_hour,omitempty"` // estimated USD per hour
+	// Alternatives are instance types of the same vCPUs and GPUs that a
+	// backend may fall back to when InstanceType has no capacity.
+	Alternatives []string `json:"alternatives,omitempty"`
 }
 
 // Shape is a cluster as quotas see it: where it runs and the size of its

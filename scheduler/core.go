@@ -25,6 +25,7 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -84,6 +85,9 @@ type Config struct {
 	// Price estimates a member's price per hour for the usage ledger
 	// (nil: 0).
 	Price func(quota.Size) float64
+	// SchedulerGPU gives the scheduler of a GPU cluster a small GPU of the
+	// workers' model (backends with instance types).
+	SchedulerGPU bool
 }
 
 func (c *Config) setDefaults() {
@@ -146,6 +150,9 @@ type Core struct {
 // New makes a core. Run starts its loop.
 func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger) *Core {
 	cfg.setDefaults()
+	if _, ok := p.(providers.InstanceTypes); ok {
+		cfg.Limits.InstanceTypes, cfg.Limits.GPUTypes = true, catalog.GPUTypes()
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -377,7 +384,11 @@ func (c *Core) Create(ctx context.Context, who Who, raw map[string]json.RawMessa
 	if m := eff.Limits.MaxLifetime; m != nil && *m != quota.UnlimitedDuration {
 		opts.MaxLifetime = int(time.Duration(*m) / time.Second)
 	}
-	shape := c.shape(opts)
+	sched, worker, err := c.machines(ctx, opts, eff)
+	if err != nil {
+		return nil, err
+	}
+	shape := c.shape(sched, worker)
 	if err := eff.CheckShape(shape, opts.Workers, time.Duration(opts.IdleTimeout)*time.Second); err != nil {
 		return nil, err
 	}
@@ -753,12 +764,17 @@ func (c *Core) Shutdown(ctx context.Context) {
 func (c *Core) spec(cl *store.Cluster) providers.ClusterSpec {
 	var o Options
 	_ = json.Unmarshal([]byte(cl.Options), &o)
+	shape := shapeOf(cl)
 	return providers.ClusterSpec{
 		Name: cl.Name, Owner: cl.Owner, GatewayID: c.cfg.GatewayID,
 		TLSCert: cl.TLSCert, TLSKey: cl.TLSKey,
 		DashboardPrefix: "/clusters/" + cl.Name,
 		WorkerThreads:   o.WorkerThreads,
 		WorkerMemory:    int64(math.Round(o.WorkerMemory * (1 << 30))),
+		Scheduler:       machineFrom(shape.Scheduler),
+		Worker:          machineFrom(shape.Worker),
+		Region:          shape.Region,
+		Spot:            o.Spot,
 	}
 }
 

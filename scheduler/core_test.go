@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -796,11 +797,11 @@ func TestCreateRejectsBadOptions(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	c := scheduler.New(scheduler.Config{}, nil, newFakeProvider("fake"), newFakeRouter(), nil)
-	if l := c.Limits(); l != (scheduler.Limits{MaxWorkers: 50, MaxWorkerThreads: 64, MaxWorkerMemory: 256}) {
+	if l := c.Limits(); !reflect.DeepEqual(l, scheduler.Limits{MaxWorkers: 50, MaxWorkerThreads: 64, MaxWorkerMemory: 256}) {
 		t.Errorf("default limits %+v", l)
 	}
 	c = scheduler.New(testConfig(), nil, newFakeProvider("fake"), newFakeRouter(), nil)
-	if l := c.Limits(); l != testConfig().Limits {
+	if l := c.Limits(); !reflect.DeepEqual(l, testConfig().Limits) {
 		t.Errorf("limits %+v, want %+v", l, testConfig().Limits)
 	}
 }

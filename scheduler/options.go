@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -22,6 +23,16 @@ type Options struct {
 	// MaxLifetime (seconds) is set by the gateway from the owner's quota,
 	// never by a request: the cluster stops after running this long.
 	MaxLifetime int `json:"max_lifetime,omitempty"`
+
+	// Machines, for backends with instance types (EC2, Compute Engine):
+	// by resources (the cheapest allowed type that fits is chosen) or by
+	// name; Spot puts workers on spot capacity.
+	WorkerCPUs      int    `json:"worker_cpus,omitempty"`
+	WorkerGPUs      int    `json:"worker_gpus,omitempty"`
+	GPUType         string `json:"gpu_type,omitempty"`
+	WorkerVMType    string `json:"worker_vm_type,omitempty"`
+	SchedulerVMType string `json:"scheduler_vm_type,omitempty"`
+	Spot            bool   `json:"spot,omitempty"`
 }
 
 // Limits bound what one cluster may ask for.
@@ -33,6 +44,10 @@ type Limits struct {
 	// bounds what a request may set (0: no bound, and 0 allowed = never).
 	DefaultIdleTimeout time.Duration
 	MaxIdleTimeout     time.Duration
+	// InstanceTypes says the backend chooses machines by type: the
+	// machine options are offered; GPUTypes are the models it knows.
+	InstanceTypes bool
+	GPUTypes      []string
 }
 
 // OptionField is one entry of GET /api/v1/options.
@@ -69,13 +84,31 @@ func (l Limits) Defaults() Options {
 // Spec describes the options for the dask-gateway client.
 func (l Limits) Spec() []OptionField {
 	d := l.Defaults()
-	return []OptionField{
+	out := []OptionField{
 		{Field: "workers", Label: "Workers at start", Default: d.Workers, Spec: map[string]any{"type": "int", "min": 0, "max": l.MaxWorkers}},
 		{Field: "worker_threads", Label: "Threads per worker", Default: d.WorkerThreads, Spec: map[string]any{"type": "int", "min": 1, "max": l.MaxWorkerThreads}},
 		{Field: "worker_memory", Label: "Memory per worker (GiB)", Default: d.WorkerMemory, Spec: map[string]any{"type": "float", "min": minWorkerMemory, "max": l.MaxWorkerMemory}},
 		{Field: "idle_timeout", Label: "Stop after idle for (seconds; 0: never)", Default: d.IdleTimeout, Spec: map[string]any{"type": "int", "min": l.minIdle(), "max": l.maxIdle()}},
 	}
+	if !l.InstanceTypes {
+		return out
+	}
+	gpuTypes := append([]string{""}, l.GPUTypes...)
+	return append(out,
+		OptionField{Field: "worker_cpus", Label: "vCPUs per worker (0: one per thread)", Default: 0, Spec: map[string]any{"type": "int", "min": 0, "max": maxMachineCPUs}},
+		OptionField{Field: "worker_gpus", Label: "GPUs per worker", Default: 0, Spec: map[string]any{"type": "int", "min": 0, "max": maxMachineGPUs}},
+		OptionField{Field: "gpu_type", Label: "GPU model (empty: any)", Default: "", Spec: map[string]any{"type": "select", "options": gpuTypes}},
+		OptionField{Field: "worker_vm_type", Label: "Worker instance type (empty: the cheapest that fits)", Default: "", Spec: map[string]any{"type": "string"}},
+		OptionField{Field: "scheduler_vm_type", Label: "Scheduler instance type (empty: chosen)", Default: "", Spec: map[string]any{"type": "string"}},
+		OptionField{Field: "spot", Label: "Workers on spot capacity (on-demand when there is none)", Default: false, Spec: map[string]any{"type": "bool"}},
+	)
 }
+
+// The largest machines the clouds sell, bounding what a request may ask.
+const (
+	maxMachineCPUs = 896
+	maxMachineGPUs = 16
+)
 
 // ParseOptions validates raw cluster options against the limits. Every
 // problem is reported at once, each naming the field and what is allowed.
@@ -137,10 +170,53 @@ func (l Limits) ParseOptions(raw map[string]json.RawMessage) (Options, error) {
 		}
 		o.IdleTimeout = n
 	}
+	problems = append(problems, l.parseMachine(raw, &o)...)
 	if len(problems) > 0 {
 		return Options{}, fmt.Errorf("%w: %s", ErrInvalid, strings.Join(problems, "; "))
 	}
 	return o, nil
+}
+
+// parseMachine reads the machine options (only known when the backend has
+// instance types: ParseOptions refused them otherwise).
+func (l Limits) parseMachine(raw map[string]json.RawMessage, o *Options) []string {
+	var problems []string
+	for _, f := range []struct {
+		name string
+		dst  *int
+		max  int
+	}{{"worker_cpus", &o.WorkerCPUs, maxMachineCPUs}, {"worker_gpus", &o.WorkerGPUs, maxMachineGPUs}} {
+		if v, ok := raw[f.name]; ok {
+			n, err := intOption(f.name, v, 0, f.max)
+			if err != nil {
+				problems = append(problems, err.Error())
+			}
+			*f.dst = n
+		}
+	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"gpu_type", &o.GPUType}, {"worker_vm_type", &o.WorkerVMType}, {"scheduler_vm_type", &o.SchedulerVMType}} {
+		if v, ok := raw[f.name]; ok {
+			if err := json.Unmarshal(v, f.dst); err != nil || len(*f.dst) > 64 || strings.ContainsAny(*f.dst, " \t\n/") {
+				problems = append(problems, fmt.Sprintf("%s must be a name such as %s, got %s", f.name, map[string]string{
+					"gpu_type": "a10g or t4", "worker_vm_type": "g5.xlarge", "scheduler_vm_type": "m6i.large"}[f.name], v))
+			}
+		}
+	}
+	if o.GPUType != "" && !slices.Contains(l.GPUTypes, o.GPUType) {
+		problems = append(problems, fmt.Sprintf("gpu_type %q is not one of %s", o.GPUType, strings.Join(l.GPUTypes, ", ")))
+	}
+	if o.GPUType != "" && o.WorkerGPUs == 0 && o.WorkerVMType == "" {
+		o.WorkerGPUs = 1 // asking for a model asks for one of them
+	}
+	if v, ok := raw["spot"]; ok {
+		if err := json.Unmarshal(v, &o.Spot); err != nil {
+			problems = append(problems, fmt.Sprintf("spot must be true or false, got %s", v))
+		}
+	}
+	return problems
 }
 
 func intOption(name string, v json.RawMessage, lo, hi int) (int, error) {

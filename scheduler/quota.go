@@ -43,12 +43,12 @@ func (c *Core) onExceed() quota.OnExceed {
 	return c.cfg.Quotas.OnExceed()
 }
 
-// shape is where a cluster with these options runs and how big its
-// members are. A local worker's vCPUs are its threads.
-func (c *Core) shape(o Options) quota.Shape {
-	s := quota.Shape{
-		Provider: c.provider.Name(),
-		Worker:   quota.Size{VCPUs: float64(o.WorkerThreads), MemoryGiB: o.WorkerMemory},
+// shape is where a cluster runs and how big its members are, from the
+// machines chosen for it. A local worker's vCPUs are its threads.
+func (c *Core) shape(sched, worker providers.Machine) quota.Shape {
+	s := quota.Shape{Provider: c.provider.Name(), Worker: sizeOf(worker), Scheduler: sizeOf(sched)}
+	if r, ok := c.provider.(providers.Regional); ok {
+		s.Region = r.Region()
 	}
 	if c.cfg.Price != nil {
 		s.Worker.PriceHour = c.cfg.Price(s.Worker)
@@ -170,7 +170,8 @@ func (c *Core) adoptLegacy(ctx context.Context, cl *store.Cluster, members []pro
 	}
 	var o Options
 	_ = json.Unmarshal([]byte(cl.Options), &o)
-	shape := c.shape(o)
+	// Legacy clusters predate machine options: sized by threads and memory.
+	shape := c.shape(providers.Machine{}, providers.Machine{VCPUs: float64(o.WorkerThreads), MemoryGiB: o.WorkerMemory})
 	b, err := json.Marshal(shape)
 	if err != nil {
 		return nil, err

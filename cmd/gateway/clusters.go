@@ -105,8 +105,9 @@ func parseMemory(s string) (float64, error) {
 }
 
 func newNewClusterCmd(g *globals) *cobra.Command {
-	var workers, threads int
-	var memory string
+	var workers, threads, cpus, gpus int
+	var memory, gpuType, workerType, schedType string
+	var spot bool
 	var noWait bool
 	var timeout, idle time.Duration
 	cmd := &cobra.Command{
@@ -137,6 +138,14 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 					return err
 				}
 				opts["worker_memory"] = gib
+			}
+			// Machine options go only when given: backends without instance
+			// types do not know them, and say so.
+			for flag, opt := range map[string]any{"worker-cpus": cpus, "worker-gpus": gpus, "gpu-type": gpuType,
+				"worker-vm-type": workerType, "scheduler-vm-type": schedType, "spot": spot} {
+				if cmd.Flags().Changed(flag) {
+					opts[strings.ReplaceAll(flag, "-", "_")] = opt
+				}
 			}
 			ctx := cmd.Context()
 			start := time.Now()
@@ -176,6 +185,12 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 	f.IntVarP(&workers, "workers", "n", 0, "workers to start with")
 	f.IntVar(&threads, "worker-threads", 1, "threads per worker")
 	f.StringVar(&memory, "worker-memory", "", "memory per worker, e.g. 2GiB (default: the gateway's)")
+	f.IntVar(&cpus, "worker-cpus", 0, "vCPUs per worker (cloud backends; the cheapest allowed type that fits is chosen)")
+	f.IntVar(&gpus, "worker-gpus", 0, "GPUs per worker (cloud backends)")
+	f.StringVar(&gpuType, "gpu-type", "", "GPU model: t4, a10g, l4, v100, a100, a100-80gb, h100 (cloud backends)")
+	f.StringVar(&workerType, "worker-vm-type", "", "worker instance type by name, e.g. g5.xlarge (see gateway instance-types)")
+	f.StringVar(&schedType, "scheduler-vm-type", "", "scheduler instance type by name")
+	f.BoolVar(&spot, "spot", false, "workers on spot capacity, on-demand when there is none (cloud backends)")
 	f.BoolVar(&noWait, "no-wait", false, "print the name and return at once")
 	f.DurationVar(&idle, "idle-timeout", 0, "stop the cluster after this long with no tasks and no clients, e.g. 20m (0: never; default: the gateway's)")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the cluster and its workers")

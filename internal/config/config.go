@@ -100,6 +100,7 @@ type Config struct {
 		ReapInterval     time.Duration `mapstructure:"reap_interval" doc:"how often resources under this gateway's ownership tag that no active cluster owns are looked for (0: never)"`
 		ReapGrace        time.Duration `mapstructure:"reap_grace" doc:"leftover resources younger than this are spared"`
 		ReapDryRun       bool          `mapstructure:"reap_dry_run" doc:"only log what the reaper would stop"`
+		SchedulerGPU     bool          `mapstructure:"scheduler_gpu" doc:"give the scheduler of a GPU cluster a small GPU of the workers' model (cloud backends; Dask deserialises graphs on the scheduler)"`
 	} `mapstructure:"cluster"`
 
 	Quotas struct {
@@ -173,6 +174,7 @@ func defaults() map[string]any {
 		"cluster.reap_dry_run":        false,
 		"log.level":                   "info",
 		"log.format":                  "text",
+		"cluster.scheduler_gpu":       true,
 		"quotas.on_exceed":            "clamp",
 		"quotas.entries":              []map[string]any{},
 		"pricing.instance_types":      []map[string]any{},

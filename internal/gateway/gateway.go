@@ -117,6 +117,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		WorkerRestarts:   cfg.Cluster.WorkerRestarts,
 		Quotas:           quotas,
 		Price:            price,
+		SchedulerGPU:     cfg.Cluster.SchedulerGPU,
 	}, g.store, g.provider, g.routes, log)
 
 	tlsCfg, err := g.tlsConfig()

@@ -333,6 +333,28 @@ func (c *Catalog) Cheapest(r Requirements) (InstanceType, error) {
 	return InstanceType{}, fmt.Errorf("%w: %s", ErrNoFit, msg)
 }
 
+// Fitting returns up to n types that satisfy r, cheapest first (all of
+// them when n <= 0): the first is Cheapest's choice, the others are what a
+// backend falls back to when the first has no capacity.
+func (c *Catalog) Fitting(r Requirements, n int) ([]InstanceType, error) {
+	if err := c.check(r); err != nil {
+		return nil, err
+	}
+	var out []InstanceType
+	for _, t := range c.byPrice {
+		if r.Cloud != "" && t.Cloud != r.Cloud {
+			continue
+		}
+		if reasons, _ := shortfalls(t, r); len(reasons) == 0 {
+			out = append(out, t)
+			if n > 0 && len(out) == n {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
 // check rejects requirements that are wrong whatever the catalog holds,
 // rather than reporting them as "nothing fits".
 func (c *Catalog) check(r Requirements) error {

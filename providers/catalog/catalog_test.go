@@ -440,3 +440,37 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestFitting(t *testing.T) {
+	c, err := New(Builtin(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Requirements{Cloud: CloudAWS, MinVCPUs: 4, MinMemoryGiB: 16}
+	got, err := c.Fitting(r, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.Cheapest(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0] != first {
+		t.Fatalf("Fitting = %v; want 3 types starting with Cheapest's %s", got, first.Name)
+	}
+	for i, typ := range got {
+		if typ.VCPUs < 4 || typ.MemoryGiB < 16 || typ.GPUs != 0 || typ.Cloud != CloudAWS {
+			t.Errorf("%s does not fit %s", typ, r)
+		}
+		if i > 0 && typ.PriceHour < got[i-1].PriceHour {
+			t.Errorf("not cheapest first: %v", got)
+		}
+	}
+	all, _ := c.Fitting(r, 0)
+	if len(all) <= 3 {
+		t.Errorf("Fitting(r, 0) = %d types; want every fitting one", len(all))
+	}
+	if _, err := c.Fitting(Requirements{GPUType: "a100"}, 1); !errors.Is(err, ErrInvalidRequirements) {
+		t.Errorf("invalid requirements: %v", err)
+	}
+}
