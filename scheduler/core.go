@@ -153,6 +153,7 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 	if _, ok := p.(providers.InstanceTypes); ok {
 		cfg.Limits.InstanceTypes, cfg.Limits.GPUTypes = true, catalog.GPUTypes()
 	}
+	cfg.Limits.Provider = p.Name()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

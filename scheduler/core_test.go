@@ -797,12 +797,14 @@ func TestCreateRejectsBadOptions(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	c := scheduler.New(scheduler.Config{}, nil, newFakeProvider("fake"), newFakeRouter(), nil)
-	if l := c.Limits(); !reflect.DeepEqual(l, scheduler.Limits{MaxWorkers: 50, MaxWorkerThreads: 64, MaxWorkerMemory: 256}) {
+	if l := c.Limits(); !reflect.DeepEqual(l, scheduler.Limits{MaxWorkers: 50, MaxWorkerThreads: 64, MaxWorkerMemory: 256, Provider: "fake"}) {
 		t.Errorf("default limits %+v", l)
 	}
 	c = scheduler.New(testConfig(), nil, newFakeProvider("fake"), newFakeRouter(), nil)
-	if l := c.Limits(); !reflect.DeepEqual(l, testConfig().Limits) {
-		t.Errorf("limits %+v, want %+v", l, testConfig().Limits)
+	want := testConfig().Limits
+	want.Provider = "fake"
+	if l := c.Limits(); !reflect.DeepEqual(l, want) {
+		t.Errorf("limits %+v, want %+v", l, want)
 	}
 }
 

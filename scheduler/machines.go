@@ -11,6 +11,9 @@ import (
 	"github.com/gatewayhq/gateway/quota"
 )
 
+// unknownPrice orders unpriced types after every priced one.
+const unknownPrice = 1e9
+
 // maxAlternatives bounds the fallback types recorded per member: enough
 // to ride out one type's shortage, few enough to try quickly.
 const maxAlternatives = 3
@@ -27,6 +30,15 @@ func (c *Core) machines(ctx context.Context, o Options, eff quota.Effective) (sc
 	types, err := it.InstanceTypes(ctx)
 	if err != nil {
 		return sched, worker, fmt.Errorf("scheduler: instance types of %s: %w", c.provider.Name(), err)
+	}
+	// A type without a known price (new in the cloud's listing, absent
+	// from the table) is chosen only when no priced type fits: "cheapest"
+	// must not mean "unknown".
+	types = slices.Clone(types)
+	for i := range types {
+		if types[i].PriceHour == 0 {
+			types[i].PriceHour = unknownPrice
+		}
 	}
 	cat, err := catalog.New(types, nil)
 	if err != nil {

@@ -117,7 +117,7 @@ func TestMachineChoice(t *testing.T) {
 func TestMachineOptionsOnlyWithInstanceTypes(t *testing.T) {
 	h := newHarness(t)
 	_, err := h.core.Create(h.ctx, who("alice"), rawOptions(t, map[string]any{"worker_gpus": 1}))
-	if !errors.Is(err, scheduler.ErrInvalid) || !strings.Contains(err.Error(), "unknown option(s) worker_gpus") {
+	if !errors.Is(err, scheduler.ErrInvalid) || !strings.Contains(err.Error(), "the fake provider has no instance types or GPUs: machines by type and GPU clusters need the ec2 or gce provider") {
 		t.Errorf("Create with worker_gpus on a backend without instance types = %v", err)
 	}
 	var _ providers.InstanceTypes = typedProvider{}

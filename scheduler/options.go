@@ -48,6 +48,8 @@ type Limits struct {
 	// machine options are offered; GPUTypes are the models it knows.
 	InstanceTypes bool
 	GPUTypes      []string
+	// Provider names the backend, for messages.
+	Provider string
 }
 
 // OptionField is one entry of GET /api/v1/options.
@@ -137,8 +139,13 @@ func (l Limits) ParseOptions(raw map[string]json.RawMessage) (Options, error) {
 			fields = append(fields, k)
 		}
 		sort.Strings(fields)
-		problems = append(problems, fmt.Sprintf("unknown option(s) %s; known options are %s",
-			strings.Join(unknown, ", "), strings.Join(fields, ", ")))
+		msg := fmt.Sprintf("unknown option(s) %s; known options are %s", strings.Join(unknown, ", "), strings.Join(fields, ", "))
+		if !l.InstanceTypes && (slices.Contains(unknown, "worker_gpus") || slices.Contains(unknown, "gpu_type") || slices.Contains(unknown, "worker_vm_type")) {
+			// The likeliest reason: a GPU or typed request to a backend
+			// sized by resources (local, Fargate, which has no GPUs).
+			msg = fmt.Sprintf("the %s provider has no instance types or GPUs: machines by type and GPU clusters need the ec2 or gce provider (%s)", orDefault(l.Provider, "configured"), msg)
+		}
+		problems = append(problems, msg)
 	}
 	if v, ok := raw["workers"]; ok {
 		n, err := intOption("workers", v, 0, l.MaxWorkers)

@@ -82,13 +82,52 @@ type Config struct {
 			// gateway's own Unix user and can read its data directory.
 			TrustUsers bool `mapstructure:"trust_users" doc:"acknowledge that local clusters run users' code as the gateway's Unix user (required outside dev)"`
 		} `mapstructure:"local"`
+		EC2 struct {
+			Region          string   `mapstructure:"region" doc:"AWS region of the subnets, e.g. us-east-1"`
+			Subnets         []string `mapstructure:"subnets" doc:"subnets members run in, tried in order when one has no capacity (one VPC)"`
+			GatewayCIDRs    []string `mapstructure:"gateway_cidrs" doc:"the gateway's address range: the only source allowed to the schedulers' ports"`
+			AMI             string   `mapstructure:"ami" doc:"AMI every member boots (default: the Amazon Linux 2023 ECS-optimized image from SSM, per architecture and GPU)"`
+			InstanceProfile string   `mapstructure:"instance_profile" doc:"instance profile members run as (needs ssm:GetParameter on /gateway/<gateway_id>/*)"`
+			VolumeGiB       int      `mapstructure:"volume_gib" doc:"root volume of each member, GiB"`
+			Image           string   `mapstructure:"image" doc:"container image members run when a cluster names none (needs the dask command)"`
+			EC2Endpoint     string   `mapstructure:"ec2_endpoint" doc:"EC2 API URL override (VPC endpoints, tests)"`
+			SSMEndpoint     string   `mapstructure:"ssm_endpoint" doc:"SSM API URL override (VPC endpoints, tests)"`
+		} `mapstructure:"ec2"`
+		Fargate struct {
+			Region           string   `mapstructure:"region" doc:"AWS region of the ECS cluster"`
+			Cluster          string   `mapstructure:"cluster" doc:"ECS cluster (name or ARN) tasks run in"`
+			Subnets          []string `mapstructure:"subnets" doc:"subnets tasks run in, tried in order (one VPC)"`
+			GatewayCIDRs     []string `mapstructure:"gateway_cidrs" doc:"the gateway's address range: the only source allowed to the schedulers' ports"`
+			ExecutionRoleArn string   `mapstructure:"execution_role_arn" doc:"role ECS pulls images and reads each cluster's TLS secret with"`
+			TaskRoleArn      string   `mapstructure:"task_role_arn" doc:"role the Dask processes run as (empty: none)"`
+			AssignPublicIP   bool     `mapstructure:"assign_public_ip" doc:"give tasks a public IP (public subnets without NAT only)"`
+			Image            string   `mapstructure:"image" doc:"container image when a cluster names none"`
+			LogGroup         string   `mapstructure:"log_group" doc:"CloudWatch Logs group for the containers' output (empty: none)"`
+			ECSEndpoint      string   `mapstructure:"ecs_endpoint" doc:"ECS API URL override (tests)"`
+			SecretsEndpoint  string   `mapstructure:"secretsmanager_endpoint" doc:"Secrets Manager API URL override (tests)"`
+			EC2Endpoint      string   `mapstructure:"ec2_endpoint" doc:"EC2 API URL override (tests)"`
+		} `mapstructure:"fargate"`
+		GCE struct {
+			Project         string   `mapstructure:"project" doc:"Google Cloud project"`
+			Zones           []string `mapstructure:"zones" doc:"zones members run in, tried in order (one region)"`
+			Network         string   `mapstructure:"network" doc:"VPC network (default: default)"`
+			Subnetwork      string   `mapstructure:"subnetwork" doc:"subnetwork (empty: the network's auto subnet)"`
+			GatewayCIDRs    []string `mapstructure:"gateway_cidrs" doc:"the gateway's address range: the only source allowed to the schedulers' ports"`
+			ServiceAccount  string   `mapstructure:"service_account" doc:"service account members run as (it reads its cluster's TLS secret)"`
+			Image           string   `mapstructure:"image" doc:"boot image for CPU members (default: Container-Optimized OS)"`
+			GPUImage        string   `mapstructure:"gpu_image" doc:"boot image for GPU members (default: a Deep Learning VM image with NVIDIA drivers)"`
+			DiskGiB         int      `mapstructure:"disk_gib" doc:"boot disk of each member, GiB (0: the provider's default)"`
+			ContainerImage  string   `mapstructure:"container_image" doc:"container image when a cluster names none (needs the dask command)"`
+			Endpoint        string   `mapstructure:"endpoint" doc:"Compute Engine API URL override (tests)"`
+			SecretsEndpoint string   `mapstructure:"secretmanager_endpoint" doc:"Secret Manager API URL override (tests)"`
+		} `mapstructure:"gce"`
 	} `mapstructure:"providers"`
 
 	Cluster struct {
 		MaxWorkers       int           `mapstructure:"max_workers" doc:"most workers one cluster may have (scale requests are clamped)"`
 		MaxWorkerThreads int           `mapstructure:"max_worker_threads" doc:"most threads per worker"`
 		MaxWorkerMemory  float64       `mapstructure:"max_worker_memory" doc:"most memory per worker, GiB"`
-		StartTimeout     time.Duration `mapstructure:"start_timeout" doc:"a scheduler not ready this long after the request fails the cluster"`
+		StartTimeout     time.Duration `mapstructure:"start_timeout" doc:"a scheduler not ready this long after the request fails the cluster (0: 60s for local, 10m for cloud backends, which boot machines and pull images)"`
 		PollInterval     time.Duration `mapstructure:"poll_interval" doc:"how often running clusters are health-checked"`
 		LeaseTTL         time.Duration `mapstructure:"lease_ttl" doc:"how long a replica's hold on a cluster lasts unless renewed; a dead replica's clusters move on after it"`
 		WorkerRestarts   int           `mapstructure:"worker_restarts" doc:"unexpected worker exits replaced before the cluster is failed"`
@@ -125,61 +164,94 @@ type Config struct {
 // defaults lists every key with its default value.
 func defaults() map[string]any {
 	return map[string]any{
-		"listen":                      "127.0.0.1:8000",
-		"public_url":                  "",
-		"data_dir":                    defaultDataDir(),
-		"gateway_id":                  "",
-		"replica_id":                  "",
-		"dev":                         false,
-		"metrics_listen":              "",
-		"database.url":                "",
-		"database.max_connections":    32,
-		"tls.cert_file":               "",
-		"tls.key_file":                "",
-		"tls.allow_plain_http":        false,
-		"tls.cluster_domain":          "",
-		"auth.oidc.issuer":            "",
-		"auth.oidc.client_id":         "gateway",
-		"auth.oidc.client_secret":     "",
-		"auth.oidc.audience":          "",
-		"auth.oidc.username_claims":   []string{"preferred_username", "email", "sub"},
-		"auth.oidc.groups_claim":      "groups",
-		"auth.oidc.clock_skew":        "30s",
-		"auth.admin_groups":           []string{},
-		"auth.admin_users":            []string{},
-		"auth.session_ttl":            "12h",
-		"auth.failed_per_minute":      30,
-		"auth.dev_issuer_listen":      "127.0.0.1:0",
-		"provider":                    "local",
-		"providers.local.python":      "/usr/bin/python3",
-		"providers.local.command":     "",
-		"providers.local.host":        "127.0.0.1",
-		"providers.local.nanny":       false,
-		"providers.local.stop_grace":  "10s",
-		"providers.local.trust_users": false,
-		"cluster.max_workers":         50,
-		"cluster.max_worker_threads":  64,
-		"cluster.max_worker_memory":   256.0,
-		"cluster.start_timeout":       "60s",
-		"cluster.poll_interval":       "5s",
-		"cluster.lease_ttl":           "15s",
-		"cluster.worker_restarts":     5,
-		"cluster.on_shutdown":         "stop",
-		"cluster.idle_timeout":        "20m",
-		"cluster.max_idle_timeout":    "0s",
-		"cluster.max_lifetime":        "0s",
-		"cluster.heartbeat_timeout":   "30s",
-		"cluster.reap_interval":       "1m",
-		"cluster.reap_grace":          "2m",
-		"cluster.reap_dry_run":        false,
-		"log.level":                   "info",
-		"log.format":                  "text",
-		"cluster.scheduler_gpu":       true,
-		"quotas.on_exceed":            "clamp",
-		"quotas.entries":              []map[string]any{},
-		"pricing.instance_types":      []map[string]any{},
-		"pricing.vcpu_hour":           0.0,
-		"pricing.memory_gib_hour":     0.0,
+		"listen":                                    "127.0.0.1:8000",
+		"public_url":                                "",
+		"data_dir":                                  defaultDataDir(),
+		"gateway_id":                                "",
+		"replica_id":                                "",
+		"dev":                                       false,
+		"metrics_listen":                            "",
+		"database.url":                              "",
+		"database.max_connections":                  32,
+		"tls.cert_file":                             "",
+		"tls.key_file":                              "",
+		"tls.allow_plain_http":                      false,
+		"tls.cluster_domain":                        "",
+		"auth.oidc.issuer":                          "",
+		"auth.oidc.client_id":                       "gateway",
+		"auth.oidc.client_secret":                   "",
+		"auth.oidc.audience":                        "",
+		"auth.oidc.username_claims":                 []string{"preferred_username", "email", "sub"},
+		"auth.oidc.groups_claim":                    "groups",
+		"auth.oidc.clock_skew":                      "30s",
+		"auth.admin_groups":                         []string{},
+		"auth.admin_users":                          []string{},
+		"auth.session_ttl":                          "12h",
+		"auth.failed_per_minute":                    30,
+		"auth.dev_issuer_listen":                    "127.0.0.1:0",
+		"provider":                                  "local",
+		"providers.local.python":                    "/usr/bin/python3",
+		"providers.local.command":                   "",
+		"providers.local.host":                      "127.0.0.1",
+		"providers.local.nanny":                     false,
+		"providers.local.stop_grace":                "10s",
+		"providers.ec2.region":                      "",
+		"providers.ec2.subnets":                     []string{},
+		"providers.ec2.gateway_cidrs":               []string{},
+		"providers.ec2.ami":                         "",
+		"providers.ec2.instance_profile":            "",
+		"providers.ec2.volume_gib":                  40,
+		"providers.ec2.image":                       "",
+		"providers.ec2.ec2_endpoint":                "",
+		"providers.ec2.ssm_endpoint":                "",
+		"providers.fargate.region":                  "",
+		"providers.fargate.cluster":                 "",
+		"providers.fargate.subnets":                 []string{},
+		"providers.fargate.gateway_cidrs":           []string{},
+		"providers.fargate.execution_role_arn":      "",
+		"providers.fargate.task_role_arn":           "",
+		"providers.fargate.assign_public_ip":        false,
+		"providers.fargate.image":                   "",
+		"providers.fargate.log_group":               "",
+		"providers.fargate.ecs_endpoint":            "",
+		"providers.fargate.secretsmanager_endpoint": "",
+		"providers.fargate.ec2_endpoint":            "",
+		"providers.gce.project":                     "",
+		"providers.gce.zones":                       []string{},
+		"providers.gce.network":                     "",
+		"providers.gce.subnetwork":                  "",
+		"providers.gce.gateway_cidrs":               []string{},
+		"providers.gce.service_account":             "",
+		"providers.gce.image":                       "",
+		"providers.gce.gpu_image":                   "",
+		"providers.gce.disk_gib":                    0,
+		"providers.gce.container_image":             "",
+		"providers.gce.endpoint":                    "",
+		"providers.gce.secretmanager_endpoint":      "",
+		"providers.local.trust_users":               false,
+		"cluster.max_workers":                       50,
+		"cluster.max_worker_threads":                64,
+		"cluster.max_worker_memory":                 256.0,
+		"cluster.start_timeout":                     "0s",
+		"cluster.poll_interval":                     "5s",
+		"cluster.lease_ttl":                         "15s",
+		"cluster.worker_restarts":                   5,
+		"cluster.on_shutdown":                       "stop",
+		"cluster.idle_timeout":                      "20m",
+		"cluster.max_idle_timeout":                  "0s",
+		"cluster.max_lifetime":                      "0s",
+		"cluster.heartbeat_timeout":                 "30s",
+		"cluster.reap_interval":                     "1m",
+		"cluster.reap_grace":                        "2m",
+		"cluster.reap_dry_run":                      false,
+		"log.level":                                 "info",
+		"log.format":                                "text",
+		"cluster.scheduler_gpu":                     true,
+		"quotas.on_exceed":                          "clamp",
+		"quotas.entries":                            []map[string]any{},
+		"pricing.instance_types":                    []map[string]any{},
+		"pricing.vcpu_hour":                         0.0,
+		"pricing.memory_gib_hour":                   0.0,
 	}
 }
 
@@ -301,8 +373,10 @@ func (c *Config) finish() error {
 		problems = append(problems, "the local provider runs every user's Dask code as the gateway's own Unix user, able to read the gateway's data (keys, database): "+
 			"set providers.local.trust_users: true only if every user may act as the gateway (a single-user or fully trusted team); otherwise use an isolating provider")
 	}
-	if c.Provider != "local" {
-		problems = append(problems, fmt.Sprintf("provider %q is not available in this version (available: local)", c.Provider))
+	switch c.Provider {
+	case "local", "ec2", "fargate", "gce":
+	default:
+		problems = append(problems, fmt.Sprintf("provider %q is not available in this version (available: local, ec2, fargate, gce)", c.Provider))
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		problems = append(problems, "tls.cert_file and tls.key_file must be set together")
@@ -345,8 +419,8 @@ func (c *Config) finish() error {
 	if c.Cluster.WorkerRestarts < 0 {
 		problems = append(problems, "cluster.worker_restarts must not be negative")
 	}
-	if c.Cluster.StartTimeout < time.Second {
-		problems = append(problems, "cluster.start_timeout must be at least 1s")
+	if c.Cluster.StartTimeout != 0 && c.Cluster.StartTimeout < time.Second {
+		problems = append(problems, "cluster.start_timeout must be at least 1s (or 0 for the backend's default)")
 	}
 	if c.Cluster.LeaseTTL < time.Second || c.Cluster.LeaseTTL < 2*c.Cluster.PollInterval {
 		problems = append(problems, "cluster.lease_ttl must be at least 1s and at least twice cluster.poll_interval (leases are renewed at each poll)")

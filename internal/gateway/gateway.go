@@ -23,7 +23,6 @@ import (
 	"github.com/gatewayhq/gateway/internal/config"
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
-	"github.com/gatewayhq/gateway/providers/local"
 	"github.com/gatewayhq/gateway/proxy"
 	"github.com/gatewayhq/gateway/proxy/routes"
 	"github.com/gatewayhq/gateway/quota"
@@ -80,15 +79,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	g.store.SetMaxOpenConns(cfg.Database.MaxConnections)
 
-	lp, err := local.New(local.Config{
-		Dir: filepath.Join(cfg.DataDir, "clusters"), Python: cfg.Providers.Local.Python, Command: cfg.Providers.Local.Command,
-		Host: cfg.Providers.Local.Host, Nanny: cfg.Providers.Local.Nanny, GatewayID: gwID,
-		StopGrace: cfg.Providers.Local.StopGrace, Logger: log,
-	})
-	if err != nil {
+	if g.provider, err = newProvider(ctx, cfg, gwID, log); err != nil {
 		return nil, err
 	}
-	g.provider = lp
 
 	quotaEntries, err := quota.ParseConfig(cfg.Quotas.Entries)
 	if err != nil {
@@ -112,7 +105,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		ReplicaID:        replicaID,
 		LeaseTTL:         cfg.Cluster.LeaseTTL,
 		Reaper:           scheduler.ReaperConfig{Interval: cfg.Cluster.ReapInterval, Grace: cfg.Cluster.ReapGrace, DryRun: cfg.Cluster.ReapDryRun},
-		StartTimeout:     cfg.Cluster.StartTimeout,
+		StartTimeout:     startTimeout(cfg),
 		PollInterval:     cfg.Cluster.PollInterval,
 		WorkerRestarts:   cfg.Cluster.WorkerRestarts,
 		Quotas:           quotas,

@@ -1,0 +1,64 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/gatewayhq/gateway/internal/config"
+	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/ec2"
+	"github.com/gatewayhq/gateway/providers/fargate"
+	"github.com/gatewayhq/gateway/providers/gce"
+	"github.com/gatewayhq/gateway/providers/local"
+)
+
+// newProvider makes the configured backend. Cloud backends take their
+// credentials from their SDK's usual places (environment, shared files,
+// instance or workload identity), never from the gateway's configuration.
+func newProvider(ctx context.Context, cfg *config.Config, gatewayID string, log *slog.Logger) (providers.Provider, error) {
+	p := cfg.Providers
+	switch cfg.Provider {
+	case ec2.Name:
+		return ec2.New(ctx, ec2.Config{
+			Region: p.EC2.Region, Subnets: p.EC2.Subnets, GatewayCIDRs: p.EC2.GatewayCIDRs, AMI: p.EC2.AMI,
+			InstanceProfile: p.EC2.InstanceProfile, VolumeGiB: int32(p.EC2.VolumeGiB), Image: p.EC2.Image,
+			EC2Endpoint: p.EC2.EC2Endpoint, SSMEndpoint: p.EC2.SSMEndpoint, GatewayID: gatewayID, Logger: log,
+		})
+	case fargate.Name:
+		return fargate.New(fargate.Config{
+			Region: p.Fargate.Region, Cluster: p.Fargate.Cluster, Subnets: p.Fargate.Subnets, GatewayCIDRs: p.Fargate.GatewayCIDRs,
+			ExecutionRoleArn: p.Fargate.ExecutionRoleArn, TaskRoleArn: p.Fargate.TaskRoleArn, AssignPublicIP: p.Fargate.AssignPublicIP,
+			Image: p.Fargate.Image, LogGroup: p.Fargate.LogGroup, GatewayID: gatewayID, Logger: log,
+			Endpoints: fargate.Endpoints{ECS: p.Fargate.ECSEndpoint, SecretsManager: p.Fargate.SecretsEndpoint, EC2: p.Fargate.EC2Endpoint},
+		})
+	case gce.Name:
+		return gce.New(ctx, gce.Config{
+			Project: p.GCE.Project, Zones: p.GCE.Zones, Network: p.GCE.Network, Subnetwork: p.GCE.Subnetwork,
+			GatewayCIDRs: p.GCE.GatewayCIDRs, ServiceAccount: p.GCE.ServiceAccount, Image: p.GCE.Image, GPUImage: p.GCE.GPUImage,
+			DiskGiB: p.GCE.DiskGiB, ContainerImage: p.GCE.ContainerImage, Endpoint: p.GCE.Endpoint,
+			SecretManagerEndpoint: p.GCE.SecretsEndpoint, GatewayID: gatewayID, Logger: log,
+		})
+	case local.Name:
+		return local.New(local.Config{
+			Dir: filepath.Join(cfg.DataDir, "clusters"), Python: p.Local.Python, Command: p.Local.Command,
+			Host: p.Local.Host, Nanny: p.Local.Nanny, GatewayID: gatewayID,
+			StopGrace: p.Local.StopGrace, Logger: log,
+		})
+	}
+	return nil, fmt.Errorf("gateway: unknown provider %q", cfg.Provider)
+}
+
+// startTimeout is cluster.start_timeout, or the backend's default: cloud
+// machines boot and pull the image before the scheduler answers.
+func startTimeout(cfg *config.Config) time.Duration {
+	switch {
+	case cfg.Cluster.StartTimeout > 0:
+		return cfg.Cluster.StartTimeout
+	case cfg.Provider == local.Name:
+		return time.Minute
+	}
+	return 10 * time.Minute
+}

@@ -1,0 +1,189 @@
+package ec2
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/template"
+
+	"github.com/gatewayhq/gateway/providers"
+)
+
+// maxUserData is EC2's limit on user data before base64 encoding.
+const maxUserData = 16 << 10
+
+// Where members keep the cluster's TLS files, on the host and, mounted
+// read-only, in the container.
+const tlsDir = "/etc/dask-gateway"
+
+// memberScript is the data userData fills in; every field is checked
+// against a strict character set before it gets here (names, image, paths,
+// numbers), so nothing in it needs quoting beyond what the template does.
+type memberScript struct {
+	Role      providers.Role
+	Cluster   string
+	Member    string
+	Region    string
+	Parameter string
+	Image     string
+	GPU       bool
+	Command   []string
+}
+
+// userData is the cloud-init shell script a member boots with. It holds no
+// secret: it reads the cluster's TLS material from SSM Parameter Store with
+// the instance profile's credentials (which the AWS CLI gets through IMDSv2,
+// the only metadata version these instances accept), writes it to files of
+// mode 0600, and runs the container in a systemd unit whose end powers the
+// machine off. Instances are launched with shutdown behaviour "terminate",
+// so a member whose Dask process exits, or whose set-up fails, terminates
+// rather than running on idle and billed; Describe then reports it stopped
+// with the reason.
+func userData(s memberScript) (string, error) {
+	var b bytes.Buffer
+	if err := scriptTemplate.Execute(&b, s); err != nil {
+		return "", fmt.Errorf("ec2 provider: user data: %w", err)
+	}
+	if b.Len() > maxUserData {
+		return "", fmt.Errorf("ec2 provider: user data of %s is %d bytes, more than EC2's %d", s.Member, b.Len(), maxUserData)
+	}
+	return base64.StdEncoding.EncodeToString(b.Bytes()), nil
+}
+
+// schedulerCommand is the scheduler's command line in the container.
+func schedulerCommand(spec providers.ClusterSpec) []string {
+	prefix := orDefault(spec.DashboardPrefix, "/clusters/"+spec.Name)
+	return append([]string{"dask", "scheduler", "--protocol", "tls"}, append(tlsFlags(),
+		"--port", strconv.Itoa(schedulerPort),
+		"--dashboard-address", ":"+strconv.Itoa(dashboardPort),
+		"--dashboard-prefix", prefix)...)
+}
+
+// workerCommand is a worker's command line in the container.
+func workerCommand(spec providers.ClusterSpec, worker, schedulerAddress string) []string {
+	cmd := append([]string{"dask", "worker", "tls://" + schedulerAddress}, tlsFlags()...)
+	cmd = append(cmd, "--name", worker)
+	threads := spec.WorkerThreads
+	if threads <= 0 {
+		threads = int(spec.Worker.VCPUs)
+	}
+	if threads > 0 {
+		cmd = append(cmd, "--nthreads", strconv.Itoa(threads))
+	}
+	memory := "auto"
+	if spec.WorkerMemory > 0 {
+		memory = strconv.FormatInt(spec.WorkerMemory, 10)
+	}
+	cmd = append(cmd, "--memory-limit", memory,
+		// Workers are reached through the scheduler only: no dashboards.
+		"--no-dashboard",
+		// A worker whose scheduler is gone exits, and its machine with it.
+		"--death-timeout", "60")
+	return cmd
+}
+
+func tlsFlags() []string {
+	return []string{
+		"--tls-ca-file", tlsDir + "/tls.crt",
+		"--tls-cert", tlsDir + "/tls.crt",
+		"--tls-key", tlsDir + "/tls.key",
+	}
+}
+
+// plainWord matches words that mean the same, unquoted, to sh and to
+// systemd (no spaces, quotes, $, %, globs or backslashes).
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./:=@+,-]+$`)
+
+// shellQuote quotes one word for sh and systemd alike when it needs it
+// (single quotes, which neither interprets inside; the words given here
+// never hold one, having been checked against strict character sets).
+func shellQuote(s string) string {
+	if plainWord.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+var scriptTemplate = template.Must(template.New("user-data").Funcs(template.FuncMap{
+	"q":   shellQuote,
+	"dir": func() string { return tlsDir },
+	"join": func(words []string) string {
+		q := make([]string, len(words))
+		for i, w := range words {
+			q[i] = shellQuote(w)
+		}
+		return strings.Join(q, " ")
+	},
+}).Parse(`#!/bin/bash
+# Dask {{.Role}} {{.Member}} of cluster {{.Cluster}}, started by the gateway's ec2 provider.
+# No secret is in this script: the TLS key is read from SSM Parameter Store.
+set -euo pipefail
+exec > >(tee -a /var/log/dask-gateway.log > /dev/console) 2>&1
+# Any failure ends the machine (it terminates on shutdown) instead of
+# leaving it running idle.
+trap 'echo "dask-gateway: set-up failed at line $LINENO; shutting down"; systemctl poweroff' ERR
+
+# The ECS-optimized image runs the ECS agent, which would join this machine
+# to the account's "default" ECS cluster: it belongs to one Dask cluster only.
+systemctl disable --now --no-block ecs.service 2>/dev/null || true
+
+REGION={{q .Region}}
+PARAMETER={{q .Parameter}}
+IMAGE={{q .Image}}
+DIR={{q dir}}
+
+# Instance metadata is IMDSv2 only: a session token first. Wait for the
+# instance profile's credentials, which the AWS CLI reads the same way.
+imds() {
+  local token
+  token=$(curl -sf -X PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300') || return 1
+  curl -sf -H "X-aws-ec2-metadata-token: $token" "http://169.254.169.254/latest/meta-data/$1"
+}
+for i in $(seq 60); do imds iam/security-credentials/ >/dev/null && break; sleep 2; done
+
+command -v aws >/dev/null || dnf install -y -q awscli-2
+command -v docker >/dev/null || dnf install -y -q docker
+systemctl enable --now docker
+
+umask 077
+mkdir -p "$DIR"
+# The instance profile needs ssm:GetParameter on this parameter and
+# kms:Decrypt on its key.
+for i in $(seq 30); do
+  if aws ssm get-parameter --region "$REGION" --name "$PARAMETER" --with-decryption \
+      --query Parameter.Value --output text > "$DIR/tls.pem"; then break; fi
+  if [ "$i" = 30 ]; then echo "dask-gateway: cannot read $PARAMETER: the instance profile needs ssm:GetParameter on it and kms:Decrypt"; false; fi
+  sleep 5
+done
+sed -n '/-BEGIN CERTIFICATE-/,/-END CERTIFICATE-/p' "$DIR/tls.pem" > "$DIR/tls.crt"
+sed -n '/-BEGIN .*PRIVATE KEY-/,/-END .*PRIVATE KEY-/p' "$DIR/tls.pem" > "$DIR/tls.key"
+rm -f "$DIR/tls.pem"
+test -s "$DIR/tls.crt"
+test -s "$DIR/tls.key"
+
+for i in $(seq 10); do docker pull -q "$IMAGE" && break; [ "$i" = 10 ] && false; sleep 10; done
+# The files stay 0600, owned by the user the image runs as.
+chown "$(docker run --rm --entrypoint id "$IMAGE" -u 2>/dev/null || echo 0)" "$DIR/tls.crt" "$DIR/tls.key"
+chmod 0600 "$DIR/tls.crt" "$DIR/tls.key"
+
+cat > /etc/systemd/system/dask.service <<'UNIT'
+[Unit]
+Description=Dask {{.Role}} {{.Member}} of cluster {{.Cluster}}
+After=docker.service network-online.target
+Requires=docker.service
+
+[Service]
+ExecStartPre=-/usr/bin/docker rm -f dask
+ExecStart=/usr/bin/docker run --rm --name dask --network host{{if .GPU}} --gpus all{{end}} -v {{dir}}:{{dir}}:ro {{q .Image}} {{join .Command}}
+# When Dask exits the machine has nothing left to do: show why on the
+# console (aws ec2 get-console-output) and power off, which terminates it.
+ExecStopPost=/bin/sh -c 'journalctl -u dask.service -n 30 --no-pager > /dev/console; systemctl poweroff --no-block'
+Restart=no
+UNIT
+systemctl daemon-reload
+trap - ERR
+systemctl start --no-block dask.service
+`))

@@ -1,0 +1,112 @@
+package ec2
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+
+	"github.com/gatewayhq/gateway/providers"
+)
+
+func decodeScript(t *testing.T, b64 string) string {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatalf("user data is not base64: %v", err)
+	}
+	return string(b)
+}
+
+// assertNoSecrets checks that a script carries no PEM material.
+func assertNoSecrets(t *testing.T, script string) {
+	t.Helper()
+	for _, bad := range []string{"-----BEGIN", "PRIVATE KEY-----", "MIIBfake", "MHcCAQEEIfake", "LINE1", "LINE2"} {
+		if strings.Contains(script, bad) {
+			t.Errorf("user data contains %q", bad)
+		}
+	}
+}
+
+func TestUserDataScheduler(t *testing.T) {
+	p := &Provider{cfg: Config{Region: "eu-west-1", GatewayID: "gw1", Image: DefaultImage}.withDefaults()}
+	s := spec("c1")
+	b64, err := userData(p.script(s, "scheduler", providers.RoleScheduler, "", "m6i.large", s.Scheduler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := decodeScript(t, b64)
+	assertNoSecrets(t, script)
+	for _, want := range []string{
+		"#!/bin/bash",
+		"X-aws-ec2-metadata-token-ttl-seconds", // IMDSv2 session token
+		"X-aws-ec2-metadata-token: $token",
+		"REGION=eu-west-1",
+		"PARAMETER=/gateway/gw1/c1/tls",
+		`aws ssm get-parameter --region "$REGION" --name "$PARAMETER" --with-decryption`,
+		"umask 077",
+		`chmod 0600 "$DIR/tls.crt" "$DIR/tls.key"`,
+		"systemctl disable --now --no-block ecs.service",
+		"docker run --rm --name dask --network host -v /etc/dask-gateway:/etc/dask-gateway:ro ghcr.io/dask/dask:latest dask scheduler --protocol tls",
+		"--tls-ca-file /etc/dask-gateway/tls.crt --tls-cert /etc/dask-gateway/tls.crt --tls-key /etc/dask-gateway/tls.key",
+		"--port 8786 --dashboard-address :8787 --dashboard-prefix /clusters/c1",
+		"systemctl poweroff",
+	} {
+		if !strings.Contains(script, want) {
+			t.Errorf("scheduler script lacks %q", want)
+		}
+	}
+	if strings.Contains(script, "--gpus") {
+		t.Error("a CPU scheduler asks for GPUs")
+	}
+}
+
+func TestUserDataWorker(t *testing.T) {
+	p := &Provider{cfg: Config{Region: "eu-west-1", GatewayID: "gw1", Image: DefaultImage}.withDefaults()}
+	s := spec("c1")
+	s.Image = "ghcr.io/me/dask-gpu:2024.8"
+	s.Worker = providers.Machine{InstanceType: "g5.xlarge", VCPUs: 4, GPUs: 1, GPUType: "a10g"}
+	b64, err := userData(p.script(s, "worker-3", providers.RoleWorker, "10.0.1.12:8786", "g5.xlarge", s.Worker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := decodeScript(t, b64)
+	assertNoSecrets(t, script)
+	for _, want := range []string{
+		"--network host --gpus all -v /etc/dask-gateway:/etc/dask-gateway:ro ghcr.io/me/dask-gpu:2024.8 dask worker tls://10.0.1.12:8786",
+		"--tls-ca-file /etc/dask-gateway/tls.crt --tls-cert /etc/dask-gateway/tls.crt --tls-key /etc/dask-gateway/tls.key",
+		"--name worker-3 --nthreads 2 --memory-limit 4294967296 --no-dashboard --death-timeout 60",
+		"IMAGE=ghcr.io/me/dask-gpu:2024.8",
+	} {
+		if !strings.Contains(script, want) {
+			t.Errorf("worker script lacks %q", want)
+		}
+	}
+	// Without threads or memory in the spec: the machine's vCPUs, Dask's
+	// automatic memory limit.
+	s.WorkerThreads, s.WorkerMemory = 0, 0
+	cmd := strings.Join(workerCommand(s, "w", "10.0.0.1:8786"), " ")
+	if !strings.Contains(cmd, "--nthreads 4 --memory-limit auto") {
+		t.Errorf("worker command %q", cmd)
+	}
+}
+
+func TestUserDataTooLarge(t *testing.T) {
+	_, err := userData(memberScript{Role: providers.RoleWorker, Member: "w", Command: []string{strings.Repeat("x", maxUserData)}})
+	if err == nil || !strings.Contains(err.Error(), "more than EC2's") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"tls://10.0.0.1:8786": "tls://10.0.0.1:8786",
+		"a b":                 "'a b'",
+		"it's":                `'it'\''s'`,
+		"$HOME":               "'$HOME'",
+		"50%":                 "'50%'",
+	} {
+		if got := shellQuote(in); got != want {
+			t.Errorf("shellQuote(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

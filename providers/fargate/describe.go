@@ -1,0 +1,309 @@
+package fargate
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
+
+	"github.com/gatewayhq/gateway/providers"
+)
+
+// stopReason is what StopTask records on tasks the gateway stops, so that
+// Describe tells them from tasks that ended on their own.
+const stopReason = "gateway: stopped on request"
+
+// maxPages bounds a listing, against a service that never stops paging.
+const maxPages = 1000
+
+// listTasks returns every task ARN the listing gives, page by page.
+func (p *Provider) listTasks(ctx context.Context, in ecs.ListTasksInput) ([]string, error) {
+	var arns []string
+	for range maxPages {
+		page, err := call(ctx, p, "ListTasks", func(ctx context.Context) (*ecs.ListTasksOutput, error) {
+			return p.ecs.ListTasks(ctx, &in)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("fargate provider: list tasks in ECS cluster %s: %w", p.cfg.Cluster, err)
+		}
+		arns = append(arns, page.TaskArns...)
+		if aws.ToString(page.NextToken) == "" {
+			return arns, nil
+		}
+		in.NextToken = page.NextToken
+	}
+	return nil, fmt.Errorf("fargate provider: list tasks in ECS cluster %s: more than %d pages", p.cfg.Cluster, maxPages)
+}
+
+// describeTasks describes tasks with their tags, 100 at a time (ECS's
+// limit). It also returns the ARNs ECS no longer knows.
+func (p *Provider) describeTasks(ctx context.Context, arns []string) ([]ecstypes.Task, []string, error) {
+	var tasks []ecstypes.Task
+	var missing []string
+	for start := 0; start < len(arns); start += 100 {
+		batch := arns[start:min(start+100, len(arns))]
+		out, err := call(ctx, p, "DescribeTasks", func(ctx context.Context) (*ecs.DescribeTasksOutput, error) {
+			return p.ecs.DescribeTasks(ctx, &ecs.DescribeTasksInput{
+				Cluster: aws.String(p.cfg.Cluster), Tasks: batch, Include: []ecstypes.TaskField{ecstypes.TaskFieldTags},
+			})
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("fargate provider: describe tasks in ECS cluster %s: %w", p.cfg.Cluster, err)
+		}
+		tasks = append(tasks, out.Tasks...)
+		for _, f := range out.Failures {
+			if aws.ToString(f.Reason) == "MISSING" {
+				missing = append(missing, aws.ToString(f.Arn))
+			}
+		}
+	}
+	return tasks, missing, nil
+}
+
+// clusterTasks returns the cluster's tasks that carry this gateway's tags:
+// those ECS lists for the cluster's startedBy (desired RUNNING, and
+// STOPPED too when withStopped), plus those started by this process that
+// ECS does not list yet.
+func (p *Provider) clusterTasks(ctx context.Context, cluster string, withStopped bool) ([]ecstypes.Task, error) {
+	statuses := []ecstypes.DesiredStatus{ecstypes.DesiredStatusRunning}
+	if withStopped {
+		statuses = append(statuses, ecstypes.DesiredStatusStopped)
+	}
+	seen := map[string]bool{}
+	var arns []string
+	for _, st := range statuses {
+		listed, err := p.listTasks(ctx, ecs.ListTasksInput{
+			Cluster: aws.String(p.cfg.Cluster), StartedBy: aws.String(startedBy(cluster)), DesiredStatus: st,
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range listed {
+			if !seen[a] {
+				seen[a] = true
+				arns = append(arns, a)
+			}
+		}
+	}
+	// Tasks started here stay remembered until ECS forgets them or the
+	// cluster stops, not just until first listed: a listing that misses a
+	// running scheduler once would fail its cluster.
+	p.mu.Lock()
+	for a := range p.launched[cluster] {
+		if !seen[a] {
+			seen[a] = true
+			arns = append(arns, a)
+		}
+	}
+	p.mu.Unlock()
+	if len(arns) == 0 {
+		return nil, nil
+	}
+	tasks, missing, err := p.describeTasks(ctx, arns)
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		p.mu.Lock()
+		for _, a := range missing {
+			delete(p.launched[cluster], a)
+		}
+		p.mu.Unlock()
+	}
+	out := tasks[:0]
+	for _, t := range tasks {
+		tags := taskTags(t)
+		// startedBy is only a narrowing (long names are hashed, other
+		// gateways may share the ECS cluster): the tags decide.
+		if tags[tagGateway] == p.idTag() && tags[tagCluster] == cluster && tags[tagMember] != "" {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// stoppedStatus reports whether a task's last status means it no longer
+// serves (on its way out, or out).
+func stoppedStatus(last string) bool {
+	switch last {
+	case "DEACTIVATING", "STOPPING", "DEPROVISIONING", "STOPPED":
+		return true
+	}
+	return false
+}
+
+// live reports whether a task is starting or running and meant to.
+func live(t ecstypes.Task) bool {
+	return aws.ToString(t.DesiredStatus) != "STOPPED" && !stoppedStatus(aws.ToString(t.LastStatus))
+}
+
+// privateIP is the task's address in its VPC, from its network interface.
+func privateIP(t ecstypes.Task) string {
+	for _, a := range t.Attachments {
+		if aws.ToString(a.Type) != "ElasticNetworkInterface" {
+			continue
+		}
+		for _, d := range a.Details {
+			if aws.ToString(d.Name) == "privateIPv4Address" {
+				return aws.ToString(d.Value)
+			}
+		}
+	}
+	for _, c := range t.Containers {
+		for _, ni := range c.NetworkInterfaces {
+			if ip := aws.ToString(ni.PrivateIpv4Address); ip != "" {
+				return ip
+			}
+		}
+	}
+	return ""
+}
+
+// member maps a task to what the core sees.
+func (p *Provider) member(t ecstypes.Task) providers.Member {
+	tags := taskTags(t)
+	m := providers.Member{
+		Cluster: tags[tagCluster], Name: tags[tagMember], Owner: tags[tagOwner],
+		Role: providers.RoleWorker, State: providers.StatePending,
+		StartedAt: aws.ToTime(t.CreatedAt),
+	}
+	if t.StartedAt != nil {
+		m.StartedAt = *t.StartedAt
+	}
+	if m.Name == schedulerMember {
+		m.Role = providers.RoleScheduler
+	}
+	last := aws.ToString(t.LastStatus)
+	switch {
+	case aws.ToString(t.DesiredStatus) == "STOPPED" || stoppedStatus(last):
+		m.State = providers.StateStopped
+		m.Reason = stoppedWhy(t)
+	case last == "RUNNING":
+		ip := privateIP(t)
+		if ip == "" {
+			break // not reachable yet
+		}
+		m.State = providers.StateRunning
+		if m.Role == providers.RoleScheduler {
+			m.Address = net.JoinHostPort(ip, strconv.Itoa(schedulerPort))
+			m.DashboardURL = "http://" + net.JoinHostPort(ip, strconv.Itoa(dashboardPort))
+		}
+	}
+	return m
+}
+
+// stoppedWhy says why a task stopped, or "" when the gateway stopped it (a
+// stop on request is not a loss).
+func stoppedWhy(t ecstypes.Task) string {
+	reason := aws.ToString(t.StoppedReason)
+	switch {
+	case t.StopCode == ecstypes.TaskStopCodeSpotInterruption:
+		return "spot interruption"
+	case strings.HasPrefix(reason, stopReason):
+		return ""
+	}
+	if reason == "" {
+		reason = "the task stopped"
+	}
+	for _, c := range t.Containers {
+		if aws.ToString(c.Name) != containerName {
+			continue
+		}
+		if c.ExitCode != nil {
+			reason += fmt.Sprintf(" (exit code %d)", *c.ExitCode)
+		}
+		if r := aws.ToString(c.Reason); r != "" {
+			reason += ": " + r
+		}
+	}
+	if t.StopCode != "" {
+		reason += " [" + string(t.StopCode) + "]"
+	}
+	return reason
+}
+
+// better reports whether task a describes its member better than b: a live
+// task over a stopped one, else the newer.
+func better(a, b ecstypes.Task) bool {
+	if live(a) != live(b) {
+		return live(a)
+	}
+	return aws.ToTime(a.CreatedAt).After(aws.ToTime(b.CreatedAt))
+}
+
+// members reduces tasks to one member each.
+func (p *Provider) members(tasks []ecstypes.Task) []providers.Member {
+	best := map[string]ecstypes.Task{}
+	for _, t := range tasks {
+		tags := taskTags(t)
+		key := tags[tagCluster] + "/" + tags[tagMember]
+		if cur, ok := best[key]; !ok || better(t, cur) {
+			best[key] = t
+		}
+	}
+	out := make([]providers.Member, 0, len(best))
+	for _, t := range best {
+		out = append(out, p.member(t))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Cluster != out[j].Cluster {
+			return out[i].Cluster < out[j].Cluster
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Describe implements providers.Provider. Stopped tasks are reported while
+// ECS lists them (an hour or so).
+func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Member, error) {
+	if !validName(cluster) {
+		return nil, nil // nothing of ours can have this name
+	}
+	tasks, err := p.clusterTasks(ctx, cluster, true)
+	if err != nil {
+		return nil, err
+	}
+	return p.members(tasks), nil
+}
+
+// List implements providers.Provider: the tasks of the ECS cluster that
+// carry this gateway's tag and are meant to run. ECS cannot filter by tag,
+// so every task of the ECS cluster is described; a dedicated ECS cluster
+// keeps that cheap.
+func (p *Provider) List(ctx context.Context) ([]providers.Member, error) {
+	arns, err := p.listTasks(ctx, ecs.ListTasksInput{Cluster: aws.String(p.cfg.Cluster), DesiredStatus: ecstypes.DesiredStatusRunning})
+	if err != nil {
+		return nil, err
+	}
+	tasks, _, err := p.describeTasks(ctx, arns)
+	if err != nil {
+		return nil, err
+	}
+	ours := tasks[:0]
+	for _, t := range tasks {
+		tags := taskTags(t)
+		if tags[tagGateway] == p.idTag() && tags[tagCluster] != "" && tags[tagMember] != "" {
+			ours = append(ours, t)
+		}
+	}
+	return p.members(ours), nil
+}
+
+// stoppedAt is when a task ended, as ECS says.
+func stoppedAt(t ecstypes.Task) time.Time {
+	switch {
+	case t.StoppedAt != nil:
+		return *t.StoppedAt
+	case t.ExecutionStoppedAt != nil:
+		return *t.ExecutionStoppedAt
+	}
+	return time.Time{}
+}

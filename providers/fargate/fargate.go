@@ -1,0 +1,412 @@
+// Package fargate runs Dask schedulers and workers as AWS ECS tasks on
+// Fargate.
+//
+// Each member is one task, found again by what the gateway chose for it:
+// startedBy "gateway-<cluster>" narrows ECS's listing to the cluster, and the
+// task's tags (gateway-id, gateway-cluster, gateway-member, gateway-owner)
+// say whose it is and which member. Every launch carries a client token
+// derived from the gateway, cluster and member, so that a launch repeated
+// after a crash or a lost answer returns the task already started instead of
+// starting a second one.
+//
+// Per cluster the provider makes a security group (the gateway may reach the
+// scheduler's TLS and dashboard ports; members reach each other), and a
+// Secrets Manager secret with the cluster's TLS material, which ECS hands to
+// the containers through the task definition's secrets: the PEM never
+// appears in a task definition, an override or plain environment. Both are
+// deleted by StopCluster once the tasks have stopped.
+//
+// AWS permissions the gateway needs: ecs:RegisterTaskDefinition,
+// DescribeTaskDefinition, ListTaskDefinitions, DeregisterTaskDefinition,
+// DeleteTaskDefinitions, RunTask, ListTasks, DescribeTasks, StopTask and
+// TagResource (tags at launch), iam:PassRole on the execution and task
+// roles, secretsmanager:CreateSecret, DescribeSecret, DeleteSecret and
+// TagResource, and ec2:DescribeSubnets, DescribeSecurityGroups,
+// CreateSecurityGroup, AuthorizeSecurityGroupIngress, DeleteSecurityGroup and
+// CreateTags. The execution role needs secretsmanager:GetSecretValue on
+// gateway/* secrets (plus the usual image pull and logs permissions).
+package fargate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/gatewayhq/gateway/providers"
+)
+
+// Name is the provider name this package registers under.
+const Name = "fargate"
+
+// Config configures the Fargate backend.
+type Config struct {
+	// Region is the AWS region of the ECS cluster and subnets.
+	Region string
+	// Cluster is the ECS cluster (name or ARN) the tasks run in.
+	Cluster string
+	// Subnets the tasks run in, tried in this order when one has no
+	// capacity. They must be in one VPC: each cluster's security group is
+	// made there.
+	Subnets []string
+	// GatewayCIDRs are where the gateway reaches schedulers from: the only
+	// sources allowed to the scheduler (8786) and dashboard (8787) ports.
+	// A /0 is refused: schedulers are never to be open to the internet.
+	GatewayCIDRs []string
+	// ExecutionRoleArn is the role ECS uses to pull images, write logs and
+	// read each cluster's TLS secret.
+	ExecutionRoleArn string
+	// TaskRoleArn is the role the Dask processes run as (for their own
+	// access to S3 and the like); empty for none.
+	TaskRoleArn string
+	// AssignPublicIP gives tasks a public IP: needed only in public subnets
+	// without a NAT gateway, to pull images. Default off.
+	AssignPublicIP bool
+	// Image is the container image when a cluster asks for none; it must
+	// have Dask's "dask" command and /bin/sh.
+	Image string
+	// Command replaces "dask" as the command that runs "scheduler" or
+	// "worker" (for example "python -m dask"); split on white space.
+	Command string
+	// CPUArchitecture is X86_64 (default) or ARM64.
+	CPUArchitecture string
+	// LogGroup, when set, sends the containers' output to this CloudWatch
+	// Logs group (awslogs driver, stream prefix "gateway").
+	LogGroup string
+	// KMSKeyID encrypts the TLS secrets; empty means the account's
+	// aws/secretsmanager key.
+	KMSKeyID string
+	// GatewayID is this gateway's ownership tag value.
+	GatewayID string
+
+	// Endpoints override the services' URLs (tests, VPC endpoints).
+	Endpoints Endpoints
+	// Credentials, when set, are used instead of the default chain
+	// (environment, shared files, container or instance role).
+	Credentials aws.CredentialsProvider
+	// HTTPClient, when set, sends the requests.
+	HTTPClient aws.HTTPClient
+
+	Retry Retry
+	// StopTimeout bounds how long StopCluster waits for the tasks to stop
+	// and their network interfaces to release the security group.
+	StopTimeout time.Duration
+	// PollInterval is the pause between two looks while waiting.
+	PollInterval time.Duration
+	// Sleep waits for d or until ctx ends; tests replace it to run without
+	// real delays. Used for every backoff and poll.
+	Sleep  func(ctx context.Context, d time.Duration) error
+	Logger *slog.Logger
+}
+
+// Endpoints are base URLs of the services; empty means AWS's own.
+type Endpoints struct {
+	ECS            string
+	SecretsManager string
+	EC2            string
+}
+
+// Retry bounds the retries of throttled calls and of AWS's own failures
+// (5xx): exponential backoff with full jitter, the wait before attempt n+1
+// being uniform in [0, min(MaxDelay, BaseDelay*2^(n-1))].
+type Retry struct {
+	MaxAttempts int           // attempts per call, the first included (default 8)
+	BaseDelay   time.Duration // default 200ms
+	MaxDelay    time.Duration // default 20s
+	// Jitter picks the wait in [0, max]; nil is uniform. Tests make it
+	// deterministic.
+	Jitter func(max time.Duration) time.Duration
+}
+
+// Defaults applied by New.
+const (
+	DefaultImage        = "ghcr.io/dask/dask:latest"
+	defaultStopTimeout  = 5 * time.Minute
+	defaultPollInterval = 3 * time.Second
+)
+
+// Provider is the Fargate backend.
+type Provider struct {
+	cfg   Config
+	log   *slog.Logger
+	ecs   *ecs.Client
+	sm    *secretsmanager.Client
+	ec2   *ec2.Client
+	gwKey string // short hash of the gateway id, in names AWS restricts
+	locks keyedMutex
+
+	mu       sync.Mutex
+	vpc      string
+	groups   map[string]string            // cluster -> security group id
+	secrets  map[string]string            // cluster -> secret ARN
+	taskDefs map[string]string            // family -> task definition ARN
+	launched map[string]map[string]string // cluster -> task ARN -> member: tasks this process started
+	ended    map[string]map[string]time.Time
+}
+
+var _ providers.Provider = (*Provider)(nil)
+var _ providers.StopTimes = (*Provider)(nil)
+
+// validate reports every problem of the configuration at once, so that an
+// operator fixes them in one go.
+func (c *Config) validate() error {
+	var (
+		subnetRE   = regexp.MustCompile(`^subnet-[0-9a-f]+$`)
+		roleARNRE  = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]+$`)
+		logGroupRE = regexp.MustCompile(`^[A-Za-z0-9_./#-]{1,512}$`)
+		regionRE   = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d+$`)
+	)
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !regionRE.MatchString(c.Region) {
+		bad("region %q is not an AWS region such as us-east-1", c.Region)
+	}
+	if strings.TrimSpace(c.Cluster) == "" {
+		bad("cluster: name the ECS cluster the tasks run in")
+	}
+	if len(c.Subnets) == 0 {
+		bad("subnets: at least one subnet is needed")
+	}
+	seen := map[string]bool{}
+	for _, s := range c.Subnets {
+		if !subnetRE.MatchString(s) {
+			bad("subnets: %q is not a subnet id (subnet-...)", s)
+		}
+		if seen[s] {
+			bad("subnets: %s is listed twice", s)
+		}
+		seen[s] = true
+	}
+	if len(c.GatewayCIDRs) == 0 {
+		bad("gateway_cidrs: name where the gateway reaches schedulers from (its subnet or address, such as 10.0.0.0/16)")
+	}
+	for _, s := range c.GatewayCIDRs {
+		p, err := netip.ParsePrefix(s)
+		switch {
+		case err != nil:
+			bad("gateway_cidrs: %q is not a CIDR block such as 10.0.0.0/16", s)
+		case p.Bits() == 0:
+			bad("gateway_cidrs: %s would open the schedulers to the whole internet; name the gateway's own network", s)
+		case p.Masked() != p:
+			bad("gateway_cidrs: %s has host bits set; did you mean %s?", s, p.Masked())
+		}
+	}
+	if !roleARNRE.MatchString(c.ExecutionRoleArn) {
+		bad("execution_role_arn: %q is not an IAM role ARN; ECS needs it to pull images and read the TLS secret", c.ExecutionRoleArn)
+	}
+	if c.TaskRoleArn != "" && !roleARNRE.MatchString(c.TaskRoleArn) {
+		bad("task_role_arn: %q is not an IAM role ARN", c.TaskRoleArn)
+	}
+	if strings.ContainsAny(c.Image, " \t\n") {
+		bad("image: %q has white space", c.Image)
+	}
+	if c.Command != "" && len(strings.Fields(c.Command)) == 0 {
+		bad("command: empty")
+	}
+	switch c.CPUArchitecture {
+	case "", "X86_64", "ARM64":
+	default:
+		bad("cpu_architecture: %q is not X86_64 or ARM64", c.CPUArchitecture)
+	}
+	if c.LogGroup != "" && !logGroupRE.MatchString(c.LogGroup) {
+		bad("log_group: %q is not a CloudWatch Logs group name", c.LogGroup)
+	}
+	if strings.TrimSpace(c.GatewayID) == "" {
+		bad("gateway id: empty; it is the ownership tag of every task")
+	}
+	for name, e := range map[string]string{"ecs": c.Endpoints.ECS, "secretsmanager": c.Endpoints.SecretsManager, "ec2": c.Endpoints.EC2} {
+		if e == "" {
+			continue
+		}
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad("endpoints.%s: %q is not an http(s) URL", name, e)
+		}
+	}
+	if c.Retry.MaxAttempts < 0 || c.Retry.BaseDelay < 0 || c.Retry.MaxDelay < 0 {
+		bad("retry: attempts and delays cannot be negative")
+	}
+	if c.Retry.BaseDelay > 0 && c.Retry.MaxDelay > 0 && c.Retry.MaxDelay < c.Retry.BaseDelay {
+		bad("retry: max delay %s is below the base delay %s", c.Retry.MaxDelay, c.Retry.BaseDelay)
+	}
+	if c.StopTimeout < 0 || c.PollInterval < 0 {
+		bad("stop_timeout and poll_interval cannot be negative")
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("fargate provider: invalid configuration:\n  %w", joinIndented(errs))
+}
+
+// joinIndented joins errors one per line, keeping them all for errors.Is.
+func joinIndented(errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return &multiError{msg: strings.Join(msgs, "\n  "), errs: errs}
+}
+
+type multiError struct {
+	msg  string
+	errs []error
+}
+
+func (e *multiError) Error() string   { return e.msg }
+func (e *multiError) Unwrap() []error { return e.errs }
+
+// New makes the backend. It sends no request: credentials and the network
+// are first used by the first call.
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Image == "" {
+		cfg.Image = DefaultImage
+	}
+	if cfg.Command == "" {
+		cfg.Command = "dask"
+	}
+	if cfg.CPUArchitecture == "" {
+		cfg.CPUArchitecture = "X86_64"
+	}
+	if cfg.Retry.MaxAttempts == 0 {
+		cfg.Retry.MaxAttempts = 8
+	}
+	if cfg.Retry.BaseDelay == 0 {
+		cfg.Retry.BaseDelay = 200 * time.Millisecond
+	}
+	if cfg.Retry.MaxDelay == 0 {
+		cfg.Retry.MaxDelay = 20 * time.Second
+	}
+	if cfg.Retry.Jitter == nil {
+		cfg.Retry.Jitter = func(max time.Duration) time.Duration {
+			if max <= 0 {
+				return 0
+			}
+			return rand.N(max + 1)
+		}
+	}
+	if cfg.StopTimeout == 0 {
+		cfg.StopTimeout = defaultStopTimeout
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = defaultPollInterval
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleepCtx
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+
+	awsCfg := aws.Config{Region: cfg.Region, Credentials: cfg.Credentials}
+	if cfg.Credentials == nil {
+		// The default chain: environment, shared files, SSO, container and
+		// instance roles. Loading reads files only; credentials are fetched
+		// when first needed.
+		loaded, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(cfg.Region))
+		if err != nil {
+			return nil, fmt.Errorf("fargate provider: load AWS configuration: %w", err)
+		}
+		awsCfg = loaded
+	}
+	if cfg.HTTPClient != nil {
+		awsCfg.HTTPClient = cfg.HTTPClient
+	}
+	// Retries are this package's (bounded, with an injectable sleep and a
+	// log line each), not the SDK's: two layers would multiply.
+	awsCfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
+	endpoint := func(u string) *string {
+		if u == "" {
+			return nil
+		}
+		return aws.String(u)
+	}
+	p := &Provider{
+		cfg: cfg,
+		log: cfg.Logger.With("provider", Name),
+		ecs: ecs.NewFromConfig(awsCfg, func(o *ecs.Options) { o.BaseEndpoint = endpoint(cfg.Endpoints.ECS) }),
+		sm: secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) {
+			o.BaseEndpoint = endpoint(cfg.Endpoints.SecretsManager)
+		}),
+		ec2:      ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { o.BaseEndpoint = endpoint(cfg.Endpoints.EC2) }),
+		gwKey:    shortHash(cfg.GatewayID, 8),
+		groups:   map[string]string{},
+		secrets:  map[string]string{},
+		taskDefs: map[string]string{},
+		launched: map[string]map[string]string{},
+		ended:    map[string]map[string]time.Time{},
+	}
+	return p, nil
+}
+
+// Name implements providers.Provider.
+func (p *Provider) Name() string { return Name }
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// keyedMutex serialises work on one key (a cluster's security group, a
+// member's launch) within this process; entries go when unused.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	ch   chan struct{} // a one-slot semaphore, so that waiting honours ctx
+	refs int
+}
+
+// lock takes the key's lock, or fails when ctx ends first.
+func (k *keyedMutex) lock(ctx context.Context, key string) (unlock func(), err error) {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyedLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{ch: make(chan struct{}, 1)}
+		k.locks[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	release := func() {
+		k.mu.Lock()
+		l.refs--
+		if l.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+	select {
+	case l.ch <- struct{}{}:
+		return func() { <-l.ch; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
+}

@@ -1,0 +1,308 @@
+package fargate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+)
+
+// stopTask asks ECS to stop a task; one ECS no longer knows is stopped.
+func (p *Provider) stopTask(ctx context.Context, arn string) error {
+	_, err := call(ctx, p, "StopTask", func(ctx context.Context) (*ecs.StopTaskOutput, error) {
+		return p.ecs.StopTask(ctx, &ecs.StopTaskInput{
+			Cluster: aws.String(p.cfg.Cluster), Task: aws.String(arn), Reason: aws.String(stopReason),
+		})
+	})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("fargate provider: stop task %s: %w", arn, err)
+	}
+	return nil
+}
+
+// StopWorker implements providers.Provider. It returns once ECS has taken
+// the stop; Describe reports the worker stopped (without a reason) from
+// then on.
+func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error {
+	if !validName(cluster) || !validName(worker) {
+		return nil
+	}
+	tasks, err := p.clusterTasks(ctx, cluster, false)
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		if taskTags(t)[tagMember] != worker || aws.ToString(t.DesiredStatus) == "STOPPED" {
+			continue
+		}
+		if err := p.stopTask(ctx, aws.ToString(t.TaskArn)); err != nil {
+			return err
+		}
+		p.log.Info("stopped worker", "cluster", cluster, "worker", worker, "task", aws.ToString(t.TaskArn))
+	}
+	return nil
+}
+
+// StopCluster implements providers.Provider: it stops every task of the
+// cluster, waits until ECS reports them STOPPED (at most StopTimeout: the
+// security group cannot be deleted while a task's network interface holds
+// it), then deletes the security group, the TLS secret and the cluster's
+// task definitions. An unknown cluster has nothing to stop; a second call
+// finds nothing left.
+func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
+	if !validName(cluster) {
+		return nil
+	}
+	deadline := time.Now().Add(p.cfg.StopTimeout)
+	polls := int(p.cfg.StopTimeout/p.cfg.PollInterval) + 1 // bounds the wait even with a sleep that does not sleep
+	tasks, err := p.clusterTasks(ctx, cluster, true)
+	if err != nil {
+		return err
+	}
+	// Workers first, while their scheduler can still release them.
+	var sched []ecstypes.Task
+	stopping := map[string]string{} // task ARN -> member, until STOPPED
+	for _, t := range tasks {
+		arn, member := aws.ToString(t.TaskArn), taskTags(t)[tagMember]
+		if aws.ToString(t.LastStatus) == "STOPPED" {
+			p.noteEnd(cluster, member, stoppedAt(t))
+			continue
+		}
+		stopping[arn] = member
+		if aws.ToString(t.DesiredStatus) == "STOPPED" {
+			continue // already on its way
+		}
+		if member == schedulerMember {
+			sched = append(sched, t)
+			continue
+		}
+		if err := p.stopTask(ctx, arn); err != nil {
+			return err
+		}
+	}
+	for _, t := range sched {
+		if err := p.stopTask(ctx, aws.ToString(t.TaskArn)); err != nil {
+			return err
+		}
+	}
+	if len(stopping) > 0 {
+		p.log.Info("stopping cluster", "cluster", cluster, "tasks", len(stopping))
+	}
+	for len(stopping) > 0 {
+		if polls <= 0 || time.Now().After(deadline) {
+			return fmt.Errorf("fargate provider: %d task(s) of %s still stopping after %s; their security group and secret are left for the next StopCluster", len(stopping), cluster, p.cfg.StopTimeout)
+		}
+		polls--
+		if err := p.cfg.Sleep(ctx, p.cfg.PollInterval); err != nil {
+			return err
+		}
+		arns := make([]string, 0, len(stopping))
+		for a := range stopping {
+			arns = append(arns, a)
+		}
+		described, missing, err := p.describeTasks(ctx, arns)
+		if err != nil {
+			return err
+		}
+		for _, a := range missing {
+			delete(stopping, a) // ECS has forgotten it: long stopped
+		}
+		for _, t := range described {
+			if aws.ToString(t.LastStatus) == "STOPPED" {
+				arn := aws.ToString(t.TaskArn)
+				p.noteEnd(cluster, stopping[arn], stoppedAt(t))
+				delete(stopping, arn)
+			}
+		}
+	}
+	if err := p.deleteGroup(ctx, cluster, deadline, polls); err != nil {
+		return err
+	}
+	if err := p.deleteSecret(ctx, cluster); err != nil {
+		return err
+	}
+	p.deleteTaskDefinitions(ctx, cluster)
+	p.mu.Lock()
+	delete(p.groups, cluster)
+	delete(p.secrets, cluster)
+	delete(p.launched, cluster)
+	prefix := p.familyPrefix(cluster)
+	for f := range p.taskDefs {
+		if strings.HasPrefix(f, prefix) && p.ownFamily(f, cluster) {
+			delete(p.taskDefs, f)
+		}
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// deleteGroup deletes the cluster's security group, waiting while the
+// stopped tasks' network interfaces still hold it (ECS releases them a
+// little after STOPPED).
+func (p *Provider) deleteGroup(ctx context.Context, cluster string, deadline time.Time, polls int) error {
+	// By name, not by VPC: found even if the subnets were changed since
+	// the group was made.
+	gs, err := p.findGroups(ctx, cluster, "")
+	if err != nil {
+		return err
+	}
+	for _, g := range gs {
+		if ec2Tag(g.Tags, tagGateway) != p.idTag() {
+			p.log.Warn("leaving a security group of the cluster's name that is not this gateway's", "cluster", cluster, "group", aws.ToString(g.GroupId))
+			continue
+		}
+		if err := p.deleteGroupID(ctx, cluster, aws.ToString(g.GroupId), deadline, &polls); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Provider) deleteGroupID(ctx context.Context, cluster, id string, deadline time.Time, polls *int) error {
+	for {
+		_, err := call(ctx, p, "DeleteSecurityGroup", func(ctx context.Context) (*ec2.DeleteSecurityGroupOutput, error) {
+			return p.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(id)})
+		})
+		switch {
+		case err == nil || isNotFound(err):
+			p.log.Info("deleted security group", "cluster", cluster, "group", id)
+			return nil
+		case errorCode(err) != "DependencyViolation":
+			return fmt.Errorf("fargate provider: delete security group %s of %s: %w", id, cluster, err)
+		case *polls <= 0 || time.Now().After(deadline):
+			return fmt.Errorf("fargate provider: security group %s of %s is still in use after %s: %w", id, cluster, p.cfg.StopTimeout, err)
+		}
+		*polls--
+		if err := p.cfg.Sleep(ctx, p.cfg.PollInterval); err != nil {
+			return err
+		}
+	}
+}
+
+// deleteSecret deletes the cluster's TLS secret at once: the certificate
+// is of no use once the cluster is gone, and a recovery window would keep
+// the key around for a week.
+func (p *Provider) deleteSecret(ctx context.Context, cluster string) error {
+	name := p.secretName(cluster)
+	_, err := call(ctx, p, "DeleteSecret", func(ctx context.Context) (*secretsmanager.DeleteSecretOutput, error) {
+		return p.sm.DeleteSecret(ctx, &secretsmanager.DeleteSecretInput{
+			SecretId: aws.String(name), ForceDeleteWithoutRecovery: aws.Bool(true),
+		})
+	})
+	switch {
+	case err == nil:
+		p.log.Info("deleted the cluster's TLS secret", "cluster", cluster, "secret", name)
+	case !isNotFound(err):
+		return fmt.Errorf("fargate provider: delete secret %s: %w", name, err)
+	}
+	return nil
+}
+
+// deleteTaskDefinitions deregisters and deletes the cluster's task
+// definitions. They hold no secret material (only the secret's ARN), so a
+// failure here is logged, not returned: it must not keep a cluster from
+// counting as stopped.
+func (p *Provider) deleteTaskDefinitions(ctx context.Context, cluster string) {
+	var gone []string
+	seen := map[string]bool{}
+	for _, status := range []ecstypes.TaskDefinitionStatus{ecstypes.TaskDefinitionStatusActive, ecstypes.TaskDefinitionStatusInactive} {
+		arns, err := p.listTaskDefinitions(ctx, cluster, status)
+		if err != nil {
+			p.log.Warn("cannot list the cluster's task definitions", "cluster", cluster, "err", err)
+			return
+		}
+		for _, arn := range arns {
+			if seen[arn] {
+				continue // deregistered just above: now listed as INACTIVE
+			}
+			seen[arn] = true
+			if status == ecstypes.TaskDefinitionStatusActive {
+				_, err := call(ctx, p, "DeregisterTaskDefinition", func(ctx context.Context) (*ecs.DeregisterTaskDefinitionOutput, error) {
+					return p.ecs.DeregisterTaskDefinition(ctx, &ecs.DeregisterTaskDefinitionInput{TaskDefinition: aws.String(arn)})
+				})
+				if err != nil && !isNotFound(err) {
+					p.log.Warn("cannot deregister task definition", "cluster", cluster, "arn", arn, "err", err)
+					continue
+				}
+			}
+			gone = append(gone, arn)
+		}
+	}
+	for start := 0; start < len(gone); start += 10 { // DeleteTaskDefinitions takes 10 at most
+		batch := gone[start:min(start+10, len(gone))]
+		out, err := call(ctx, p, "DeleteTaskDefinitions", func(ctx context.Context) (*ecs.DeleteTaskDefinitionsOutput, error) {
+			return p.ecs.DeleteTaskDefinitions(ctx, &ecs.DeleteTaskDefinitionsInput{TaskDefinitions: batch})
+		})
+		if err != nil {
+			p.log.Warn("cannot delete task definitions", "cluster", cluster, "err", err)
+			continue
+		}
+		for _, f := range out.Failures {
+			p.log.Warn("cannot delete task definition", "cluster", cluster, "arn", aws.ToString(f.Arn), "reason", aws.ToString(f.Reason))
+		}
+	}
+}
+
+// listTaskDefinitions returns the ARNs of the cluster's task definitions
+// in one status.
+func (p *Provider) listTaskDefinitions(ctx context.Context, cluster string, status ecstypes.TaskDefinitionStatus) ([]string, error) {
+	in := ecs.ListTaskDefinitionsInput{FamilyPrefix: aws.String(p.familyPrefix(cluster)), Status: status}
+	var out []string
+	for range maxPages {
+		page, err := call(ctx, p, "ListTaskDefinitions", func(ctx context.Context) (*ecs.ListTaskDefinitionsOutput, error) {
+			return p.ecs.ListTaskDefinitions(ctx, &in)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, arn := range page.TaskDefinitionArns {
+			// arn:...:task-definition/<family>:<revision>
+			family := arn[strings.LastIndex(arn, "/")+1:]
+			if i := strings.LastIndex(family, ":"); i >= 0 {
+				family = family[:i]
+			}
+			if p.ownFamily(family, cluster) {
+				out = append(out, arn)
+			}
+		}
+		if aws.ToString(page.NextToken) == "" {
+			return out, nil
+		}
+		in.NextToken = page.NextToken
+	}
+	return out, nil
+}
+
+// noteEnd remembers when a member stopped by StopCluster ended.
+func (p *Provider) noteEnd(cluster, member string, at time.Time) {
+	if member == "" || at.IsZero() {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended[cluster] == nil {
+		p.ended[cluster] = map[string]time.Time{}
+	}
+	if at.After(p.ended[cluster][member]) {
+		p.ended[cluster][member] = at
+	}
+}
+
+// StoppedAt implements providers.StopTimes: when ECS says the member's
+// task stopped, reported once so that nothing accumulates.
+func (p *Provider) StoppedAt(cluster, member string) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.ended[cluster][member]
+	delete(p.ended[cluster], member)
+	if len(p.ended[cluster]) == 0 {
+		delete(p.ended, cluster)
+	}
+	return t, ok
+}

@@ -1,0 +1,163 @@
+package gce
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gatewayhq/gateway/providers"
+)
+
+// scriptParams is what one member's startup script needs. Nothing in it is
+// secret: the script is instance metadata, readable by anyone with
+// compute.instances.get.
+type scriptParams struct {
+	Project   string
+	SecretID  string
+	Image     string // container image
+	Role      providers.Role
+	Member    string
+	GPU       bool
+	Scheduler string // worker: the scheduler's host:port
+	Prefix    string // scheduler: the dashboard prefix
+	Threads   int    // worker: 0 lets Dask use every CPU
+	Memory    int64  // worker: bytes, 0 for Dask's default
+}
+
+// secretAccessURL is where instances read their TLS secret: always Google's
+// endpoint (Private Google Access reaches it without an external address).
+const secretAccessURL = "https://secretmanager.googleapis.com/v1/projects/${PROJECT}/secrets/${SECRET}/versions/latest:access"
+
+// startupScript is the member's startup-script. It
+//
+//  1. fetches the cluster's certificate and key from Secret Manager with the
+//     instance's service-account token (retrying while a fresh IAM grant
+//     propagates) into /run, which is memory only;
+//  2. pulls the container image (configuring registry credentials for
+//     Artifact Registry and Container Registry), and for GPU machines
+//     either installs the driver (Container-Optimized OS) or uses the
+//     NVIDIA container runtime (Deep Learning VM images);
+//  3. runs `dask scheduler` or `dask worker` with TLS on the host network,
+//     as the local provider's command line does;
+//  4. sets the guest attribute gateway/ready once the scheduler accepts
+//     connections, for Describe;
+//  5. when Dask exits, or any step fails, records why in the guest attribute
+//     gateway/status and powers the instance off, so that the member is
+//     reported stopped with a reason and costs nothing more.
+func startupScript(sp scriptParams) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("#!/bin/bash\n")
+	w("# Written by the gateway's gce provider: runs Dask %s %s in a container.\n", sp.Role, sp.Member)
+	w("set -o pipefail\n")
+	w("MD=http://metadata.google.internal/computeMetadata/v1\n")
+	w("PROJECT=%s\n", shellQuote(sp.Project))
+	w("SECRET=%s\n", shellQuote(sp.SecretID))
+	w("IMAGE=%s\n", shellQuote(sp.Image))
+	w("ROLE=%s\n", shellQuote(string(sp.Role)))
+	w("GPU=%d\n", boolInt(sp.GPU))
+	w("DIR=/run/gateway-dask\n")
+	b.WriteString(`
+attr() { curl -sf -X PUT --data "$2" -H 'Metadata-Flavor: Google' "$MD/instance/guest-attributes/gateway/$1" >/dev/null || true; }
+fail() {
+  echo "gateway: $1" >&2
+  attr status "$1"
+  sync; poweroff; exit 1
+}
+
+IP=$(curl -sf -H 'Metadata-Flavor: Google' "$MD/instance/network-interfaces/0/ip") || fail "cannot read the instance's address from the metadata server"
+
+# The TLS key is not in metadata: read it from the cluster's secret with this
+# instance's own service-account token. A new IAM grant takes a while.
+umask 077
+mkdir -p "$DIR"
+for i in $(seq 1 60); do
+  TOKEN=$(curl -sf -H 'Metadata-Flavor: Google' "$MD/instance/service-accounts/default/token" | sed -nE 's/.*"access_token" *: *"([^"]+)".*/\1/p')
+  if [ -n "$TOKEN" ] && curl -sf -H "Authorization: Bearer $TOKEN" "` + secretAccessURL + `" -o "$DIR/secret.json"; then break; fi
+  rm -f "$DIR/secret.json"; sleep 5
+done
+[ -s "$DIR/secret.json" ] || fail "cannot read the TLS secret $SECRET from Secret Manager: does the instance's service account have roles/secretmanager.secretAccessor on it, and the subnetwork Private Google Access?"
+sed -nE 's/.*"data" *: *"([^"]+)".*/\1/p' "$DIR/secret.json" | base64 -d > "$DIR/tls.pem" || fail "the TLS secret $SECRET is not base64"
+rm -f "$DIR/secret.json"
+sed -n '/-----BEGIN CERTIFICATE-----/,/-----END CERTIFICATE-----/p' "$DIR/tls.pem" > "$DIR/tls.crt"
+sed -n '/-----BEGIN [A-Z ]*PRIVATE KEY-----/,/-----END [A-Z ]*PRIVATE KEY-----/p' "$DIR/tls.pem" > "$DIR/tls.key"
+rm -f "$DIR/tls.pem"
+[ -s "$DIR/tls.crt" ] && [ -s "$DIR/tls.key" ] || fail "the TLS secret $SECRET holds no certificate and key"
+# Readable by the container's user whoever it is; /run is memory only and
+# the VM runs nothing else.
+chmod 0755 "$DIR"; chmod 0644 "$DIR/tls.crt" "$DIR/tls.key"
+
+export HOME=/var/lib/gateway-dask
+mkdir -p "$HOME"
+REGISTRY=${IMAGE%%/*}
+case "$REGISTRY" in
+  *.pkg.dev|gcr.io|*.gcr.io)
+    if command -v docker-credential-gcr >/dev/null; then docker-credential-gcr configure-docker --registries="$REGISTRY" >/dev/null 2>&1
+    elif command -v gcloud >/dev/null; then gcloud auth configure-docker "$REGISTRY" --quiet >/dev/null 2>&1; fi ;;
+esac
+
+# The startup script may run before the Docker daemon is up.
+for i in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+
+GPU_ARGS=()
+if [ "$GPU" = 1 ]; then
+  if command -v cos-extensions >/dev/null; then
+    cos-extensions install gpu || fail "cannot install the GPU driver (cos-extensions install gpu)"
+    mount --bind /var/lib/nvidia /var/lib/nvidia && mount -o remount,exec /var/lib/nvidia
+    GPU_ARGS=(--volume /var/lib/nvidia/lib64:/usr/local/nvidia/lib64 --volume /var/lib/nvidia/bin:/usr/local/nvidia/bin)
+    for d in /dev/nvidia*; do GPU_ARGS+=(--device "$d:$d"); done
+  else
+    # Deep Learning VM images may still be installing the driver.
+    for i in $(seq 1 120); do nvidia-smi >/dev/null 2>&1 && break; sleep 5; done
+    nvidia-smi >/dev/null 2>&1 || fail "no working NVIDIA driver (nvidia-smi fails) on image with GPUs"
+    GPU_ARGS=(--gpus all)
+  fi
+fi
+
+for i in 1 2 3 4 5; do docker pull "$IMAGE" && break; sleep $((i * 5)); done
+docker image inspect "$IMAGE" >/dev/null 2>&1 || fail "cannot pull the container image $IMAGE"
+docker rm -f dask >/dev/null 2>&1
+TLS="--tls-ca-file /etc/dask-tls/tls.crt --tls-cert /etc/dask-tls/tls.crt --tls-key /etc/dask-tls/tls.key"
+`)
+	w("docker run -d --name dask --network host --restart no ${GPU_ARGS[@]+\"${GPU_ARGS[@]}\"} -v \"$DIR:/etc/dask-tls:ro\" \"$IMAGE\" \\\n  ")
+	if sp.Role == providers.RoleScheduler {
+		w("dask scheduler --host \"$IP\" --port %d --protocol tls $TLS --dashboard-address \":%d\"", SchedulerPort, DashboardPort)
+		if sp.Prefix != "" {
+			w(" --dashboard-prefix %s", shellQuote(sp.Prefix))
+		}
+	} else {
+		w("dask worker %s --host \"$IP\" $TLS --name %s --no-dashboard --death-timeout 60 --local-directory /tmp/dask-space",
+			shellQuote("tls://"+sp.Scheduler), shellQuote(sp.Member))
+		if sp.Threads > 0 {
+			w(" --nthreads %d", sp.Threads)
+		}
+		if sp.Memory > 0 {
+			w(" --memory-limit %s", strconv.FormatInt(sp.Memory, 10))
+		}
+	}
+	w(" \\\n  >/dev/null || fail \"cannot start the container from $IMAGE\"\n")
+	if sp.Role == providers.RoleScheduler {
+		w(`
+# Ready when the scheduler accepts connections, not when the VM runs.
+while [ "$(docker inspect -f '{{.State.Running}}' dask 2>/dev/null)" = true ]; do
+  if (exec 3<>"/dev/tcp/$IP/%d") 2>/dev/null; then attr ready 1; break; fi
+  sleep 1
+done
+`, SchedulerPort)
+	} else {
+		w("attr ready 1\n")
+	}
+	b.WriteString(`
+RC=$(docker wait dask)
+docker logs --tail 30 dask 2>&1 | sed 's/^/dask: /'
+fail "dask $ROLE exited with status $RC"
+`)
+	return b.String()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
