@@ -1,0 +1,52 @@
+package gce
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatewayhq/gateway/internal/pki"
+	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/contract"
+)
+
+// TestLiveContract runs the contract suite against real Compute Engine.
+// It costs money and needs a project, so it runs only when asked for:
+//
+//	GATEWAY_LIVE_GCP=1 GATEWAY_LIVE_GCE_PROJECT=my-project GATEWAY_LIVE_GCE_ZONES=us-central1-a,us-central1-b \
+//	GATEWAY_LIVE_GCE_GATEWAY_CIDRS=<this machine's range> GATEWAY_LIVE_GCE_SERVICE_ACCOUNT=gateway-members@... \
+//	go test -run TestLiveContract -timeout 60m ./providers/gce/
+//
+// with Application Default Credentials; this machine must reach the
+// network's private addresses.
+func TestLiveContract(t *testing.T) {
+	if os.Getenv("GATEWAY_LIVE_GCP") != "1" {
+		t.Skip("live GCP test: set GATEWAY_LIVE_GCP=1 and GATEWAY_LIVE_GCE_* (see the comment); it is not part of the default run")
+	}
+	env := func(k string) string { return os.Getenv("GATEWAY_LIVE_GCE_" + k) }
+	const gatewayID = "gw-live-test"
+	contract.Run(t, contract.Harness{
+		New: func(t *testing.T) providers.Provider {
+			p, err := New(context.Background(), Config{Project: env("PROJECT"), Zones: strings.Split(env("ZONES"), ","),
+				GatewayCIDRs: strings.Split(env("GATEWAY_CIDRS"), ","), ServiceAccount: env("SERVICE_ACCOUNT"), GatewayID: gatewayID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		Spec: func(t *testing.T, cluster, owner string) providers.ClusterSpec {
+			pair, err := pki.ClusterCert(cluster, time.Hour, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return providers.ClusterSpec{Name: cluster, Owner: owner, GatewayID: gatewayID, TLSCert: pair.CertPEM, TLSKey: pair.KeyPEM,
+				DashboardPrefix: "/clusters/" + cluster, WorkerThreads: 1, WorkerMemory: 1 << 30,
+				Scheduler: providers.Machine{InstanceType: "e2-standard-2", VCPUs: 2, MemoryGiB: 8},
+				Worker:    providers.Machine{InstanceType: "e2-standard-2", VCPUs: 2, MemoryGiB: 8}}
+		},
+		Timeout: 15 * time.Minute,
+		Poll:    5 * time.Second,
+	})
+}
