@@ -59,6 +59,11 @@
 //	the account's aws/ssm key. Terminating and deleting can be limited to
 //	resources tagged gateway-id=<gateway-id>.
 //
+// The members' instance profile can read every cluster's parameter (one
+// role for all members), so a member cuts itself off from the instance
+// metadata service once it has its key and its image: users' code, which
+// runs with the host's network, never gets the role's credentials.
+//
 // The members' instance profile needs ssm:GetParameter on
 // arn:aws:ssm:<region>:<account>:parameter/gateway/<gateway-id>/* and
 // kms:Decrypt on the parameters' key, plus read access to the image's

@@ -169,6 +169,13 @@ for i in $(seq 10); do docker pull -q "$IMAGE" && break; [ "$i" = 10 ] && false;
 chown "$(docker run --rm --entrypoint id "$IMAGE" -u 2>/dev/null || echo 0)" "$DIR/tls.crt" "$DIR/tls.key"
 chmod 0600 "$DIR/tls.crt" "$DIR/tls.key"
 
+# The instance profile may read every cluster's TLS parameter: once this
+# member has its key and its image, nothing on it (user code runs with the
+# host's network, without the capability to undo this) may reach the
+# instance metadata service and its credentials again. No iptables: fail.
+iptables -I OUTPUT -d 169.254.169.254 -j REJECT
+ip6tables -I OUTPUT -d fd00:ec2::254 -j REJECT 2>/dev/null || true
+
 cat > /etc/systemd/system/dask.service <<'UNIT'
 [Unit]
 Description=Dask {{.Role}} {{.Member}} of cluster {{.Cluster}}

@@ -50,10 +50,17 @@ func TestUserDataScheduler(t *testing.T) {
 		"--tls-ca-file /etc/dask-gateway/tls.crt --tls-cert /etc/dask-gateway/tls.crt --tls-key /etc/dask-gateway/tls.key",
 		"--port 8786 --dashboard-address :8787 --dashboard-prefix /clusters/c1",
 		"systemctl poweroff",
+		"iptables -I OUTPUT -d 169.254.169.254 -j REJECT", // no instance credentials for user code
 	} {
 		if !strings.Contains(script, want) {
 			t.Errorf("scheduler script lacks %q", want)
 		}
+	}
+	if strings.Index(script, "iptables -I OUTPUT") < strings.Index(script, "docker pull") {
+		t.Error("instance metadata is cut off before the image is pulled (a private registry needs the role)")
+	}
+	if strings.Index(script, "iptables -I OUTPUT") > strings.Index(script, "systemctl start --no-block dask.service") {
+		t.Error("instance metadata is still reachable when Dask (and user code) starts")
 	}
 	if strings.Contains(script, "--gpus") {
 		t.Error("a CPU scheduler asks for GPUs")

@@ -34,6 +34,7 @@ func TestConfigValidation(t *testing.T) {
 		{"bad CIDR", func(c *fargate.Config) { c.GatewayCIDRs = []string{"10.0.0.1"} }, `"10.0.0.1" is not a CIDR block`},
 		{"host bits", func(c *fargate.Config) { c.GatewayCIDRs = []string{"10.0.0.1/16"} }, "did you mean 10.0.0.0/16"},
 		{"no execution role", func(c *fargate.Config) { c.ExecutionRoleArn = "" }, "execution_role_arn"},
+		{"task role is the execution role", func(c *fargate.Config) { c.TaskRoleArn = c.ExecutionRoleArn }, "task_role_arn must not be the execution role"},
 		{"bad task role", func(c *fargate.Config) { c.TaskRoleArn = "dask" }, `task_role_arn: "dask"`},
 		{"bad image", func(c *fargate.Config) { c.Image = "a b" }, "image"},
 		{"blank command", func(c *fargate.Config) { c.Command = "  " }, "command: empty"},

@@ -209,6 +209,11 @@ func (c *Config) validate() error {
 	if c.TaskRoleArn != "" && !roleARNRE.MatchString(c.TaskRoleArn) {
 		bad("task_role_arn: %q is not an IAM role ARN", c.TaskRoleArn)
 	}
+	if c.TaskRoleArn != "" && c.TaskRoleArn == c.ExecutionRoleArn {
+		// The task role's credentials reach user code; the execution role
+		// reads every cluster's TLS secret.
+		bad("task_role_arn must not be the execution role: users' code would get credentials that read every cluster's TLS secret")
+	}
 	if strings.ContainsAny(c.Image, " \t\n") {
 		bad("image: %q has white space", c.Image)
 	}
