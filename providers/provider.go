@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/netip"
 	"time"
 
 	"github.com/gatewayhq/gateway/providers/catalog"
@@ -48,6 +49,16 @@ var (
 	// anywhere it was allowed to look; the message lists what was tried.
 	ErrCapacity = errors.New("provider: no capacity")
 )
+
+// MinGatewayBits is the shortest prefix a backend accepts for the
+// gateway's address range: anything wider (0.0.0.0/1 and 128.0.0.0/1
+// together are the whole internet) would expose schedulers.
+func MinGatewayBits(p netip.Prefix) int {
+	if p.Addr().Is4() {
+		return 8
+	}
+	return 32
+}
 
 // Machine is what one member runs on, as the cluster was admitted.
 type Machine struct {

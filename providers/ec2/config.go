@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/gatewayhq/gateway/providers"
 )
 
 // Default SSM public parameters naming the current Amazon Linux 2023
@@ -257,8 +258,9 @@ func (c Config) validate() []string {
 		switch {
 		case err != nil:
 			add("gateway_cidrs: %q is not a CIDR block; use one like 10.0.1.0/24 (a single address is 10.0.1.5/32)", s)
-		case pfx.Bits() == 0:
-			add("gateway_cidrs: %q would open every scheduler to the whole internet; use the gateway's own address range", s)
+		case pfx.Bits() < providers.MinGatewayBits(pfx):
+			// Wider than a /8 (a /32 for IPv6) is the internet in slices.
+			add("gateway_cidrs: %q would open every scheduler to much of the internet; use the gateway's own address range (a /8 or narrower)", s)
 		case pfx.Masked() != pfx:
 			add("gateway_cidrs: %q has host bits set; use %s", s, pfx.Masked())
 		}

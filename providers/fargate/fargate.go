@@ -197,8 +197,8 @@ func (c *Config) validate() error {
 		switch {
 		case err != nil:
 			bad("gateway_cidrs: %q is not a CIDR block such as 10.0.0.0/16", s)
-		case p.Bits() == 0:
-			bad("gateway_cidrs: %s would open the schedulers to the whole internet; name the gateway's own network", s)
+		case p.Bits() < providers.MinGatewayBits(p):
+			bad("gateway_cidrs: %s would open the schedulers to much of the internet; name the gateway's own network (a /8 or narrower)", s)
 		case p.Masked() != p:
 			bad("gateway_cidrs: %s has host bits set; did you mean %s?", s, p.Masked())
 		}

@@ -33,7 +33,8 @@ func TestConfigValidation(t *testing.T) {
 		{"project", func(c *Config) { c.Project = "My Project" }, []string{`project "My Project" is not a project ID`}},
 		{"zones", func(c *Config) { c.Zones = []string{"us-central1", "us-central1-a", "us-central1-a"} }, []string{`zone "us-central1" is not a zone name`, `zone "us-central1-a" is listed twice`}},
 		{"regions", func(c *Config) { c.Zones = []string{"us-central1-a", "europe-west4-b"} }, []string{`zones span the regions ["us-central1" "europe-west4"]`}},
-		{"the whole Internet", func(c *Config) { c.GatewayCIDRs = []string{"0.0.0.0/0"} }, []string{"opens the schedulers to the whole Internet"}},
+		{"the whole Internet", func(c *Config) { c.GatewayCIDRs = []string{"0.0.0.0/0"} }, []string{"opens the schedulers to much of the Internet"}},
+		{"the Internet in halves", func(c *Config) { c.GatewayCIDRs = []string{"0.0.0.0/1", "128.0.0.0/1"} }, []string{`"0.0.0.0/1" opens the schedulers`, `"128.0.0.0/1" opens the schedulers`}},
 		{"cidrs", func(c *Config) { c.GatewayCIDRs = []string{"10.0.0.1/24", "fd00::/8", "nonsense"} }, []string{
 			"did you mean 10.0.0.0/24?", `"fd00::/8" is IPv6`, `"nonsense" is not a CIDR range`,
 		}},

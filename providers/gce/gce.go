@@ -537,8 +537,8 @@ func checkCIDR(c string) string {
 		return "is not a CIDR range; write it as 10.0.0.0/24 (a single address as 10.0.0.5/32)"
 	case !pfx.Addr().Is4():
 		return "is IPv6; the instances have IPv4 addresses only, give the gateway's IPv4 range"
-	case pfx.Bits() == 0:
-		return "opens the schedulers to the whole Internet; give the gateway's own range"
+	case pfx.Bits() < providers.MinGatewayBits(pfx):
+		return "opens the schedulers to much of the Internet; give the gateway's own range (a /8 or narrower)"
 	case pfx.Masked() != pfx:
 		return fmt.Sprintf("has host bits set; did you mean %s?", pfx.Masked())
 	}
