@@ -109,6 +109,9 @@ func TestRoundTrip(t *testing.T) {
 		if in.HTTPTokens != "required" || in.HopLimit != 2 || in.MetadataEndpoint != "enabled" {
 			t.Errorf("%s: metadata options tokens=%s hops=%d", member, in.HTTPTokens, in.HopLimit)
 		}
+		if in.AssociatePublicIP != "false" {
+			t.Errorf("%s: public address %q; want none asked for, whatever the subnet's default", member, in.AssociatePublicIP)
+		}
 		for _, tags := range []map[string]string{in.Tags, in.Volume.Tags} {
 			want := map[string]string{"gateway-id": "gw-test", "gateway-cluster": in.Tags["gateway-cluster"], "gateway-member": member,
 				"gateway-owner": "alice", "team": "data", "Name": "dask-" + in.Tags["gateway-cluster"] + "-" + member}

@@ -264,14 +264,19 @@ func (p *Provider) script(spec providers.ClusterSpec, member string, role provid
 func (p *Provider) runInput(spec providers.ClusterSpec, member, instanceType, subnet, group, ami, rootDevice, script string, spot bool, token string) *awsec2.RunInstancesInput {
 	tags := ec2Tags(p.memberTags(spec.Name, member, spec.Owner))
 	in := &awsec2.RunInstancesInput{
-		ClientToken:      aws.String(token),
-		ImageId:          aws.String(ami),
-		InstanceType:     types.InstanceType(instanceType),
-		MinCount:         aws.Int32(1),
-		MaxCount:         aws.Int32(1),
-		SubnetId:         aws.String(subnet),
-		SecurityGroupIds: []string{group},
-		UserData:         aws.String(script),
+		ClientToken:  aws.String(token),
+		ImageId:      aws.String(ami),
+		InstanceType: types.InstanceType(instanceType),
+		MinCount:     aws.Int32(1),
+		MaxCount:     aws.Int32(1),
+		// On the interface rather than the instance, to say no public
+		// address whatever the subnet's default: members are reached
+		// through the gateway only.
+		NetworkInterfaces: []types.InstanceNetworkInterfaceSpecification{{
+			DeviceIndex: aws.Int32(0), SubnetId: aws.String(subnet), Groups: []string{group},
+			AssociatePublicIpAddress: aws.Bool(false), DeleteOnTermination: aws.Bool(true),
+		}},
+		UserData: aws.String(script),
 		BlockDeviceMappings: []types.BlockDeviceMapping{{
 			DeviceName: aws.String(rootDevice),
 			Ebs: &types.EbsBlockDevice{

@@ -68,6 +68,7 @@ type Volume struct {
 type Instance struct {
 	ID, Type, Subnet, VPC, Zone, ImageID string
 	PrivateIP                            string
+	AssociatePublicIP                    string // "true", "false" or "" (the subnet decides)
 	State                                string // pending, running, shutting-down, terminated, stopping, stopped
 	StateReasonCode, StateReasonMessage  string
 	TransitionReason                     string
@@ -499,7 +500,7 @@ func (f *EC2) fault(action string, form url.Values) *apiError {
 			continue
 		}
 		if action == "RunInstances" && (ft.InstanceType != "" && ft.InstanceType != form.Get("InstanceType") ||
-			ft.Subnet != "" && ft.Subnet != form.Get("SubnetId") || ft.Market != "" && ft.Market != market) {
+			ft.Subnet != "" && ft.Subnet != launchSubnet(form) || ft.Market != "" && ft.Market != market) {
 			continue
 		}
 		if ft.Times > 0 {
@@ -578,16 +579,28 @@ func (f *EC2) runInstances(v url.Values) (any, *apiError) {
 	if !slices.Contains(it.Archs, im.Arch) {
 		return nil, errorf("InvalidParameterValue", "The architecture '%s' of the specified instance type does not match the architecture '%s' of the specified AMI.", it.Archs[0], im.Arch)
 	}
+	// The subnet and groups come either on the instance or on its first
+	// network interface (which also says whether it gets a public address),
+	// never both, as EC2 has it.
+	subnetID, groups, publicIP := v.Get("SubnetId"), list(v, "SecurityGroupId"), ""
+	if ni := v.Get("NetworkInterface.1.SubnetId"); ni != "" {
+		if subnetID != "" || len(groups) > 0 {
+			return nil, errorf("InvalidParameterCombination", "Network interfaces and an instance-level subnet ID or security groups may not be specified on the same request")
+		}
+		if v.Get("NetworkInterface.1.DeviceIndex") != "0" {
+			return nil, errorf("InvalidParameterValue", "the first network interface needs DeviceIndex 0")
+		}
+		subnetID, groups, publicIP = ni, list(v, "NetworkInterface.1.SecurityGroupId"), v.Get("NetworkInterface.1.AssociatePublicIpAddress")
+	}
 	var subnet *Subnet
 	for i := range f.subnets {
-		if f.subnets[i].ID == v.Get("SubnetId") {
+		if f.subnets[i].ID == subnetID {
 			subnet = &f.subnets[i]
 		}
 	}
 	if subnet == nil {
-		return nil, errorf("InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", v.Get("SubnetId"))
+		return nil, errorf("InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", subnetID)
 	}
-	groups := list(v, "SecurityGroupId")
 	for _, g := range groups {
 		sg := f.group(g)
 		if sg == nil {
@@ -606,23 +619,24 @@ func (f *EC2) runInstances(v url.Values) (any, *apiError) {
 	}
 	f.ips++
 	in := &Instance{
-		ID:               fmt.Sprintf("i-%017x", 0xa0000+f.ips),
-		Type:             it.Name,
-		Subnet:           subnet.ID,
-		VPC:              subnet.VPC,
-		Zone:             subnet.Zone,
-		ImageID:          im.ID,
-		PrivateIP:        privateIP(subnet.CIDR, f.ips),
-		State:            "pending",
-		SecurityGroups:   groups,
-		Tags:             map[string]string{},
-		UserData:         string(ud),
-		ClientToken:      token,
-		LaunchTime:       time.Now().UTC().Truncate(time.Second),
-		HTTPTokens:       orDefault(v.Get("MetadataOptions.HttpTokens"), "optional"),
-		MetadataEndpoint: orDefault(v.Get("MetadataOptions.HttpEndpoint"), "enabled"),
-		ShutdownBehavior: orDefault(v.Get("InstanceInitiatedShutdownBehavior"), "stop"),
-		InstanceProfile:  v.Get("IamInstanceProfile.Name") + v.Get("IamInstanceProfile.Arn"),
+		ID:                fmt.Sprintf("i-%017x", 0xa0000+f.ips),
+		Type:              it.Name,
+		Subnet:            subnet.ID,
+		VPC:               subnet.VPC,
+		Zone:              subnet.Zone,
+		ImageID:           im.ID,
+		AssociatePublicIP: publicIP,
+		PrivateIP:         privateIP(subnet.CIDR, f.ips),
+		State:             "pending",
+		SecurityGroups:    groups,
+		Tags:              map[string]string{},
+		UserData:          string(ud),
+		ClientToken:       token,
+		LaunchTime:        time.Now().UTC().Truncate(time.Second),
+		HTTPTokens:        orDefault(v.Get("MetadataOptions.HttpTokens"), "optional"),
+		MetadataEndpoint:  orDefault(v.Get("MetadataOptions.HttpEndpoint"), "enabled"),
+		ShutdownBehavior:  orDefault(v.Get("InstanceInitiatedShutdownBehavior"), "stop"),
+		InstanceProfile:   v.Get("IamInstanceProfile.Name") + v.Get("IamInstanceProfile.Arn"),
 	}
 	in.hidden = f.visibilityDelay
 	in.HopLimit, _ = strconv.Atoi(orDefault(v.Get("MetadataOptions.HttpPutResponseHopLimit"), "1"))
@@ -679,6 +693,15 @@ func paramsHash(v url.Values) string {
 		fmt.Fprintf(h, "%s=%q\n", k, v[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// launchSubnet is a RunInstances request's subnet, on the instance or on
+// its first network interface.
+func launchSubnet(v url.Values) string {
+	if s := v.Get("SubnetId"); s != "" {
+		return s
+	}
+	return v.Get("NetworkInterface.1.SubnetId")
 }
 
 // privateIP is the n-th address of a /24 subnet: data only, never dialled.
