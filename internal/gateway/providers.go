@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gatewayhq/gateway/internal/config"
@@ -19,6 +20,15 @@ import (
 // credentials from their SDK's usual places (environment, shared files,
 // instance or workload identity), never from the gateway's configuration.
 func newProvider(ctx context.Context, cfg *config.Config, gatewayID string, log *slog.Logger) (providers.Provider, error) {
+	p, err := makeProvider(ctx, cfg, gatewayID, log)
+	if err != nil && cfg.Provider != local.Name {
+		// The backends name their own fields; say where they live.
+		return nil, fmt.Errorf("providers.%s.* (or GATEWAY_PROVIDERS_%s_*): %w", cfg.Provider, strings.ToUpper(cfg.Provider), err)
+	}
+	return p, err
+}
+
+func makeProvider(ctx context.Context, cfg *config.Config, gatewayID string, log *slog.Logger) (providers.Provider, error) {
 	p := cfg.Providers
 	switch cfg.Provider {
 	case ec2.Name:

@@ -1,0 +1,47 @@
+package gateway
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatewayhq/gateway/internal/config"
+)
+
+// TestNewProviderErrorsSayWhere: a cloud backend's configuration problems
+// come with the keys to fix them, and nothing is contacted to find them.
+func TestNewProviderErrorsSayWhere(t *testing.T) {
+	for _, tt := range []struct{ provider, want string }{
+		{"ec2", "region is empty"},
+		{"fargate", "execution_role_arn"},
+		{"gce", "project is empty"},
+	} {
+		t.Run(tt.provider, func(t *testing.T) {
+			v := config.New()
+			v.Set("dev", true)
+			v.Set("provider", tt.provider)
+			cfg, err := config.Load(v, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+			_, err = newProvider(context.Background(), cfg, "gw-test", nil)
+			if err == nil || !strings.Contains(err.Error(), "providers."+tt.provider+".* (or GATEWAY_PROVIDERS_"+strings.ToUpper(tt.provider)+"_*)") ||
+				!strings.Contains(err.Error(), tt.want) {
+				t.Errorf("newProvider(%s) = %v; want the keys' prefix and %q", tt.provider, err, tt.want)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		provider string
+		set      time.Duration
+		want     time.Duration
+	}{{"local", 0, time.Minute}, {"ec2", 0, 10 * time.Minute}, {"gce", 30 * time.Second, 30 * time.Second}} {
+		cfg := &config.Config{Provider: tt.provider}
+		cfg.Cluster.StartTimeout = tt.set
+		if got := startTimeout(cfg); got != tt.want {
+			t.Errorf("startTimeout(%s, %s) = %s, want %s", tt.provider, tt.set, got, tt.want)
+		}
+	}
+}
