@@ -82,6 +82,7 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 		return nil, err
 	}
 	byMember := map[string]types.Instance{}
+	live := map[string][]types.Instance{}
 	for _, in := range all {
 		name := tagValue(in.Tags, tagMember)
 		if name == "" {
@@ -89,6 +90,17 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 		}
 		if cur, ok := byMember[name]; !ok || better(in, cur) {
 			byMember[name] = in
+		}
+		if in.State != nil && (in.State.Name == types.InstanceStateNamePending || in.State.Name == types.InstanceStateNameRunning) {
+			live[name] = append(live[name], in)
+		}
+	}
+	// A member launched twice (a retry on another subnet or type after a
+	// lost answer) is seen here first: the core never starts a running
+	// member again, so this is where the younger copy is let go.
+	for name, ins := range live {
+		if err := p.dedupe(ctx, cluster, name, ins); err != nil {
+			p.log.Warn("could not terminate a duplicate member", "cluster", cluster, "member", name, "err", err)
 		}
 	}
 	notices := p.spotNotices(ctx, byMember)

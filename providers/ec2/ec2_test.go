@@ -396,8 +396,13 @@ func TestDuplicateMemberTerminated(t *testing.T) {
 	if len(ids) != 2 {
 		t.Fatalf("expected the duplicate the test sets up, got %v", ids)
 	}
+	// The core's next look at the cluster (Describe) lets the younger go;
+	// a later start finds one instance and launches nothing.
 	for range 3 { // let EC2 list both
 		_, _ = e.p.Describe(c, "c1")
+	}
+	if n := len(e.ec2.Requests("TerminateInstances")); n != 1 {
+		t.Fatalf("Describe made %d TerminateInstances calls, want one for the younger copy", n)
 	}
 	if err := e.p.StartWorker(c, s, "worker-0", "10.0.1.10:8786"); err != nil {
 		t.Fatal(err)
