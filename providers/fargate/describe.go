@@ -271,7 +271,37 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 	if err != nil {
 		return nil, err
 	}
+	p.dedupe(ctx, cluster, tasks)
 	return p.members(tasks), nil
+}
+
+// dedupe stops every live task of a member but the one Describe reports.
+// Two can only run after a launch retried on another subnet or capacity
+// provider whose first answer was lost while ECS did not list it yet; the
+// core never starts a running member again, so this is where the extra
+// one is let go rather than billed until the cluster stops.
+func (p *Provider) dedupe(ctx context.Context, cluster string, tasks []ecstypes.Task) {
+	best := map[string]ecstypes.Task{}
+	for _, t := range tasks {
+		if !live(t) {
+			continue
+		}
+		m := taskTags(t)[tagMember]
+		if cur, ok := best[m]; !ok || better(t, cur) {
+			best[m] = t
+		}
+	}
+	for _, t := range tasks {
+		m := taskTags(t)[tagMember]
+		if !live(t) || aws.ToString(best[m].TaskArn) == aws.ToString(t.TaskArn) {
+			continue
+		}
+		p.log.Warn("member has more than one task; stopping the extra one", "cluster", cluster, "member", m,
+			"kept", aws.ToString(best[m].TaskArn), "stopped", aws.ToString(t.TaskArn))
+		if err := p.stopTask(ctx, aws.ToString(t.TaskArn)); err != nil {
+			p.log.Warn("could not stop a duplicate task", "cluster", cluster, "member", m, "err", err)
+		}
+	}
 }
 
 // List implements providers.Provider: the tasks of the ECS cluster that

@@ -334,3 +334,56 @@ func TestRoundTrip(t *testing.T) {
 	}
 	schedulerUp(t, p, b)
 }
+
+// TestDuplicateMemberStopped: two gateway processes with their subnets in
+// another order launch the same worker while ECS lists neither task; the
+// next Describe lets the extra one go, and only one is reported.
+func TestDuplicateMemberStopped(t *testing.T) {
+	f := fargatetest.New(t)
+	ctx := context.Background()
+	p1, _ := newProvider(t, f)
+	p2, _ := newProvider(t, f, func(c *fargate.Config) { c.Subnets = []string{fargatetest.SubnetB, fargatetest.SubnetA} })
+	s := testSpec("dup", "ann")
+	if err := p1.StartScheduler(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	f.SetListLag(3)
+	if err := p1.StartWorker(ctx, s, "worker-0", "10.1.0.10:8786"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.StartWorker(ctx, s, "worker-0", "10.1.0.10:8786"); err != nil {
+		t.Fatal(err)
+	}
+	live := func() int {
+		n := 0
+		for _, tk := range f.Tasks() {
+			if tk.Tags["gateway-member"] == "worker-0" && tk.DesiredStatus != "STOPPED" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := live(); n != 2 {
+		t.Fatalf("the test needs the duplicate: %d live worker-0 tasks", n)
+	}
+	f.SetListLag(0)
+	var ms []providers.Member
+	for range 3 {
+		var err error
+		if ms, err = p1.Describe(ctx, "dup"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := live(); n != 1 {
+		t.Errorf("%d live worker-0 tasks after Describe, want 1", n)
+	}
+	count := 0
+	for _, m := range ms {
+		if m.Name == "worker-0" {
+			count++
+		}
+	}
+	if count != 1 {
+		t.Errorf("worker-0 described %d times", count)
+	}
+}
