@@ -22,6 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gatewayhq/gateway/internal/keylock"
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 	_ "modernc.org/sqlite"             // registers the "sqlite" driver
@@ -148,7 +149,7 @@ type DB struct {
 	db      *sql.DB
 	dialect dialect
 	now     func() time.Time
-	owners  keyLocks // admissions and growth per owner, in this process
+	owners  keylock.Locks // admissions and growth per owner, in this process
 }
 
 // begin starts a transaction. PostgreSQL's is READ COMMITTED whatever the
@@ -449,7 +450,7 @@ type AdmitFunc func(live []*Cluster, month Totals) error
 // concurrent requests cannot all see room for one more cluster.
 func (s *DB) AdmitCluster(ctx context.Context, c *Cluster, monthStart time.Time, admit AdmitFunc) error {
 	if admit != nil {
-		unlock, err := s.owners.lock(ctx, c.Owner)
+		unlock, err := s.owners.Lock(ctx, c.Owner)
 		if err != nil {
 			return fmt.Errorf("store: admit cluster: %w", err)
 		}
@@ -639,7 +640,7 @@ func (s *DB) UpdateOwned(ctx context.Context, name string, monthStart time.Time,
 	if err != nil {
 		return nil, fmt.Errorf("store: update cluster: %w", err)
 	}
-	unlock, err := s.owners.lock(ctx, owner)
+	unlock, err := s.owners.Lock(ctx, owner)
 	if err != nil {
 		return nil, fmt.Errorf("store: update cluster: %w", err)
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/gatewayhq/gateway/internal/keylock"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -145,7 +146,7 @@ type Provider struct {
 	sm    *secretsmanager.Client
 	ec2   *ec2.Client
 	gwKey string // short hash of the gateway id, in names AWS restricts
-	locks keyedMutex
+	locks keylock.Locks
 
 	mu       sync.Mutex
 	vpc      string
@@ -371,47 +372,5 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
-	}
-}
-
-// keyedMutex serialises work on one key (a cluster's security group, a
-// member's launch) within this process; entries go when unused.
-type keyedMutex struct {
-	mu    sync.Mutex
-	locks map[string]*keyedLock
-}
-
-type keyedLock struct {
-	ch   chan struct{} // a one-slot semaphore, so that waiting honours ctx
-	refs int
-}
-
-// lock takes the key's lock, or fails when ctx ends first.
-func (k *keyedMutex) lock(ctx context.Context, key string) (unlock func(), err error) {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*keyedLock{}
-	}
-	l := k.locks[key]
-	if l == nil {
-		l = &keyedLock{ch: make(chan struct{}, 1)}
-		k.locks[key] = l
-	}
-	l.refs++
-	k.mu.Unlock()
-	release := func() {
-		k.mu.Lock()
-		l.refs--
-		if l.refs == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
-	select {
-	case l.ch <- struct{}{}:
-		return func() { <-l.ch; release() }, nil
-	case <-ctx.Done():
-		release()
-		return nil, ctx.Err()
 	}
 }

@@ -115,7 +115,7 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster string) (string, err
 	if id != "" {
 		return id, nil
 	}
-	unlock, err := p.locks.lock(ctx, "group/"+cluster)
+	unlock, err := p.locks.Lock(ctx, "group/"+cluster)
 	if err != nil {
 		return "", err
 	}
@@ -261,7 +261,7 @@ func (p *Provider) ensureSecret(ctx context.Context, spec providers.ClusterSpec)
 	if arn != "" {
 		return arn, nil
 	}
-	unlock, err := p.locks.lock(ctx, "secret/"+spec.Name)
+	unlock, err := p.locks.Lock(ctx, "secret/"+spec.Name)
 	if err != nil {
 		return "", err
 	}
@@ -432,7 +432,7 @@ func (p *Provider) ensureTaskDefinition(ctx context.Context, cluster, image stri
 	if arn != "" {
 		return arn, nil
 	}
-	unlock, err := p.locks.lock(ctx, "taskdef/"+family)
+	unlock, err := p.locks.Lock(ctx, "taskdef/"+family)
 	if err != nil {
 		return "", err
 	}

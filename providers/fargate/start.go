@@ -110,7 +110,7 @@ func (p *Provider) checkSpec(spec providers.ClusterSpec) error {
 func (p *Provider) start(ctx context.Context, spec providers.ClusterSpec, member string, role providers.Role, size taskSize, cmd []string, spot bool) error {
 	// One launch of a member at a time in this process; across processes
 	// the client token keeps a repeated launch from starting a second task.
-	unlock, err := p.locks.lock(ctx, "member/"+spec.Name+"/"+member)
+	unlock, err := p.locks.Lock(ctx, "member/"+spec.Name+"/"+member)
 	if err != nil {
 		return err
 	}
