@@ -412,22 +412,9 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 	if err != nil {
 		return err
 	}
-	p.mu.Lock()
-	now := time.Now()
-	for c, at := range p.endedAt {
-		if now.Sub(at) > stoppedMemory {
-			delete(p.ended, c)
-			delete(p.endedAt, c)
-		}
-	}
 	for member, t := range ended {
-		if p.ended[cluster] == nil {
-			p.ended[cluster] = map[string]time.Time{}
-			p.endedAt[cluster] = now
-		}
-		p.ended[cluster][member] = t
+		p.ends.Note(cluster, member, t)
 	}
-	p.mu.Unlock()
 
 	if err := p.deleteGroup(ctx, cluster, b); err != nil {
 		return err

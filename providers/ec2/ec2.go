@@ -72,12 +72,10 @@ type Provider struct {
 	// ready holds, per cluster, the scheduler instances that have accepted
 	// a connection.
 	ready map[string]map[string]bool
-	// ended records when members stopped by StopCluster ended, for
-	// StoppedAt; endedAt, when each cluster's record was made, so that
-	// records nobody asks for (clusters the reaper tidied) are dropped
-	// after stoppedMemory.
-	ended   map[string]map[string]time.Time
-	endedAt map[string]time.Time
+	// ends records when members stopped by StopCluster ended, for
+	// StoppedAt (its records are dropped after a while if nobody asks:
+	// clusters the reaper tidied).
+	ends providers.EndTimes
 	// amis caches AMI ids by SSM parameter; images, what DescribeImages
 	// said of each AMI.
 	amis   map[string]cached[string]
@@ -135,8 +133,6 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		launched:   map[string]map[string]launch{},
 		stopped:    map[string]map[string]time.Time{},
 		ready:      map[string]map[string]bool{},
-		ended:      map[string]map[string]time.Time{},
-		endedAt:    map[string]time.Time{},
 		amis:       map[string]cached[string]{},
 		images:     map[string]imageInfo{},
 	}
@@ -263,15 +259,7 @@ func truncate(s string, n int) string {
 
 // StoppedAt implements providers.StopTimes; each answer is given once.
 func (p *Provider) StoppedAt(cluster, member string) (time.Time, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t, ok := p.ended[cluster][member]
-	delete(p.ended[cluster], member)
-	if len(p.ended[cluster]) == 0 {
-		delete(p.ended, cluster)
-		delete(p.endedAt, cluster)
-	}
-	return t, ok
+	return p.ends.StoppedAt(cluster, member)
 }
 
 // groupLock returns the mutex that serialises work on one cluster's

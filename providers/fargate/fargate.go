@@ -154,7 +154,7 @@ type Provider struct {
 	secrets  map[string]string            // cluster -> secret ARN
 	taskDefs map[string]string            // family -> task definition ARN
 	launched map[string]map[string]string // cluster -> task ARN -> member: tasks this process started
-	ended    map[string]map[string]time.Time
+	ends     providers.EndTimes           // when StopCluster saw each member end
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -353,7 +353,6 @@ func New(cfg Config) (*Provider, error) {
 		secrets:  map[string]string{},
 		taskDefs: map[string]string{},
 		launched: map[string]map[string]string{},
-		ended:    map[string]map[string]time.Time{},
 	}
 	return p, nil
 }

@@ -280,29 +280,10 @@ func (p *Provider) listTaskDefinitions(ctx context.Context, cluster string, stat
 }
 
 // noteEnd remembers when a member stopped by StopCluster ended.
-func (p *Provider) noteEnd(cluster, member string, at time.Time) {
-	if member == "" || at.IsZero() {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ended[cluster] == nil {
-		p.ended[cluster] = map[string]time.Time{}
-	}
-	if at.After(p.ended[cluster][member]) {
-		p.ended[cluster][member] = at
-	}
-}
+func (p *Provider) noteEnd(cluster, member string, at time.Time) { p.ends.Note(cluster, member, at) }
 
 // StoppedAt implements providers.StopTimes: when ECS says the member's
-// task stopped, reported once so that nothing accumulates.
+// task stopped.
 func (p *Provider) StoppedAt(cluster, member string) (time.Time, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t, ok := p.ended[cluster][member]
-	delete(p.ended[cluster], member)
-	if len(p.ended[cluster]) == 0 {
-		delete(p.ended, cluster)
-	}
-	return t, ok
+	return p.ends.StoppedAt(cluster, member)
 }

@@ -232,10 +232,10 @@ type Provider struct {
 
 	mu       sync.Mutex
 	clusters map[string]*clusterState
-	gen      uint64                          // counts member registrations (see Describe)
-	ready    map[uint64]bool                 // instance id -> scheduler signalled ready
-	reasons  map[uint64]string               // instance id -> why it stopped on its own
-	stopped  map[string]map[string]time.Time // cluster -> member -> end, for StoppedAt
+	gen      uint64             // counts member registrations (see Describe)
+	ready    map[uint64]bool    // instance id -> scheduler signalled ready
+	reasons  map[uint64]string  // instance id -> why it stopped on its own
+	ends     providers.EndTimes // when StopCluster saw each member end
 	types    typeCache
 }
 
@@ -282,7 +282,6 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		cfg: cfg, log: cfg.Logger.With("provider", Name), catalog: cat,
 		network: networkURL(cfg.Project, cfg.Network), gwLabel: labelValue(cfg.GatewayID),
 		clusters: map[string]*clusterState{}, ready: map[uint64]bool{}, reasons: map[uint64]string{},
-		stopped: map[string]map[string]time.Time{},
 	}
 	opts := slices.Clone(cfg.ClientOptions)
 	if cfg.Endpoint != "" {

@@ -126,14 +126,9 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("gce provider: stop cluster %s: %w", cluster, err)
 	}
-	p.mu.Lock()
 	for i, f := range fs {
-		if p.stopped[cluster] == nil {
-			p.stopped[cluster] = map[string]time.Time{}
-		}
-		p.stopped[cluster][f.member] = ends[i]
+		p.ends.Note(cluster, f.member, ends[i])
 	}
-	p.mu.Unlock()
 	for _, name := range []string{gatewayRuleName(cluster), internalRuleName(cluster)} {
 		if err := p.deleteFirewall(ctx, cluster, name); err != nil {
 			return fmt.Errorf("gce provider: stop cluster %s: %w", cluster, err)
@@ -190,12 +185,5 @@ func (p *Provider) deleteAndWait(ctx context.Context, f *found) (time.Time, erro
 // StoppedAt implements providers.StopTimes: when StopCluster saw the
 // member end, once.
 func (p *Provider) StoppedAt(cluster, member string) (time.Time, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t, ok := p.stopped[cluster][member]
-	delete(p.stopped[cluster], member)
-	if len(p.stopped[cluster]) == 0 {
-		delete(p.stopped, cluster)
-	}
-	return t, ok
+	return p.ends.StoppedAt(cluster, member)
 }

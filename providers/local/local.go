@@ -69,8 +69,8 @@ type Provider struct {
 	log *slog.Logger
 
 	mu    sync.Mutex
-	procs map[string]map[string]*proc     // cluster -> member name -> process
-	ended map[string]map[string]time.Time // cluster -> member -> when StopCluster saw it end
+	procs map[string]map[string]*proc // cluster -> member name -> process
+	ends  providers.EndTimes          // when StopCluster saw each member end
 }
 
 type proc struct {
@@ -115,7 +115,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local provider: %w", err)
 	}
-	p := &Provider{cfg: cfg, log: cfg.Logger.With("provider", Name), procs: map[string]map[string]*proc{}, ended: map[string]map[string]time.Time{}}
+	p := &Provider{cfg: cfg, log: cfg.Logger.With("provider", Name), procs: map[string]map[string]*proc{}}
 	p.adopt()
 	return p, nil
 }
@@ -687,25 +687,12 @@ func (p *Provider) stop(ctx context.Context, pr *proc) {
 // noteEnd remembers when a member stopped by StopCluster ended, for
 // StoppedAt.
 func (p *Provider) noteEnd(pr *proc) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ended[pr.Cluster] == nil {
-		p.ended[pr.Cluster] = map[string]time.Time{}
-	}
-	p.ended[pr.Cluster][pr.Name] = time.Now()
+	p.ends.Note(pr.Cluster, pr.Name, time.Now())
 }
 
-// StoppedAt implements providers.StopTimes; each answer is given once, so
-// that nothing accumulates.
+// StoppedAt implements providers.StopTimes.
 func (p *Provider) StoppedAt(cluster, member string) (time.Time, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t, ok := p.ended[cluster][member]
-	delete(p.ended[cluster], member)
-	if len(p.ended[cluster]) == 0 {
-		delete(p.ended, cluster)
-	}
-	return t, ok
+	return p.ends.StoppedAt(cluster, member)
 }
 
 func (pr *proc) exitedChan() <-chan struct{} {
