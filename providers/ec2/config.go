@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/gatewayhq/gateway/internal/backoff"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -206,7 +207,7 @@ func (c Config) withDefaults() Config {
 		c.PollInterval = DefaultPollInterval
 	}
 	if c.Sleep == nil {
-		c.Sleep = sleepCtx
+		c.Sleep = backoff.Sleep
 	}
 	if c.ProbeScheduler == nil {
 		c.ProbeScheduler = dialProbe

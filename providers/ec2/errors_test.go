@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/backoff"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/ec2/ec2test"
 )
@@ -92,7 +93,7 @@ func TestCanceledContext(t *testing.T) {
 	}
 	// A wait is cut short too.
 	e.ec2.FailNext("DescribeInstances", 1, "RequestLimitExceeded")
-	e.p.cfg.Sleep = sleepCtx
+	e.p.cfg.Sleep = backoff.Sleep
 	e.p.cfg.BaseDelay, e.p.cfg.MaxDelay = time.Hour, time.Hour
 	c2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel2()

@@ -10,6 +10,7 @@ import (
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
+	"github.com/gatewayhq/gateway/internal/backoff"
 )
 
 // errorCode is the AWS error code of err ("InsufficientInstanceCapacity"),
@@ -129,31 +130,11 @@ func call[T any](ctx context.Context, p *Provider, op string, f func(context.Con
 // backoff is the wait before attempt+1: uniform in [0, min(MaxDelay,
 // BaseDelay*2^(attempt-1))].
 func (p *Provider) backoff(attempt int) time.Duration {
-	bound := p.cfg.MaxDelay
-	if shift := attempt - 1; shift < 32 {
-		if d := p.cfg.BaseDelay << shift; d > 0 && d < bound {
-			bound = d
-		}
-	}
+	bound := backoff.Window(attempt, p.cfg.BaseDelay, p.cfg.MaxDelay)
 	if bound <= 0 {
 		return 0
 	}
 	return rand.N(bound + 1)
-}
-
-// sleepCtx waits for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // dialProbe is the default ProbeScheduler: a TCP connection that is closed

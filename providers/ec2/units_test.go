@@ -16,6 +16,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/gatewayhq/gateway/internal/backoff"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -143,16 +144,16 @@ func TestDialProbe(t *testing.T) {
 }
 
 func TestSleepCtx(t *testing.T) {
-	if err := sleepCtx(context.Background(), time.Millisecond); err != nil {
+	if err := backoff.Sleep(context.Background(), time.Millisecond); err != nil {
 		t.Error(err)
 	}
 	c, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := sleepCtx(c, time.Hour); !errors.Is(err, context.Canceled) {
+	if err := backoff.Sleep(c, time.Hour); !errors.Is(err, context.Canceled) {
 		t.Errorf("sleepCtx on a canceled context: %v", err)
 	}
-	if err := sleepCtx(c, 0); !errors.Is(err, context.Canceled) {
-		t.Errorf("sleepCtx(0) on a canceled context: %v", err)
+	if err := backoff.Sleep(c, 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("backoff.Sleep(0) on a canceled context: %v", err)
 	}
 }
 

@@ -45,6 +45,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/gatewayhq/gateway/internal/backoff"
 	"github.com/gatewayhq/gateway/internal/keylock"
 	"github.com/gatewayhq/gateway/providers"
 )
@@ -311,7 +312,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.PollInterval = defaultPollInterval
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleepCtx
+		cfg.Sleep = backoff.Sleep
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -359,17 +360,3 @@ func New(cfg Config) (*Provider, error) {
 
 // Name implements providers.Provider.
 func (p *Provider) Name() string { return Name }
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
+	"github.com/gatewayhq/gateway/internal/backoff"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -152,11 +153,11 @@ func TestSleepCtx(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	start := time.Now()
-	if err := sleepCtx(ctx, time.Hour); !errors.Is(err, context.Canceled) || time.Since(start) > time.Second {
-		t.Errorf("sleepCtx on a cancelled context = %v after %s", err, time.Since(start))
+	if err := backoff.Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) || time.Since(start) > time.Second {
+		t.Errorf("backoff.Sleep on a cancelled context = %v after %s", err, time.Since(start))
 	}
-	if err := sleepCtx(context.Background(), time.Millisecond); err != nil {
-		t.Errorf("sleepCtx = %v", err)
+	if err := backoff.Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Errorf("backoff.Sleep = %v", err)
 	}
 	if (&Provider{}).Name() != "fargate" {
 		t.Errorf("Name() is not fargate")

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/gatewayhq/gateway/internal/backoff"
 )
 
 // call runs one AWS request, retrying what is worth retrying (throttling,
@@ -48,12 +49,7 @@ func call[T any](ctx context.Context, p *Provider, op string, fn func(context.Co
 // backoff is the wait after the given failed attempt: full jitter over an
 // exponentially growing, capped window.
 func (p *Provider) backoff(attempt int) time.Duration {
-	window := p.cfg.Retry.MaxDelay
-	if attempt-1 < 40 { // beyond that the shift overflows; the cap applies anyway
-		if w := p.cfg.Retry.BaseDelay << (attempt - 1); w > 0 && w < window {
-			window = w
-		}
-	}
+	window := backoff.Window(attempt, p.cfg.Retry.BaseDelay, p.cfg.Retry.MaxDelay)
 	return min(max(p.cfg.Retry.Jitter(window), 0), window)
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"github.com/gatewayhq/gateway/internal/backoff"
 	"google.golang.org/api/googleapi"
 )
 
@@ -49,12 +50,7 @@ func (p *Provider) call(ctx context.Context, what string, f func(context.Context
 // min(MaxDelay, BaseDelay*2^(attempt-1)), raised to a Retry-After the
 // server sent, never above MaxDelay.
 func (p *Provider) backoff(attempt int, err error) time.Duration {
-	limit := p.cfg.Retry.MaxDelay
-	if shift := attempt - 1; shift < 32 {
-		if d := p.cfg.Retry.BaseDelay << shift; d > 0 && d < limit {
-			limit = d
-		}
-	}
+	limit := backoff.Window(attempt, p.cfg.Retry.BaseDelay, p.cfg.Retry.MaxDelay)
 	var d time.Duration
 	if limit > 0 {
 		d = rand.N(limit)

@@ -89,6 +89,7 @@ import (
 	compute "cloud.google.com/go/compute/apiv1"
 	"google.golang.org/api/option"
 
+	"github.com/gatewayhq/gateway/internal/backoff"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/catalog"
 )
@@ -377,7 +378,7 @@ func withDefaults(cfg Config) Config {
 		cfg.Retry.MaxDelay = 30 * time.Second
 	}
 	if cfg.Retry.Sleep == nil {
-		cfg.Retry.Sleep = sleep
+		cfg.Retry.Sleep = backoff.Sleep
 	}
 	if cfg.OperationTimeout == 0 {
 		cfg.OperationTimeout = 5 * time.Minute
@@ -389,17 +390,6 @@ func withDefaults(cfg Config) Config {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return cfg
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 var (
