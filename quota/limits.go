@@ -166,20 +166,9 @@ type field struct {
 	moreGenerous func(a, b *Limits) bool
 }
 
-func amountField(name, doc string, p func(*Limits) **Amount) field {
-	return field{
-		name: name, doc: doc,
-		isSet: func(l *Limits) bool { return *p(l) != nil },
-		copy: func(dst, src *Limits) {
-			v := **p(src)
-			*p(dst) = &v
-		},
-		clear:        func(l *Limits) { *p(l) = nil },
-		moreGenerous: func(a, b *Limits) bool { return **p(a) > **p(b) },
-	}
-}
-
-func durationField(name, doc string, p func(*Limits) **Duration) field {
+// scalarField is a limit held by pointer (an Amount or a Duration), where
+// more is more generous.
+func scalarField[T Amount | Duration](name, doc string, p func(*Limits) **T) field {
 	return field{
 		name: name, doc: doc,
 		isSet: func(l *Limits) bool { return *p(l) != nil },
@@ -209,18 +198,18 @@ func listField(name, doc string, p func(*Limits) *[]string) field {
 // GPU type.
 func fields() []field {
 	return []field{
-		amountField("max_clusters", "clusters running at once", func(l *Limits) **Amount { return &l.MaxClusters }),
-		amountField("max_workers_per_cluster", "workers in one cluster", func(l *Limits) **Amount { return &l.MaxWorkersPerCluster }),
-		amountField("max_vcpus", "vCPUs across all running clusters", func(l *Limits) **Amount { return &l.MaxVCPUs }),
-		amountField("max_memory_gib", "memory (GiB) across all running clusters", func(l *Limits) **Amount { return &l.MaxMemoryGiB }),
-		amountField("max_gpus", "GPUs across all running clusters", func(l *Limits) **Amount { return &l.MaxGPUs }),
+		scalarField("max_clusters", "clusters running at once", func(l *Limits) **Amount { return &l.MaxClusters }),
+		scalarField("max_workers_per_cluster", "workers in one cluster", func(l *Limits) **Amount { return &l.MaxWorkersPerCluster }),
+		scalarField("max_vcpus", "vCPUs across all running clusters", func(l *Limits) **Amount { return &l.MaxVCPUs }),
+		scalarField("max_memory_gib", "memory (GiB) across all running clusters", func(l *Limits) **Amount { return &l.MaxMemoryGiB }),
+		scalarField("max_gpus", "GPUs across all running clusters", func(l *Limits) **Amount { return &l.MaxGPUs }),
 		listField("allowed_instance_types", "instance types clusters may use (globs; [\"*\"]: any)", func(l *Limits) *[]string { return &l.AllowedInstanceTypes }),
 		listField("allowed_providers", "providers clusters may run on ([\"*\"]: any)", func(l *Limits) *[]string { return &l.AllowedProviders }),
 		listField("allowed_regions", "regions clusters may run in ([\"*\"]: any)", func(l *Limits) *[]string { return &l.AllowedRegions }),
-		durationField("max_idle_timeout", "longest idle timeout a cluster may have", func(l *Limits) **Duration { return &l.MaxIdleTimeout }),
-		durationField("max_lifetime", "longest a cluster may run", func(l *Limits) **Duration { return &l.MaxLifetime }),
-		amountField("monthly_vcpu_hours", "vCPU-hours per calendar month (UTC)", func(l *Limits) **Amount { return &l.MonthlyVCPUHours }),
-		amountField("monthly_gpu_hours", "GPU-hours per calendar month (UTC)", func(l *Limits) **Amount { return &l.MonthlyGPUHours }),
+		scalarField("max_idle_timeout", "longest idle timeout a cluster may have", func(l *Limits) **Duration { return &l.MaxIdleTimeout }),
+		scalarField("max_lifetime", "longest a cluster may run", func(l *Limits) **Duration { return &l.MaxLifetime }),
+		scalarField("monthly_vcpu_hours", "vCPU-hours per calendar month (UTC)", func(l *Limits) **Amount { return &l.MonthlyVCPUHours }),
+		scalarField("monthly_gpu_hours", "GPU-hours per calendar month (UTC)", func(l *Limits) **Amount { return &l.MonthlyGPUHours }),
 	}
 }
 
