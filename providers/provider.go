@@ -95,6 +95,12 @@ type ClusterSpec struct {
 	// Image is the container image with the user's software (cloud and
 	// docker backends); empty means the backend's default.
 	Image string
+	// EnvExpect is the client's versions of the packages that must match
+	// (images.ExpectValue): backends that run images start each member
+	// through images.LauncherCommand with it in images.ExpectEnv, so that a
+	// member with other software stops at once with a table of the
+	// differences. Empty skips the check.
+	EnvExpect string
 
 	// Scheduler and Worker are the members' machines; Region is where the
 	// cluster runs ("" for the backend's default); Spot asks for workers

@@ -1,0 +1,87 @@
+# Prints a JSON description of the Python environment it runs in: the
+# interpreter, the platform, every installed distribution (with whether it is
+# an editable install and where its source is), conda's packages when inside a
+# conda environment, and signs of a GPU stack. Standard library only, Python
+# 3.8 or later: it runs on clients and inside images alike.
+import json, os, platform, sys
+
+try:
+    import importlib.metadata as md
+except ImportError:  # Python < 3.8
+    md = None
+
+
+def dist_info(d):
+    name = d.metadata["Name"] or ""
+    out = {"name": name, "version": d.version or "", "editable": False, "location": ""}
+    try:
+        raw = d.read_text("direct_url.json")
+    except Exception:
+        raw = None
+    if raw:
+        try:
+            du = json.loads(raw)
+        except ValueError:
+            du = {}
+        url = du.get("url", "")
+        if (du.get("dir_info") or {}).get("editable") and url.startswith("file://"):
+            out["editable"] = True
+            out["location"] = url[len("file://"):]
+    try:
+        top = d.read_text("top_level.txt")
+    except Exception:
+        top = None
+    if top:
+        out["top_level"] = [t.strip() for t in top.splitlines() if t.strip()]
+    return out
+
+
+def conda_env():
+    prefix = os.environ.get("CONDA_PREFIX") or ""
+    meta = os.path.join(prefix or sys.prefix, "conda-meta")
+    if not os.path.isdir(meta):
+        return None
+    pkgs, channels = [], []
+    for f in sorted(os.listdir(meta)):
+        if not f.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(meta, f)) as fh:
+                j = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        ch = j.get("channel") or ""
+        ch = ch.rstrip("/").rsplit("/", 1)[-1] if "://" in ch else ch
+        pkgs.append({"name": j.get("name", ""), "version": j.get("version", ""), "channel": ch})
+        if ch and ch not in channels:
+            channels.append(ch)
+    return {"prefix": prefix or sys.prefix, "packages": pkgs, "channels": channels}
+
+
+def main():
+    dists = []
+    if md is not None:
+        seen = set()
+        for d in md.distributions():
+            info = dist_info(d)
+            key = info["name"].lower()
+            if not key or key in seen:  # the first on sys.path wins, as for imports
+                continue
+            seen.add(key)
+            dists.append(info)
+    machine = platform.machine().lower()
+    gpu_names = ("cupy", "cudf", "rapids", "nvidia-", "cuda-python", "dask-cuda")
+    gpu = [d["name"] for d in dists if d["name"].lower().startswith(gpu_names)]
+    json.dump({
+        "python": "%d.%d.%d" % sys.version_info[:3],
+        "implementation": platform.python_implementation().lower(),
+        "executable": sys.executable,
+        "platform": "linux/" + machine if sys.platform.startswith("linux") else sys.platform + "/" + machine,
+        "packages": dists,
+        "conda": conda_env(),
+        "gpu_packages": gpu,
+    }, sys.stdout, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+main()
