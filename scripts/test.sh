@@ -40,6 +40,18 @@ if [ -z "${GATEWAY_TEST_POSTGRES_URL:-}" ] && [ "$(id -u)" -eq 0 ] && command -v
 	export GATEWAY_TEST_REQUIRE_POSTGRES=1
 fi
 
+# The docker provider, the image builder and the end-to-end container tests
+# need a Docker engine and an image with Dask; nothing can be pulled, so the
+# image is built here (once, cached). As root the engine is started when
+# none answers; elsewhere the tests that need one are skipped with a message.
+if [ "$(id -u)" -eq 0 ]; then
+	scripts/docker.sh
+	GATEWAY_TEST_DASK_IMAGE=$(scripts/testimage.sh)
+	export GATEWAY_TEST_DASK_IMAGE GATEWAY_TEST_REQUIRE_DOCKER=1
+elif docker version >/dev/null 2>&1 && GATEWAY_TEST_DASK_IMAGE=$(scripts/testimage.sh); then
+	export GATEWAY_TEST_DASK_IMAGE
+fi
+
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
 	echo "gofmt: these files need formatting:" >&2
