@@ -71,6 +71,7 @@ type Server struct {
 	limiter  *auth.FailureLimiter
 	browser  *BrowserLogin // nil: no OIDC browser login
 	quotas   Quotas        // nil: no quotas, usage or admin API
+	envs     Envs          // nil: no environment builds
 	records  Records
 }
 
@@ -110,6 +111,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/v1/tokens", s.authed(s.tokensEnabled(s.listTokens)))
 	m.HandleFunc("DELETE /api/v1/tokens/{id}", s.authed(s.tokensEnabled(s.revokeToken)))
 	s.adminRoutes()
+	s.envRoutes()
 	m.HandleFunc("GET /auth/ticket", s.confirmTicket)
 	m.HandleFunc("POST /auth/ticket", s.redeemTicket)
 	m.HandleFunc("POST /auth/logout", s.logout)
@@ -238,6 +240,8 @@ func (s *Server) coreError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, quota.ErrUnreadable):
 		s.log.Error("quota entries unreadable", "err", err)
 		WriteError(w, http.StatusServiceUnavailable, "quota_unavailable", "quotas cannot be checked right now: "+err.Error())
+	case errors.Is(err, scheduler.ErrEnvMismatch):
+		WriteError(w, http.StatusConflict, "env_mismatch", err.Error())
 	case errors.Is(err, quota.ErrExceeded):
 		WriteError(w, http.StatusForbidden, "quota_exceeded", "quota exceeded: "+err.Error())
 	case errors.Is(err, scheduler.ErrConflict):

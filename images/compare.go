@@ -117,3 +117,33 @@ func orMissing(v string) string {
 	}
 	return v
 }
+
+// CompareVersions is Compare for a client known only by its versions of the
+// checked packages (ExpectedVersions: "python" and package names, "" for a
+// package it does not have), as the CLI sends them with a cluster request.
+// Keys are compared in CheckedPackages order; keys the client did not send
+// are not compared.
+func CompareVersions(client map[string]string, image Spec) []Mismatch {
+	gpu := image.GPU
+	for _, k := range []string{"cupy", "cudf"} {
+		if client[k] != "" {
+			gpu = true
+		}
+	}
+	iv := ExpectedVersions(Spec{Python: image.Python, GPU: gpu, Packages: image.Packages})
+	var out []Mismatch
+	for _, key := range CheckedPackages(gpu) {
+		c, sent := client[key]
+		if !sent {
+			continue
+		}
+		c = strings.TrimSpace(c)
+		if key == PythonKey {
+			c = python(c)
+		}
+		if c != iv[key] {
+			out = append(out, Mismatch{Package: key, Client: c, Image: iv[key]})
+		}
+	}
+	return out
+}

@@ -307,7 +307,7 @@ func Lookup(ctx context.Context, ref string, opts ...remote.Option) (Spec, error
 	o := append([]remote.Option{remote.WithContext(ctx)}, opts...)
 	img, err := remote.Image(r, o...)
 	if err != nil {
-		if isNotFound(err) {
+		if IsNotFound(err) {
 			return Spec{}, fmt.Errorf("%s: %w", r, ErrNotFound)
 		}
 		return Spec{}, fmt.Errorf("look up %s: %w", r, err)
@@ -334,7 +334,8 @@ func Lookup(ctx context.Context, ref string, opts ...remote.Option) (Spec, error
 	return spec, nil
 }
 
-func isNotFound(err error) bool {
+// IsNotFound is whether a registry error says the image does not exist.
+func IsNotFound(err error) bool {
 	var te *transport.Error
 	if !errors.As(err, &te) {
 		return false

@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/catalog"
@@ -85,6 +86,9 @@ type Config struct {
 	// Price estimates a member's price per hour for the usage ledger
 	// (nil: 0).
 	Price func(quota.Size) float64
+	// Envs resolves the software options to an image (nil: an image is
+	// taken as given, unchecked, and env is refused).
+	Envs EnvResolver
 	// SchedulerGPU gives the scheduler of a GPU cluster a small GPU of the
 	// workers' model (backends with instance types).
 	SchedulerGPU bool
@@ -367,6 +371,12 @@ func ValidName(s string) bool {
 func (c *Core) Create(ctx context.Context, who Who, raw map[string]json.RawMessage) (*store.Cluster, error) {
 	opts, err := c.cfg.Limits.ParseOptions(raw)
 	if err != nil {
+		return nil, err
+	}
+	if opts.Env != "" && c.cfg.Envs == nil {
+		return nil, fmt.Errorf("%w: this gateway builds no environments: give an image instead of env", ErrInvalid)
+	}
+	if err := c.resolveSoftware(ctx, who, &opts); err != nil {
 		return nil, err
 	}
 	eff, err := c.effective(ctx, who)
@@ -776,6 +786,8 @@ func (c *Core) spec(cl *store.Cluster) providers.ClusterSpec {
 		Worker:          machineFrom(shape.Worker),
 		Region:          shape.Region,
 		Spot:            o.Spot,
+		Image:           o.Image,
+		EnvExpect:       envExpect(o),
 	}
 }
 
@@ -847,6 +859,9 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 	case sched == nil:
 		return 200 * time.Millisecond, nil
 	case sched.State == providers.StateStopped:
+		if table, ok := images.MismatchIn(sched.Reason); ok {
+			return 0, c.fail(ctx, cl, "the scheduler runs other software than the client:\n"+table)
+		}
 		return 0, c.fail(ctx, cl, "the scheduler failed to start: "+orDefault(sched.Reason, "it exited"))
 	case sched.State != providers.StateRunning || sched.Address == "":
 		return 100 * time.Millisecond, nil
@@ -926,6 +941,10 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 				continue
 			}
 			_ = c.provider.StopWorker(ctx, cl.Name, m.Name) // let the backend forget it
+			if table, ok := images.MismatchIn(m.Reason); ok {
+				// Replacements would run the same image: fail at once.
+				return 0, c.fail(ctx, cl, fmt.Sprintf("%s runs other software than the client:\n%s", m.Name, table))
+			}
 			n := c.exitCount(cl.Name)
 			c.log.Warn("worker exited", "cluster", cl.Name, "worker", m.Name, "reason", firstLine(m.Reason))
 			c.event(ctx, cl.Name, "worker-exited", m.Name+": "+m.Reason)

@@ -33,6 +33,18 @@ type Options struct {
 	WorkerVMType    string `json:"worker_vm_type,omitempty"`
 	SchedulerVMType string `json:"scheduler_vm_type,omitempty"`
 	Spot            bool   `json:"spot,omitempty"`
+
+	// The software, for backends that run images (docker and the clouds):
+	// Image is a container image reference; Env names an environment
+	// instead (the hash POST /api/v1/envs answered, or an environment an
+	// admin published), which the gateway turns into Image. ClientEnv are
+	// the client's versions of the packages that must match
+	// (images.ExpectedVersions): the image's are compared before launch,
+	// and every member compares its own at start. AllowMismatch skips both.
+	Image         string            `json:"image,omitempty"`
+	Env           string            `json:"env,omitempty"`
+	ClientEnv     map[string]string `json:"client_env,omitempty"`
+	AllowMismatch bool              `json:"allow_mismatch,omitempty"`
 }
 
 // Limits bound what one cluster may ask for.
@@ -50,6 +62,9 @@ type Limits struct {
 	GPUTypes      []string
 	// Provider names the backend, for messages.
 	Provider string
+	// Images says the backend runs container images: the software options
+	// (image, env, client_env, allow_mismatch) are offered.
+	Images bool
 }
 
 // OptionField is one entry of GET /api/v1/options.
@@ -92,6 +107,14 @@ func (l Limits) Spec() []OptionField {
 		{Field: "worker_memory", Label: "Memory per worker (GiB)", Default: d.WorkerMemory, Spec: map[string]any{"type": "float", "min": minWorkerMemory, "max": l.MaxWorkerMemory}},
 		{Field: "idle_timeout", Label: "Stop after idle for (seconds; 0: never)", Default: d.IdleTimeout, Spec: map[string]any{"type": "int", "min": l.minIdle(), "max": l.maxIdle()}},
 	}
+	if l.Images {
+		out = append(out,
+			OptionField{Field: "image", Label: "Container image (empty: the gateway's default)", Default: "", Spec: map[string]any{"type": "string"}},
+			OptionField{Field: "env", Label: "Environment (a published name, or a hash from gateway env build)", Default: "", Spec: map[string]any{"type": "string"}},
+			OptionField{Field: "client_env", Label: "The client's versions of the packages that must match", Default: map[string]string{}, Spec: map[string]any{"type": "mapping"}},
+			OptionField{Field: "allow_mismatch", Label: "Run even if the image's software differs from the client's", Default: false, Spec: map[string]any{"type": "bool"}},
+		)
+	}
 	if !l.InstanceTypes {
 		return out
 	}
@@ -104,6 +127,42 @@ func (l Limits) Spec() []OptionField {
 		OptionField{Field: "scheduler_vm_type", Label: "Scheduler instance type (empty: chosen)", Default: "", Spec: map[string]any{"type": "string"}},
 		OptionField{Field: "spot", Label: "Workers on spot capacity (on-demand when there is none)", Default: false, Spec: map[string]any{"type": "bool"}},
 	)
+}
+
+// parseSoftware reads the software options (only known when the backend
+// runs images: ParseOptions refused them otherwise).
+func parseSoftware(raw map[string]json.RawMessage, o *Options) []string {
+	var problems []string
+	if v, ok := raw["image"]; ok {
+		if err := json.Unmarshal(v, &o.Image); err != nil || len(o.Image) > 512 || strings.ContainsAny(o.Image, " \t\n") {
+			problems = append(problems, fmt.Sprintf("image must be an image reference such as registry.example.com/team/env:tag, got %s", v))
+		}
+	}
+	if v, ok := raw["env"]; ok {
+		if err := json.Unmarshal(v, &o.Env); err != nil || len(o.Env) > 128 || strings.ContainsAny(o.Env, " \t\n/:") {
+			problems = append(problems, fmt.Sprintf("env must be an environment name or hash, got %s", v))
+		}
+	}
+	if o.Image != "" && o.Env != "" {
+		problems = append(problems, "give image or env, not both")
+	}
+	if v, ok := raw["client_env"]; ok {
+		if err := json.Unmarshal(v, &o.ClientEnv); err != nil || len(o.ClientEnv) > 32 {
+			problems = append(problems, fmt.Sprintf("client_env must map package names to versions, got %.100s", v))
+		}
+		for k, ver := range o.ClientEnv {
+			if len(k) > 64 || len(ver) > 64 {
+				problems = append(problems, fmt.Sprintf("client_env entry %.64q is too long", k))
+				break
+			}
+		}
+	}
+	if v, ok := raw["allow_mismatch"]; ok {
+		if err := json.Unmarshal(v, &o.AllowMismatch); err != nil {
+			problems = append(problems, fmt.Sprintf("allow_mismatch must be true or false, got %s", v))
+		}
+	}
+	return problems
 }
 
 // The largest machines the clouds sell, bounding what a request may ask.
@@ -145,6 +204,9 @@ func (l Limits) ParseOptions(raw map[string]json.RawMessage) (Options, error) {
 			// sized by resources (local, Fargate, which has no GPUs).
 			msg = fmt.Sprintf("the %s provider has no instance types or GPUs: machines by type and GPU clusters need the ec2 or gce provider (%s)", orDefault(l.Provider, "configured"), msg)
 		}
+		if !l.Images && (slices.Contains(unknown, "image") || slices.Contains(unknown, "env")) {
+			msg = fmt.Sprintf("the %s provider runs no container images: image and env need the docker, ec2, fargate or gce provider (%s)", orDefault(l.Provider, "configured"), msg)
+		}
 		problems = append(problems, msg)
 	}
 	if v, ok := raw["workers"]; ok {
@@ -178,6 +240,7 @@ func (l Limits) ParseOptions(raw map[string]json.RawMessage) (Options, error) {
 		o.IdleTimeout = n
 	}
 	problems = append(problems, l.parseMachine(raw, &o)...)
+	problems = append(problems, parseSoftware(raw, &o)...)
 	if len(problems) > 0 {
 		return Options{}, fmt.Errorf("%w: %s", ErrInvalid, strings.Join(problems, "; "))
 	}

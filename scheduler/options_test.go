@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func raw(kv map[string]string) map[string]json.RawMessage {
 
 func TestParseOptions(t *testing.T) {
 	def := testLimits.Defaults()
-	if def != (scheduler.Options{Workers: 0, WorkerThreads: 1, WorkerMemory: 2}) {
+	if !reflect.DeepEqual(def, scheduler.Options{Workers: 0, WorkerThreads: 1, WorkerMemory: 2}) {
 		t.Fatalf("Defaults %+v", def)
 	}
 	cases := []struct {
@@ -109,7 +110,7 @@ func TestParseOptions(t *testing.T) {
 				if err != nil {
 					t.Fatalf("ParseOptions(%v): %v", tc.in, err)
 				}
-				if got != tc.want {
+				if !reflect.DeepEqual(got, tc.want) {
 					t.Errorf("ParseOptions(%v) = %+v, want %+v", tc.in, got, tc.want)
 				}
 				return
@@ -125,7 +126,7 @@ func TestParseOptions(t *testing.T) {
 					t.Errorf("error %q lacks %q", err, want)
 				}
 			}
-			if got != (scheduler.Options{}) {
+			if !reflect.DeepEqual(got, scheduler.Options{}) {
 				t.Errorf("options %+v returned with an error", got)
 			}
 		})
@@ -221,5 +222,60 @@ func TestRegressionDefaultsOutsideLimits(t *testing.T) {
 		if f.Field == "worker_memory" && f.Default.(float64) > f.Spec["max"].(float64) {
 			t.Errorf("spec of %s: default %v above max %v", f.Field, f.Default, f.Spec["max"])
 		}
+	}
+}
+
+func TestParseSoftwareOptions(t *testing.T) {
+	images := scheduler.Limits{MaxWorkers: 10, MaxWorkerThreads: 4, MaxWorkerMemory: 8, Images: true, Provider: "docker"}
+	def := images.Defaults()
+	with := func(f func(*scheduler.Options)) scheduler.Options {
+		o := def
+		f(&o)
+		return o
+	}
+	cases := []struct {
+		name   string
+		limits scheduler.Limits
+		in     map[string]string
+		want   scheduler.Options
+		errs   []string
+	}{
+		{name: "an image", limits: images, in: map[string]string{"image": `"registry.example.com/team/env:1"`},
+			want: with(func(o *scheduler.Options) { o.Image = "registry.example.com/team/env:1" })},
+		{name: "an environment with the client's versions", limits: images,
+			in: map[string]string{"env": `"team"`, "client_env": `{"python":"3.11","numpy":""}`, "allow_mismatch": "true"},
+			want: with(func(o *scheduler.Options) {
+				o.Env, o.ClientEnv, o.AllowMismatch = "team", map[string]string{"python": "3.11", "numpy": ""}, true
+			})},
+		{name: "both", limits: images, in: map[string]string{"image": `"a:1"`, "env": `"team"`}, errs: []string{"give image or env, not both"}},
+		{name: "an image with a space", limits: images, in: map[string]string{"image": `"a b"`}, errs: []string{"image must be an image reference"}},
+		{name: "an image that is not a string", limits: images, in: map[string]string{"image": "3"}, errs: []string{"image must be an image reference"}},
+		{name: "an env with a slash", limits: images, in: map[string]string{"env": `"../x"`}, errs: []string{"env must be an environment name or hash"}},
+		{name: "client_env not a map", limits: images, in: map[string]string{"client_env": `["numpy"]`}, errs: []string{"client_env must map package names to versions"}},
+		{name: "client_env too long an entry", limits: images, in: map[string]string{"client_env": fmt.Sprintf(`{"numpy":%q}`, strings.Repeat("1", 65))}, errs: []string{"client_env entry"}},
+		{name: "allow_mismatch not a bool", limits: images, in: map[string]string{"allow_mismatch": `"yes"`}, errs: []string{"allow_mismatch must be true or false"}},
+		{name: "several problems at once", limits: images, in: map[string]string{"image": "1", "allow_mismatch": "2"},
+			errs: []string{"image must be", "allow_mismatch must be"}},
+		{name: "an image on the local provider", limits: scheduler.Limits{MaxWorkers: 10, MaxWorkerThreads: 4, MaxWorkerMemory: 8, Provider: "local"},
+			in: map[string]string{"image": `"a:1"`}, errs: []string{"the local provider runs no container images: image and env need the docker, ec2, fargate or gce provider"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := c.limits.ParseOptions(raw(c.in))
+			if len(c.errs) > 0 {
+				if !errors.Is(err, scheduler.ErrInvalid) {
+					t.Fatalf("err %v, want ErrInvalid", err)
+				}
+				for _, e := range c.errs {
+					if !strings.Contains(err.Error(), e) {
+						t.Errorf("error %q lacks %q", err, e)
+					}
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, c.want) {
+				t.Errorf("got %+v, %v; want %+v", got, err, c.want)
+			}
+		})
 	}
 }

@@ -235,3 +235,8 @@ func (tg *testGateway) mustRun(t *testing.T, token string, args ...string) strin
 	}
 	return out
 }
+
+// Limits are a local backend's: new-cluster asks which options there are.
+func (c *core) Limits() scheduler.Limits {
+	return scheduler.Limits{MaxWorkers: 10, MaxWorkerThreads: 4, MaxWorkerMemory: 8, Provider: "local"}
+}

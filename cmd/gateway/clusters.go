@@ -110,6 +110,7 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 	var spot bool
 	var noWait bool
 	var timeout, idle time.Duration
+	var sw softwareFlags
 	cmd := &cobra.Command{
 		Use:   "new-cluster",
 		Short: "Start a Dask cluster and print how to connect to it",
@@ -149,13 +150,20 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 			}
 			ctx := cmd.Context()
 			start := time.Now()
-			name, err := c.Create(ctx, opts)
-			if err != nil {
-				return err
-			}
 			progress := cmd.ErrOrStderr()
 			if g.json() {
 				progress = io.Discard
+			}
+			software, err := sw.options(ctx, cmd, c, progress)
+			if err != nil {
+				return err
+			}
+			for k, v := range software {
+				opts[k] = v
+			}
+			name, err := c.Create(ctx, opts)
+			if err != nil {
+				return err
 			}
 			fmt.Fprintf(progress, "Cluster %s requested\n", name)
 			if noWait {
@@ -194,6 +202,7 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 	f.BoolVar(&noWait, "no-wait", false, "print the name and return at once")
 	f.DurationVar(&idle, "idle-timeout", 0, "stop the cluster after this long with no tasks and no clients, e.g. 20m (0: never; default: the gateway's)")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the cluster and its workers")
+	sw.add(f, true)
 	return cmd
 }
 

@@ -48,7 +48,7 @@ Clusters: gateway new-cluster, list, show, scale, stop, logs`,
 		newDevCmd(), newServeCmd(), newConfigCmd(),
 		newNewClusterCmd(g), newInstanceTypesCmd(g), newListCmd(g), newShowCmd(g), newScaleCmd(g), newAdaptCmd(g), newStopCmd(g), newLogsCmd(g),
 		newLoginCmd(g), newLogoutCmd(g), newTokenCmd(g), newWhoamiCmd(g), newPrintTokenCmd(g), newDashboardCmd(g),
-		newUsageCmd(g), newQuotaCmd(g), newAdminCmd(g),
+		newUsageCmd(g), newQuotaCmd(g), newAdminCmd(g), newEnvCmd(g),
 	)
 	return root
 }

@@ -14,6 +14,8 @@ except ImportError:
 
 ALIASES = {"msgpack": ["msgpack-python"], "cupy": ["cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x"],
            "cudf": ["cudf-cu13", "cudf-cu12", "cudf-cu11"]}
+# The order of images.CheckedPackages, in which versions are printed.
+ORDER = ["python", "dask", "distributed", "cloudpickle", "msgpack", "numpy", "pandas", "cupy", "cudf"]
 
 
 def norm(n):
@@ -44,8 +46,12 @@ def main():
     role = sys.argv[1] if len(sys.argv) > 1 else "member"
     want = json.loads(os.environ.get("GATEWAY_ENV_EXPECT") or "{}")
     have = installed()
+    keys = [k for k in ORDER if k in want] + sorted(k for k in want if k not in ORDER)
+    # Without expectations, the versions are printed for the log only; the
+    # GPU packages only when present.
+    shown = keys or [k for k in ORDER if k not in ("cupy", "cudf") or any(have.get(a) for a in [k] + ALIASES[k])]
     here = {}
-    for key in want:
+    for key in shown:
         if key == "python":
             here[key] = "%d.%d" % sys.version_info[:2]
             continue
@@ -53,8 +59,8 @@ def main():
         for alias in ALIASES.get(norm(key), []):
             v = v or have.get(alias, "")
         here[key] = v
-    print("gateway-env: " + " ".join("%s=%s" % (k, here[k] or "(missing)") for k in want), flush=True)
-    diff = [k for k in want if (want[k] or "") != here[k]]
+    print("gateway-env: " + " ".join("%s=%s" % (k, here[k] or "(missing)") for k in shown), flush=True)
+    diff = [k for k in keys if (want[k] or "") != here[k]]
     if diff:
         rows = [("package", "client", "image")] + [(k, want[k] or "(missing)", here[k] or "(missing)") for k in diff]
         w0 = max(len(r[0]) for r in rows)

@@ -70,7 +70,7 @@ type Config struct {
 		DevIssuerListen string        `mapstructure:"dev_issuer_listen" doc:"loopback address of the development OIDC issuer that gateway dev embeds"`
 	} `mapstructure:"auth"`
 
-	Provider  string `mapstructure:"provider" doc:"backend for new clusters: local"`
+	Provider  string `mapstructure:"provider" doc:"backend for new clusters: local, docker, ec2, fargate or gce"`
 	Providers struct {
 		Local struct {
 			Python    string        `mapstructure:"python" doc:"interpreter that runs python -m dask scheduler|worker"`
@@ -82,6 +82,16 @@ type Config struct {
 			// gateway's own Unix user and can read its data directory.
 			TrustUsers bool `mapstructure:"trust_users" doc:"acknowledge that local clusters run users' code as the gateway's Unix user (required outside dev)"`
 		} `mapstructure:"local"`
+		Docker struct {
+			Endpoint  string        `mapstructure:"endpoint" doc:"Docker Engine to run containers on (unix:///var/run/docker.sock, tcp://host:2376; empty: DOCKER_HOST or the local socket)"`
+			TLSCACert string        `mapstructure:"tls_ca_cert" doc:"CA certificate of a remote engine's TLS endpoint"`
+			TLSCert   string        `mapstructure:"tls_cert" doc:"client certificate for a remote engine"`
+			TLSKey    string        `mapstructure:"tls_key" doc:"client key for a remote engine"`
+			Image     string        `mapstructure:"image" doc:"container image when a cluster names none and builds none (needs python3 with distributed)"`
+			Python    string        `mapstructure:"python" doc:"interpreter inside images that starts Dask"`
+			Host      string        `mapstructure:"host" doc:"address containers' schedulers and workers bind to (host networking)"`
+			StopGrace time.Duration `mapstructure:"stop_grace" doc:"time a container gets after SIGTERM before SIGKILL"`
+		} `mapstructure:"docker"`
 		EC2 struct {
 			Region          string   `mapstructure:"region" doc:"AWS region of the subnets, e.g. us-east-1"`
 			Subnets         []string `mapstructure:"subnets" doc:"subnets members run in, tried in order when one has no capacity (one VPC)"`
@@ -122,6 +132,18 @@ type Config struct {
 			SecretsEndpoint string   `mapstructure:"secretmanager_endpoint" doc:"Secret Manager API URL override (tests)"`
 		} `mapstructure:"gce"`
 	} `mapstructure:"providers"`
+
+	Images struct {
+		Repository   string           `mapstructure:"repository" doc:"registry repository environment images are pushed to (ECR, Artifact Registry, any OCI registry); empty: the local Docker engine only (docker provider)"`
+		Auth         string           `mapstructure:"auth" doc:"registry credentials: auto (ECR or Google by host, else basic when a username is set, else docker's config), none, basic, ecr or google"`
+		Username     string           `mapstructure:"username" doc:"registry user name (basic auth)"`
+		Password     string           `mapstructure:"password" secret:"true" doc:"registry password or token (basic auth)"`
+		AWSRegion    string           `mapstructure:"aws_region" doc:"region of the ECR registry (default: from the repository host)"`
+		Bases        []map[string]any `mapstructure:"bases" doc:"base images environments are built on: a list of {python: 3.11, image: <ref>, gpu: false, platform: linux/amd64}"`
+		PipIndexURL  string           `mapstructure:"pip_index_url" doc:"package index builds install missing packages from (empty: pip's default)"`
+		MaxCodeMiB   int              `mapstructure:"max_code_mib" doc:"largest user code (editable packages and local modules) an environment may carry, MiB"`
+		Environments []map[string]any `mapstructure:"environments" doc:"environments published to every user: a list of {name: <name>, image: <ref>, description: <text>}"`
+	} `mapstructure:"images"`
 
 	Cluster struct {
 		MaxWorkers       int           `mapstructure:"max_workers" doc:"most workers one cluster may have (scale requests are clamped)"`
@@ -195,6 +217,23 @@ func defaults() map[string]any {
 		"providers.local.host":                      "127.0.0.1",
 		"providers.local.nanny":                     false,
 		"providers.local.stop_grace":                "10s",
+		"providers.docker.endpoint":                 "",
+		"providers.docker.tls_ca_cert":              "",
+		"providers.docker.tls_cert":                 "",
+		"providers.docker.tls_key":                  "",
+		"providers.docker.image":                    "",
+		"providers.docker.python":                   "python3",
+		"providers.docker.host":                     "127.0.0.1",
+		"providers.docker.stop_grace":               "10s",
+		"images.repository":                         "",
+		"images.auth":                               "auto",
+		"images.username":                           "",
+		"images.password":                           "",
+		"images.aws_region":                         "",
+		"images.bases":                              []map[string]any{},
+		"images.pip_index_url":                      "",
+		"images.max_code_mib":                       50,
+		"images.environments":                       []map[string]any{},
 		"providers.ec2.region":                      "",
 		"providers.ec2.subnets":                     []string{},
 		"providers.ec2.gateway_cidrs":               []string{},
@@ -374,12 +413,23 @@ func (c *Config) finish() error {
 			"set providers.local.trust_users: true only if every user may act as the gateway (a single-user or fully trusted team); otherwise use an isolating provider")
 	}
 	switch c.Provider {
-	case "local", "ec2", "fargate", "gce":
+	case "local", "docker", "ec2", "fargate", "gce":
 	default:
-		problems = append(problems, fmt.Sprintf("provider %q is not available in this version (available: local, ec2, fargate, gce)", c.Provider))
+		problems = append(problems, fmt.Sprintf("provider %q is not available in this version (available: local, docker, ec2, fargate, gce)", c.Provider))
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		problems = append(problems, "tls.cert_file and tls.key_file must be set together")
+	}
+	if d := c.Providers.Docker; c.Provider == "docker" {
+		if d.Image == "" {
+			problems = append(problems, "providers.docker.image must name the image clusters run by default (one with Python and dask distributed)")
+		}
+		if (d.TLSCert == "") != (d.TLSKey == "") {
+			problems = append(problems, "providers.docker.tls_cert and providers.docker.tls_key must be set together")
+		}
+		if d.StopGrace < 0 {
+			problems = append(problems, "providers.docker.stop_grace must not be negative")
+		}
 	}
 	switch c.Cluster.OnShutdown {
 	case "stop", "leave":
@@ -430,6 +480,14 @@ func (c *Config) finish() error {
 	}
 	if c.Quotas.OnExceed != "clamp" && c.Quotas.OnExceed != "refuse" {
 		problems = append(problems, fmt.Sprintf("quotas.on_exceed %q must be clamp or refuse", c.Quotas.OnExceed))
+	}
+	switch c.Images.Auth {
+	case "auto", "none", "basic", "ecr", "google":
+	default:
+		problems = append(problems, fmt.Sprintf("images.auth %q must be auto, none, basic, ecr or google", c.Images.Auth))
+	}
+	if c.Images.MaxCodeMiB < 1 || c.Images.MaxCodeMiB > 1024 {
+		problems = append(problems, "images.max_code_mib must be between 1 and 1024")
 	}
 	if c.Pricing.VCPUHour < 0 || c.Pricing.MemoryGiBHour < 0 {
 		problems = append(problems, "pricing.vcpu_hour and pricing.memory_gib_hour must not be negative")

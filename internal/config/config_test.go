@@ -97,6 +97,10 @@ func TestInvalid(t *testing.T) {
 		{"bad public url", "public_url: ftp://x\n", nil, "public_url"},
 		{"not yaml", "listen: [\n", nil, "read"},
 		{"no issuer outside dev", "listen: 127.0.0.1:1\n", nil, "auth.oidc.issuer must name"},
+		{"images.auth unknown", "images:\n  auth: kerberos\n", nil, `images.auth "kerberos" must be auto, none, basic, ecr or google`},
+		{"images.max_code_mib zero", "images:\n  max_code_mib: 0\n", nil, "images.max_code_mib must be between 1 and 1024"},
+		{"docker without an image", "provider: docker\n", nil, "providers.docker.image must name the image"},
+		{"docker half TLS", "provider: docker\nproviders:\n  docker:\n    image: x\n    tls_cert: /c\n", nil, "tls_cert and providers.docker.tls_key must be set together"},
 		{"local provider for untrusted users", "auth:\n  oidc:\n    issuer: https://idp.example\n", nil, "set providers.local.trust_users: true only if"},
 	}
 	for _, tc := range cases {
@@ -123,6 +127,7 @@ func TestInvalid(t *testing.T) {
 func TestRedacted(t *testing.T) {
 	t.Setenv("GATEWAY_AUTH_OIDC_CLIENT_SECRET", "supersecret-token-value")
 	t.Setenv("GATEWAY_DATABASE_URL", "postgres://gw:hunter2@db.example:5432/gw")
+	t.Setenv("GATEWAY_IMAGES_PASSWORD", "registry-token-value")
 	v := New()
 	v.Set("provider", "local")
 	v.Set("auth.oidc.issuer", "https://idp.example")
@@ -133,7 +138,7 @@ func TestRedacted(t *testing.T) {
 	}
 	m := c.Redacted()
 	flat := strings.Join(flatten("", m), "\n")
-	for _, secret := range []string{"supersecret-token-value", "hunter2"} {
+	for _, secret := range []string{"supersecret-token-value", "hunter2", "registry-token-value"} {
 		if strings.Contains(flat, secret) {
 			t.Errorf("redacted config shows %q:\n%s", secret, flat)
 		}

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/gatewayhq/gateway/internal/config"
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/local"
 	"github.com/gatewayhq/gateway/proxy"
 	"github.com/gatewayhq/gateway/proxy/routes"
 	"github.com/gatewayhq/gateway/quota"
@@ -42,6 +44,7 @@ type Gateway struct {
 	http     *http.Server
 	ln       net.Listener
 
+	builder       io.Closer // the image builder, when there is one
 	devIssuer     *devissuer.Issuer
 	devServer     *http.Server
 	metricsServer *http.Server
@@ -95,11 +98,26 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if err != nil {
 		return nil, err
 	}
+	runsImages := cfg.Provider != local.Name
+	var envs *envService
+	if runsImages {
+		var closer io.Closer
+		if envs, closer, err = setupEnvs(ctx, cfg, log); err != nil {
+			return nil, err
+		}
+		g.builder = closer
+	}
+	var resolver scheduler.EnvResolver
+	if envs != nil {
+		resolver = envs
+	}
 
 	g.core = scheduler.New(scheduler.Config{
 		GatewayID: gwID,
 		Limits: scheduler.Limits{MaxWorkers: cfg.Cluster.MaxWorkers, MaxWorkerThreads: cfg.Cluster.MaxWorkerThreads,
-			MaxWorkerMemory: cfg.Cluster.MaxWorkerMemory, DefaultIdleTimeout: cfg.Cluster.IdleTimeout, MaxIdleTimeout: cfg.Cluster.MaxIdleTimeout},
+			MaxWorkerMemory: cfg.Cluster.MaxWorkerMemory, DefaultIdleTimeout: cfg.Cluster.IdleTimeout, MaxIdleTimeout: cfg.Cluster.MaxIdleTimeout,
+			Images: runsImages},
+		Envs:             resolver,
 		MaxLifetime:      cfg.Cluster.MaxLifetime,
 		HeartbeatTimeout: cfg.Cluster.HeartbeatTimeout,
 		ReplicaID:        replicaID,
@@ -156,6 +174,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	apiSrv.SetTokenStore(g.store)
 	apiSrv.SetFailureLimiter(limiter)
 	apiSrv.SetBrowserLogin(g.browserLogin(oidcAuth))
+	if envs != nil {
+		apiSrv.SetEnvs(envs)
+	}
 	g.proxy.SetLoginRedirect(api.LoginURL)
 	mux := http.NewServeMux()
 	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(dashboardAuth(authn, sessions, limiter)))
@@ -287,6 +308,9 @@ func persistentID(configured, dir, file, prefix string, length int) (string, err
 func (g *Gateway) Close() { g.closeAll() }
 
 func (g *Gateway) closeAll() {
+	if g.builder != nil {
+		g.builder.Close()
+	}
 	if g.devServer != nil {
 		g.devServer.Close()
 	}

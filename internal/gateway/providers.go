@@ -10,6 +10,7 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/config"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/docker"
 	"github.com/gatewayhq/gateway/providers/ec2"
 	"github.com/gatewayhq/gateway/providers/fargate"
 	"github.com/gatewayhq/gateway/providers/gce"
@@ -50,6 +51,12 @@ func makeProvider(ctx context.Context, cfg *config.Config, gatewayID string, log
 			GatewayCIDRs: p.GCE.GatewayCIDRs, ServiceAccount: p.GCE.ServiceAccount, Image: p.GCE.Image, GPUImage: p.GCE.GPUImage,
 			DiskGiB: p.GCE.DiskGiB, ContainerImage: p.GCE.ContainerImage, Endpoint: p.GCE.Endpoint,
 			SecretManagerEndpoint: p.GCE.SecretsEndpoint, GatewayID: gatewayID, Logger: log,
+		})
+	case docker.Name:
+		return docker.New(ctx, docker.Config{
+			Endpoint: p.Docker.Endpoint, TLSCACert: p.Docker.TLSCACert, TLSCert: p.Docker.TLSCert, TLSKey: p.Docker.TLSKey,
+			Image: p.Docker.Image, Python: p.Docker.Python, Host: p.Docker.Host, GatewayID: gatewayID,
+			StopGrace: p.Docker.StopGrace, Dir: filepath.Join(cfg.DataDir, "containers"), Logger: log,
 		})
 	case local.Name:
 		return local.New(local.Config{

@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/logtail"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -790,13 +791,13 @@ func (p *Provider) Logs(ctx context.Context, cluster string, tail int, w io.Writ
 		member := strings.TrimSuffix(filepath.Base(f), ".log")
 		// Logs grow with whatever user code prints: never read more than
 		// the end of each file.
-		text, cut := readEnd(f, maxLogBytes)
+		text, cut := logtail.ReadEnd(f, maxLogBytes)
 		if cut {
 			if _, err := fmt.Fprintf(w, "[%s] (earlier lines omitted: only the last %d MiB are shown)\n", member, maxLogBytes>>20); err != nil {
 				return err
 			}
 		}
-		for _, line := range lastLines(text, tail) {
+		for _, line := range logtail.LastLines(text, tail) {
 			if line == "" {
 				continue
 			}
@@ -811,47 +812,8 @@ func (p *Provider) Logs(ctx context.Context, cluster string, tail int, w io.Writ
 // maxLogBytes is how much of each member's log Logs reads, from the end.
 const maxLogBytes = 4 << 20
 
-// readEnd returns the last max bytes of a file (from a line start), and
-// whether anything before them was left out.
-func readEnd(path string, max int64) (string, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", false
-	}
-	off := st.Size() - max
-	if off < 0 {
-		off = 0
-	}
-	b := make([]byte, st.Size()-off)
-	n, err := f.ReadAt(b, off)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return "", false
-	}
-	b = b[:n]
-	if off > 0 {
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			b = b[i+1:] // the first line may be cut
-		}
-	}
-	return string(b), off > 0
-}
-
 // tailFile returns the last n lines of a file, reading at most 64 KiB.
 func tailFile(path string, n int) string {
-	text, _ := readEnd(path, 64<<10)
-	return strings.Join(lastLines(text, n), "\n")
-}
-
-// lastLines splits text into lines and keeps the last n (all when n <= 0).
-func lastLines(text string, n int) []string {
-	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
-	if n > 0 && len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return lines
+	text, _ := logtail.ReadEnd(path, 64<<10)
+	return strings.Join(logtail.LastLines(text, n), "\n")
 }

@@ -1,0 +1,160 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/quota"
+)
+
+// Errors an Envs implementation wraps so that the API answers with the
+// right status.
+var (
+	// ErrEnvNotFound: no such environment, or not one of the caller's. 404.
+	ErrEnvNotFound = errors.New("environment not found")
+	// ErrCodeRequired: the image must be built and the request did not
+	// carry the user code's bytes; the client sends them again. 409.
+	ErrCodeRequired = errors.New("the environment's code is needed to build it")
+	// ErrNoBuilder: this gateway cannot build images. 501.
+	ErrNoBuilder = errors.New("this gateway builds no environments")
+)
+
+// EnvStatus is what the environment routes answer.
+type EnvStatus struct {
+	Hash  string `json:"hash"`
+	Image string `json:"image,omitempty"`
+	// State is building, ready or failed.
+	State string `json:"state"`
+	// Built is false when the image already existed (nothing was built
+	// for this request).
+	Built bool     `json:"built"`
+	Steps []string `json:"steps,omitempty"`
+	Error string   `json:"error,omitempty"`
+	// Versions are the image's versions of the checked packages.
+	Versions map[string]string `json:"versions,omitempty"`
+}
+
+// EnvRequest asks for the image of an environment. Code holds the user
+// code parts' zip files by name (base64 in JSON); it may be left out until
+// the gateway answers code_required.
+type EnvRequest struct {
+	Spec images.Spec       `json:"spec"`
+	Code map[string][]byte `json:"code,omitempty"`
+}
+
+// PublishedEnv is an environment an admin published under a name.
+type PublishedEnv struct {
+	Name        string            `json:"name"`
+	Image       string            `json:"image"`
+	Description string            `json:"description,omitempty"`
+	Versions    map[string]string `json:"versions,omitempty"`
+}
+
+// Envs is what the API needs of the environment service.
+type Envs interface {
+	Ensure(ctx context.Context, who quota.Who, spec images.Spec, code map[string][]byte) (EnvStatus, error)
+	Status(ctx context.Context, who quota.Who, hash string) (EnvStatus, error)
+	Logs(ctx context.Context, who quota.Who, hash string) ([]byte, error)
+	Published(ctx context.Context) ([]PublishedEnv, error)
+	// MaxCodeBytes bounds the user code of one environment.
+	MaxCodeBytes() int64
+}
+
+// SetEnvs enables the environment routes.
+func (s *Server) SetEnvs(e Envs) { s.envs = e }
+
+func (s *Server) envRoutes() {
+	m := s.mux
+	m.HandleFunc("GET /api/v1/envs", s.authed(s.envsEnabled(s.listEnvs)))
+	m.HandleFunc("POST /api/v1/envs", s.authed(s.envsEnabled(s.ensureEnv)))
+	m.HandleFunc("GET /api/v1/envs/{hash}", s.authed(s.envsEnabled(s.envStatus)))
+	m.HandleFunc("GET /api/v1/envs/{hash}/logs", s.authed(s.envsEnabled(s.envLogs)))
+}
+
+func (s *Server) envsEnabled(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.envs == nil {
+			WriteError(w, http.StatusNotImplemented, "envs_disabled", "this gateway's provider runs no container images: environments need the docker, ec2, fargate or gce provider")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) listEnvs(w http.ResponseWriter, r *http.Request) {
+	envs, err := s.envs.Published(r.Context())
+	if err != nil {
+		s.envError(w, r, err)
+		return
+	}
+	if envs == nil {
+		envs = []PublishedEnv{}
+	}
+	writeJSON(w, http.StatusOK, envs)
+}
+
+func (s *Server) ensureEnv(w http.ResponseWriter, r *http.Request) {
+	// Code travels base64-encoded: 4/3 of its size, plus the spec.
+	limit := s.envs.MaxCodeBytes()/3*4 + 4<<20
+	var req EnvRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	if err := dec.Decode(&req); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			WriteError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the environment's code is larger than this gateway's limit of %d MiB", s.envs.MaxCodeBytes()>>20))
+			return
+		}
+		WriteError(w, http.StatusBadRequest, "bad_request", "the body must be a JSON object with spec and code: "+err.Error())
+		return
+	}
+	st, err := s.envs.Ensure(r.Context(), whoOf(r), req.Spec, req.Code)
+	if err != nil {
+		s.envError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if st.State == "building" {
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, st)
+}
+
+func (s *Server) envStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := s.envs.Status(r.Context(), whoOf(r), r.PathValue("hash"))
+	if err != nil {
+		s.envError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) envLogs(w http.ResponseWriter, r *http.Request) {
+	b, err := s.envs.Logs(r.Context(), whoOf(r), r.PathValue("hash"))
+	if err != nil {
+		s.envError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write(b)
+}
+
+func (s *Server) envError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, ErrEnvNotFound):
+		WriteError(w, http.StatusNotFound, "env_not_found", err.Error())
+	case errors.Is(err, ErrCodeRequired):
+		WriteError(w, http.StatusConflict, "code_required", err.Error())
+	case errors.Is(err, images.ErrInvalidSpec):
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
+	case errors.Is(err, ErrNoBuilder):
+		WriteError(w, http.StatusNotImplemented, "no_builder", err.Error())
+	case errors.Is(err, context.Canceled):
+	default:
+		s.log.Error("environment request failed", "path", r.URL.Path, "err", err)
+		WriteError(w, http.StatusInternalServerError, "internal", "internal error; the gateway's log has the details")
+	}
+}

@@ -1,0 +1,326 @@
+package build
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/internal/testdocker"
+)
+
+func testContext(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// newBuilder returns a Builder on cfg with a fresh log directory, closed at
+// the end of the test.
+func newBuilder(t *testing.T, cfg Config) *Builder {
+	t.Helper()
+	if cfg.LogDir == "" {
+		cfg.LogDir = t.TempDir()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// countingHandler counts the requests that reach next.
+type countingHandler struct {
+	n    atomic.Int64
+	next http.Handler
+}
+
+func (c *countingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.n.Add(1)
+	c.next.ServeHTTP(w, r)
+}
+
+// newRegistry starts go-containerregistry's in-memory registry on
+// 127.0.0.1, behind basic auth when user is not empty, and returns its
+// host:port and its request counter.
+func newRegistry(t *testing.T, user, pass string) (string, *countingHandler) {
+	t.Helper()
+	var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	if user != "" {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u, p, ok := r.BasicAuth()
+			if !ok || u != user || p != pass {
+				w.Header().Set("WWW-Authenticate", `Basic realm="test registry"`)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+				return
+			}
+			inner.ServeHTTP(w, r)
+		})
+	}
+	c := &countingHandler{next: h}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(u.Host, "127.0.0.1:") {
+		t.Fatalf("registry is on %s, want 127.0.0.1", u.Host)
+	}
+	return u.Host, c
+}
+
+// codeZip returns a zip with one module, gwusercode.py, whose VALUE is
+// value, and the code part naming it.
+func codeZip(t *testing.T, partName, value string) ([]byte, images.CodePart) {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, err := zw.CreateHeader(&zip.FileHeader{Name: "gwusercode.py", Method: zip.Deflate, Modified: time.Unix(0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(w, "VALUE = %q\n", value)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), images.CodePart{Name: partName, Digest: images.DigestOf(buf.Bytes())}
+}
+
+// nonce is a value unique to this run, so that specs (through their code
+// parts) do not meet images left by an earlier run.
+func nonce(t *testing.T) string {
+	return fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
+}
+
+// wheel returns a minimal pure-Python wheel of distribution name (a
+// package of the same name with __version__) and its file name.
+func wheel(t *testing.T, name, version string) (string, []byte) {
+	t.Helper()
+	distInfo := fmt.Sprintf("%s-%s.dist-info", name, version)
+	files := []struct{ path, data string }{
+		{name + "/__init__.py", fmt.Sprintf("__version__ = %q\n", version)},
+		{distInfo + "/METADATA", fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: gateway test package\n", name, version)},
+		{distInfo + "/WHEEL", "Wheel-Version: 1.0\nGenerator: gateway-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+	}
+	var record strings.Builder
+	for _, f := range files {
+		sum := sha256.Sum256([]byte(f.data))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f.path, base64.RawURLEncoding.EncodeToString(sum[:]), len(f.data))
+	}
+	fmt.Fprintf(&record, "%s/RECORD,,\n", distInfo)
+	files = append(files, struct{ path, data string }{distInfo + "/RECORD", record.String()})
+
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, f := range files {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: f.path, Method: zip.Deflate, Modified: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(w, f.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%s-%s-py3-none-any.whl", name, version), buf.Bytes()
+}
+
+// index is a PEP 503 "simple" package index on 127.0.0.1.
+type index struct {
+	URL string // .../simple/
+
+	mu        sync.Mutex
+	requested []string
+}
+
+func (ix *index) paths() []string {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return slices.Clone(ix.requested)
+}
+
+// newIndex serves wheels (file name -> bytes) under their projects.
+func newIndex(t *testing.T, wheels map[string][]byte) *index {
+	t.Helper()
+	ix := &index{}
+	projects := map[string][]string{}
+	for file := range wheels {
+		project := images.NormalizeName(strings.SplitN(file, "-", 2)[0])
+		projects[project] = append(projects[project], file)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/simple/{project}/", func(w http.ResponseWriter, r *http.Request) {
+		files, ok := projects[images.NormalizeName(r.PathValue("project"))]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<!DOCTYPE html>\n<html><body>\n")
+		for _, f := range files {
+			sum := sha256.Sum256(wheels[f])
+			fmt.Fprintf(w, "<a href=\"/files/%s#sha256=%s\">%s</a><br>\n", f, hex.EncodeToString(sum[:]), f)
+		}
+		fmt.Fprint(w, "</body></html>\n")
+	})
+	mux.HandleFunc("/files/{file}", func(w http.ResponseWriter, r *http.Request) {
+		data, ok := wheels[r.PathValue("file")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(data)
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ix.mu.Lock()
+		ix.requested = append(ix.requested, r.URL.Path)
+		ix.mu.Unlock()
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	ix.URL = srv.URL + "/simple/"
+	return ix
+}
+
+// dockerClient returns a client of the test engine, skipping the test when
+// there is none (testdocker's rules).
+func dockerClient(t *testing.T) *client.Client {
+	t.Helper()
+	testdocker.Pool(t)
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// removeImageAtEnd removes ref from the engine when the test ends.
+func removeImageAtEnd(t *testing.T, cli *client.Client, ref string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = cli.ImageRemove(ctx, ref, image.RemoveOptions{Force: true, PruneChildren: true})
+	})
+}
+
+// runPython runs python3 -c code in a throwaway container of ref (no
+// network) and returns its output and exit status.
+func runPython(t *testing.T, cli *client.Client, ref, code string) (string, int64) {
+	t.Helper()
+	ctx := testContext(t, time.Minute)
+	created, err := cli.ContainerCreate(ctx, &container.Config{Image: ref, Entrypoint: []string{"python3", "-c", code}},
+		&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
+	}()
+	waitC, errC := cli.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
+	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var code64 int64
+	select {
+	case res := <-waitC:
+		code64 = res.StatusCode
+	case err := <-errC:
+		t.Fatal(err)
+	}
+	rc, err := cli.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, rc); err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), code64
+}
+
+// baseSpec probes the test image once per test binary.
+var (
+	baseMu    sync.Mutex
+	baseSpecs = map[string]images.Spec{}
+)
+
+func probeBase(t *testing.T, cli *client.Client, ref string) images.Spec {
+	t.Helper()
+	baseMu.Lock()
+	defer baseMu.Unlock()
+	if s, ok := baseSpecs[ref]; ok {
+		return s
+	}
+	b := newBuilder(t, Config{Docker: cli})
+	s, err := b.Inspect(testContext(t, 2*time.Minute), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseSpecs[ref] = s
+	return s
+}
+
+// pick returns the base's packages of these names (all must be there).
+func pick(t *testing.T, base images.Spec, names ...string) []images.Package {
+	t.Helper()
+	var out []images.Package
+	for _, n := range names {
+		i := slices.IndexFunc(base.Packages, func(p images.Package) bool { return p.Name == n })
+		if i < 0 {
+			t.Fatalf("the base has no package %s (it has %v)", n, base.Packages)
+		}
+		out = append(out, base.Packages[i])
+	}
+	return out
+}
+
+func hasStep(st Status, prefix string) bool {
+	return slices.ContainsFunc(st.Steps, func(s string) bool { return strings.HasPrefix(s, prefix) })
+}
+
+func mustHash(t *testing.T, s images.Spec) string {
+	t.Helper()
+	h, err := s.Hash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

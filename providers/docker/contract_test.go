@@ -1,0 +1,33 @@
+package docker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/contract"
+)
+
+// TestContract runs the provider contract against real Dask containers.
+func TestContract(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t)
+	contract.Run(t, contract.Harness{
+		New: func(t *testing.T) providers.Provider {
+			cfg := e.config()
+			cfg.Logger = testLogger(t)
+			p, err := New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close(context.Background(), false) })
+			return p
+		},
+		Spec: func(t *testing.T, cluster, owner string) providers.ClusterSpec {
+			return testSpec(t, cluster, owner, e.gatewayID)
+		},
+		Timeout: 45 * time.Second,
+		Poll:    pollInterval,
+	})
+}

@@ -1,0 +1,263 @@
+// Package docker runs Dask schedulers and workers as containers on a Docker
+// Engine, one container per member, for a single machine (or one remote
+// engine) with per-user images.
+//
+// Docker itself keeps everything the provider needs to survive a restart of
+// the gateway: every container has a deterministic name, so a repeated
+// start finds the container of the earlier one instead of starting a second
+// member, and ownership labels, so that List and Describe find the members
+// of this gateway (and a restarted gateway re-adopts them) without any state
+// of the provider's own. Containers that exit on their own are kept, not
+// auto-removed, so that their exit status and log explain why; they go when
+// the gateway stops the member, their log saved to a file first.
+//
+// The clusters' TLS keys never appear in what `docker inspect` shows (the
+// environment, labels and command line): they are copied into each
+// container's file system before it starts, which works for remote engines
+// too.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/gatewayhq/gateway/internal/keylock"
+	"github.com/gatewayhq/gateway/providers"
+)
+
+// Name is the provider name this package registers under.
+const Name = "docker"
+
+// Config configures the Docker backend.
+type Config struct {
+	// Endpoint is the engine's address in DOCKER_HOST form
+	// ("unix:///var/run/docker.sock", "tcp://host:2376"); empty means the
+	// DOCKER_HOST environment variable, or the default local socket.
+	Endpoint string
+	// TLSCACert, TLSCert and TLSKey are PEM files for an engine reached
+	// over TLS: the CA that signed the engine's certificate, and the
+	// client certificate and key the engine requires. When set they are
+	// used instead of DOCKER_CERT_PATH.
+	TLSCACert string
+	TLSCert   string
+	TLSKey    string
+	// Image is the image members run when a cluster names none.
+	Image string
+	// Python is the interpreter inside the images, which runs the launcher
+	// and then Dask; default "python3" (looked up on the image's PATH).
+	Python string
+	// Host is the address members bind to and the gateway reaches them on;
+	// default 127.0.0.1, which with host networking keeps schedulers off
+	// every other interface (the gateway is their only door).
+	Host string
+	// Network is the Docker network of the containers; default "host", so
+	// that members bind Host on this machine with ports chosen at start.
+	// With another network, Host must be an address members can bind to
+	// there and that the gateway can reach.
+	Network string
+	// GatewayID is written into every container's io.gateway.id label: the
+	// ownership mark by which List and Describe find members.
+	GatewayID string
+	// StopGrace is how long a member gets to exit after SIGTERM before the
+	// engine kills it; default 10s.
+	StopGrace time.Duration
+	// Dir is where the logs of removed containers are saved (one folder
+	// per cluster), so that `gateway logs` still works after a cluster
+	// stopped; empty keeps no logs after a member is removed.
+	Dir    string
+	Logger *slog.Logger
+}
+
+// Ownership labels on every container.
+const (
+	labelGateway = "io.gateway.id"
+	labelCluster = "io.gateway.cluster"
+	labelMember  = "io.gateway.member"
+	labelRole    = "io.gateway.role"
+	labelOwner   = "io.gateway.owner"
+)
+
+// Paths inside the containers. /run/gateway is made by the provider (with
+// the TLS files, owned by the image's user), so that the scheduler can
+// write its file there whatever user the image runs as.
+const (
+	tlsDir        = "/run/gateway"
+	certPath      = tlsDir + "/tls.crt"
+	keyPath       = tlsDir + "/tls.key"
+	schedulerFile = tlsDir + "/scheduler.json"
+	spaceDir      = "/tmp/dask-space"
+)
+
+// Provider is the Docker backend.
+type Provider struct {
+	cfg   Config
+	cli   *client.Client
+	log   *slog.Logger
+	locks keylock.Locks      // one start or stop at a time per member
+	ends  providers.EndTimes // when StopCluster saw each member end
+
+	mu sync.Mutex
+	// stopping counts the stops under way per "cluster/member": a member
+	// that exits because the gateway stops it must not be reported as
+	// having died on its own.
+	stopping map[string]int
+	// starting holds the members this process is creating and starting,
+	// which are "created" containers for a moment and must not be taken
+	// for leftovers of a crash.
+	starting map[string]bool
+	// seen caches, by container id, what does not change for a container:
+	// when it started, the scheduler's address once written, and the
+	// reason of an exit.
+	seen map[string]*seen
+}
+
+type seen struct {
+	cluster string
+	started time.Time
+	addr    string
+	dash    string
+	exited  bool
+	reason  string
+}
+
+// New connects to the engine and checks that it answers.
+func New(ctx context.Context, cfg Config) (*Provider, error) {
+	if cfg.GatewayID == "" {
+		return nil, errors.New("docker provider: no gateway id configured (it labels the containers this gateway owns)")
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("docker provider: providers.docker.tls_cert and providers.docker.tls_key must be set together")
+	}
+	if cfg.Python == "" {
+		cfg.Python = "python3"
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.Network == "" {
+		cfg.Network = "host"
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Dir != "" {
+		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("docker provider: log folder: %w", err)
+		}
+	}
+	// Fail at start-up, with what to do, rather than at the first cluster.
+	cli, err := NewClient(ctx, cfg)
+	if err != nil {
+		return nil, err // says which engine, what to do, and why
+	}
+	p := &Provider{
+		cfg: cfg, cli: cli, log: cfg.Logger.With("provider", Name),
+		stopping: map[string]int{}, starting: map[string]bool{}, seen: map[string]*seen{},
+	}
+	p.log.Info("connected to the Docker engine", "endpoint", cli.DaemonHost(), "api", cli.ClientVersion())
+	return p, nil
+}
+
+func endpointName(e string) string {
+	if e == "" {
+		return "the default socket"
+	}
+	return e
+}
+
+// Name implements providers.Provider.
+func (p *Provider) Name() string { return Name }
+
+// ListsImmediately implements providers.Immediate: a member's container
+// exists (and is listed by its labels) before its start call returns.
+func (p *Provider) ListsImmediately() {}
+
+// StoppedAt implements providers.StopTimes.
+func (p *Provider) StoppedAt(cluster, member string) (time.Time, bool) {
+	return p.ends.StoppedAt(cluster, member)
+}
+
+// Close implements providers.Closer. With leave=true members keep running
+// and a restarted gateway finds them by their labels; with leave=false
+// every cluster of this gateway on the engine is stopped.
+func (p *Provider) Close(ctx context.Context, leave bool) error {
+	var err error
+	if !leave {
+		err = p.stopAll(ctx)
+	}
+	return errors.Join(err, p.cli.Close())
+}
+
+func (p *Provider) stopAll(ctx context.Context) error {
+	members, err := p.List(ctx)
+	if err != nil {
+		return err
+	}
+	done := map[string]bool{}
+	var errs []error
+	for _, m := range members {
+		if done[m.Cluster] {
+			continue
+		}
+		done[m.Cluster] = true
+		if err := p.StopCluster(ctx, m.Cluster); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func memberKey(cluster, member string) string { return cluster + "/" + member }
+
+func (p *Provider) isStopping(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopping[key] > 0
+}
+
+// markStopping notes that key is being stopped and returns the function
+// that ends the note.
+func (p *Provider) markStopping(key string) func() {
+	p.mu.Lock()
+	p.stopping[key]++
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		if p.stopping[key]--; p.stopping[key] <= 0 {
+			delete(p.stopping, key)
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *Provider) setStarting(key string, on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on {
+		p.starting[key] = true
+	} else {
+		delete(p.starting, key)
+	}
+}
+
+func (p *Provider) isStarting(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starting[key]
+}
+
+func (p *Provider) forget(id string) {
+	p.mu.Lock()
+	delete(p.seen, id)
+	p.mu.Unlock()
+}

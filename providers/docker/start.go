@@ -1,0 +1,350 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/providers"
+)
+
+// leftoverAge is how long a container may stay "created" before it is
+// taken for the leftover of a gateway that died between creating and
+// starting it (rather than a start under way in another gateway process).
+const leftoverAge = time.Minute
+
+// cleanupTimeout bounds the removal of a half-started container once the
+// caller's context is gone.
+const cleanupTimeout = 30 * time.Second
+
+// StartScheduler implements providers.Provider.
+func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpec) error {
+	// A caller that gave up must not find a member started anyway.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkCluster(spec.Name); err != nil {
+		return err
+	}
+	args := []string{
+		"--host", p.cfg.Host, "--port", "0", "--protocol", "tls",
+		"--tls-ca-file", certPath, "--tls-cert", certPath, "--tls-key", keyPath,
+		"--dashboard-address", joinHostPort(p.cfg.Host, "0"),
+		"--scheduler-file", schedulerFile, "--no-show",
+	}
+	if spec.DashboardPrefix != "" {
+		args = append(args, "--dashboard-prefix", spec.DashboardPrefix)
+	}
+	return p.start(ctx, spec, "scheduler", providers.RoleScheduler, args)
+}
+
+// StartWorker implements providers.Provider.
+func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, worker, schedulerAddress string) error {
+	if err := checkWorker(worker); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkCluster(spec.Name); err != nil {
+		return err
+	}
+	if schedulerAddress == "" {
+		return errors.New("docker provider: worker needs the scheduler address")
+	}
+	threads := spec.WorkerThreads
+	if threads <= 0 {
+		threads = 1
+	}
+	args := []string{
+		"tls://" + schedulerAddress,
+		"--host", p.cfg.Host,
+		"--tls-ca-file", certPath, "--tls-cert", certPath, "--tls-key", keyPath,
+		"--nthreads", strconv.Itoa(threads), "--name", worker,
+		"--no-dashboard",
+		"--local-directory", spaceDir,
+		// A worker whose scheduler is gone exits by itself: no orphans
+		// even if the gateway is not there to stop it.
+		"--death-timeout", "60",
+	}
+	if spec.WorkerMemory > 0 {
+		args = append(args, "--memory-limit", strconv.FormatInt(spec.WorkerMemory, 10))
+	}
+	// The container is the unit the engine supervises: a nanny process
+	// would only double the Python processes per worker.
+	args = append(args, "--no-nanny")
+	return p.start(ctx, spec, worker, providers.RoleWorker, args)
+}
+
+func joinHostPort(host, port string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + port
+	}
+	return host + ":" + port
+}
+
+// start creates and starts the member's container, or does nothing if it
+// runs. A container of that name that is not running is replaced: a
+// "created" one is the leftover of a crash, an exited one is restarted
+// afresh (its log saved first).
+func (p *Provider) start(ctx context.Context, spec providers.ClusterSpec, member string, role providers.Role, daskArgs []string) error {
+	img := spec.Image
+	if img == "" {
+		img = p.cfg.Image
+	}
+	if img == "" {
+		return errors.New("docker provider: no image: set providers.docker.image, or name one for the cluster (--image)")
+	}
+	if len(spec.TLSCert) == 0 || len(spec.TLSKey) == 0 {
+		return fmt.Errorf("docker provider: cluster %s has no TLS certificate and key", spec.Name)
+	}
+	key := memberKey(spec.Name, member)
+	unlock, err := p.locks.Lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	name := containerName(p.cfg.GatewayID, spec.Name, member)
+
+	insp, err := p.cli.ContainerInspect(ctx, name)
+	switch {
+	case err == nil:
+		if !p.owns(insp.Config.Labels, spec.Name, member) {
+			return fmt.Errorf("docker provider: the container name %s is taken by a container this gateway did not make for %s of %s", name, member, spec.Name)
+		}
+		switch insp.State.Status {
+		case "running", "paused", "restarting":
+			return nil
+		case "created":
+			p.log.Warn("removing a container that was created but never started (the gateway stopped while starting it)", "cluster", spec.Name, "member", member, "container", name)
+		default:
+			p.log.Info("replacing an exited container", "cluster", spec.Name, "member", member, "container", name, "status", insp.State.Status, "exit", insp.State.ExitCode)
+			p.saveLog(ctx, spec.Name, member, insp.ID)
+		}
+		if err := p.cli.ContainerRemove(ctx, insp.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("docker provider: remove old container %s: %w", name, err)
+		}
+		p.forget(insp.ID)
+	case cerrdefs.IsNotFound(err):
+	default:
+		return fmt.Errorf("docker provider: inspect %s: %w", name, err)
+	}
+
+	p.setStarting(key, true)
+	defer p.setStarting(key, false)
+	cfg, hostCfg := p.containerConfig(spec, member, role, img, daskArgs)
+	id, err := p.create(ctx, cfg, hostCfg, name)
+	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			// Another gateway process created it between our inspect and
+			// create: that process is starting the member.
+			p.log.Info("member's container was created concurrently", "cluster", spec.Name, "member", member, "container", name)
+			return nil
+		}
+		return fmt.Errorf("docker provider: create %s of %s: %w", member, spec.Name, err)
+	}
+	if err := p.provision(ctx, id, spec, member, role); err != nil {
+		p.discard(id, name)
+		return err
+	}
+	p.log.Info("started member", "cluster", spec.Name, "member", member, "container", name, "image", img)
+	return nil
+}
+
+// create makes the container, pulling the image first when the engine does
+// not have it (as `docker run` would).
+func (p *Provider) create(ctx context.Context, cfg *container.Config, hostCfg *container.HostConfig, name string) (string, error) {
+	resp, err := p.cli.ContainerCreate(ctx, cfg, hostCfg, nil, nil, name)
+	if err == nil {
+		return resp.ID, nil
+	}
+	if !cerrdefs.IsNotFound(err) {
+		return "", err
+	}
+	p.log.Info("pulling image", "image", cfg.Image)
+	if perr := p.pull(ctx, cfg.Image); perr != nil {
+		return "", fmt.Errorf("image %s is not on the engine, and pulling it failed (pull or build it on the engine first): %w", cfg.Image, perr)
+	}
+	resp, err = p.cli.ContainerCreate(ctx, cfg, hostCfg, nil, nil, name)
+	if err != nil {
+		return "", err
+	}
+	return resp.ID, nil
+}
+
+// pull pulls an image; the engine reports failures inside the progress
+// stream, not as the call's status.
+func (p *Provider) pull(ctx context.Context, ref string) error {
+	rc, err := p.cli.ImagePull(ctx, ref, image.PullOptions{})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	dec := json.NewDecoder(rc)
+	for {
+		var msg struct {
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if msg.ErrorDetail.Message != "" {
+			return errors.New(msg.ErrorDetail.Message)
+		}
+		if msg.Error != "" {
+			return errors.New(msg.Error)
+		}
+	}
+}
+
+// provision copies the TLS files into a created container and starts it.
+func (p *Provider) provision(ctx context.Context, id string, spec providers.ClusterSpec, member string, role providers.Role) error {
+	archive, err := tlsArchive(spec.TLSCert, spec.TLSKey)
+	if err != nil {
+		return err
+	}
+	// CopyUIDGID makes the files the image user's, so that a non-root
+	// image can read its key and write the scheduler file next to it.
+	if err := p.cli.CopyToContainer(ctx, id, "/", archive, container.CopyToContainerOptions{CopyUIDGID: true}); err != nil {
+		return fmt.Errorf("docker provider: copy TLS files into %s of %s: %w", member, spec.Name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := p.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		if machine(spec, role).GPUs > 0 && strings.Contains(err.Error(), "device driver") {
+			return fmt.Errorf("docker provider: start %s of %s: this engine cannot give containers GPUs (install the NVIDIA Container Toolkit on it): %w: %w", member, spec.Name, providers.ErrUnsupported, err)
+		}
+		return fmt.Errorf("docker provider: start %s of %s: %w", member, spec.Name, err)
+	}
+	return nil
+}
+
+// discard removes a container whose start failed or was abandoned, with a
+// context of its own: the caller's may be the reason it failed.
+func (p *Provider) discard(id, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		p.log.Warn("could not remove a container whose start failed", "container", name, "err", err)
+	}
+}
+
+// tlsArchive is the tar stream CopyToContainer extracts at "/": the
+// cluster's certificate and key in /run/gateway.
+func tlsArchive(cert, key []byte) (io.Reader, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	now := time.Now()
+	dir := strings.TrimPrefix(tlsDir, "/") + "/"
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: 0o700, ModTime: now}); err != nil {
+		return nil, fmt.Errorf("docker provider: TLS archive: %w", err)
+	}
+	for _, f := range []struct {
+		path string
+		mode int64
+		data []byte
+	}{{certPath, 0o644, cert}, {keyPath, 0o600, key}} {
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f.path, "/"), Mode: f.mode, Size: int64(len(f.data)), ModTime: now}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, fmt.Errorf("docker provider: TLS archive: %w", err)
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, fmt.Errorf("docker provider: TLS archive: %w", err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("docker provider: TLS archive: %w", err)
+	}
+	return &buf, nil
+}
+
+// machine is the member's machine in the spec.
+func machine(spec providers.ClusterSpec, role providers.Role) providers.Machine {
+	if role == providers.RoleScheduler {
+		return spec.Scheduler
+	}
+	return spec.Worker
+}
+
+// containerConfig is the container a member runs in. The launcher is the
+// entrypoint (whatever the image's own is) so that the member checks the
+// image's software against the client's before Dask starts.
+func (p *Provider) containerConfig(spec providers.ClusterSpec, member string, role providers.Role, img string, daskArgs []string) (*container.Config, *container.HostConfig) {
+	env := []string{"PYTHONUNBUFFERED=1"}
+	if spec.EnvExpect != "" {
+		env = append(env, images.ExpectEnv+"="+spec.EnvExpect)
+	}
+	grace := stopSeconds(p.cfg.StopGrace)
+	cfg := &container.Config{
+		Image:      img,
+		Entrypoint: images.LauncherCommand(p.cfg.Python, append([]string{string(role)}, daskArgs...)...),
+		Cmd:        nil,
+		Env:        env,
+		Labels:     p.labels(spec, member, role),
+		// SIGTERM whatever the image says: Dask closes gracefully on it.
+		StopSignal:  "SIGTERM",
+		StopTimeout: &grace,
+	}
+	m := machine(spec, role)
+	res := container.Resources{}
+	if m.VCPUs > 0 {
+		res.NanoCPUs = int64(math.Round(m.VCPUs * 1e9))
+	}
+	if m.MemoryGiB > 0 {
+		res.Memory = int64(m.MemoryGiB * (1 << 30))
+		// No swap beyond the limit: Dask sizes its spilling to the limit,
+		// and a swapping worker is slower than one that spills.
+		res.MemorySwap = res.Memory
+	}
+	if m.GPUs > 0 {
+		res.DeviceRequests = []container.DeviceRequest{{Driver: "nvidia", Count: m.GPUs, Capabilities: [][]string{{"gpu"}}}}
+	}
+	init := true
+	hostCfg := &container.HostConfig{
+		NetworkMode: container.NetworkMode(p.cfg.Network),
+		// tini as PID 1 passes SIGTERM on to Python (which, as PID 1,
+		// would ignore it) and reaps whatever user code forks.
+		Init: &init,
+		// Kept after exiting, for the exit status and log that explain it.
+		AutoRemove:    false,
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Resources:     res,
+		// The provider reads members' logs back (exit reasons, `gateway
+		// logs`): a driver that can be read, rotated so that a chatty
+		// member cannot fill the engine's disk.
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "16m", "max-file": "2"}},
+		// Members run user code, and nothing in Dask needs to gain
+		// privileges (setuid binaries).
+		SecurityOpt: []string{"no-new-privileges"},
+	}
+	return cfg, hostCfg
+}
+
+// stopSeconds is the engine's stop timeout for a grace period, in whole
+// seconds, at least one.
+func stopSeconds(d time.Duration) int {
+	s := int(math.Ceil(d.Seconds()))
+	if s < 1 {
+		s = 1
+	}
+	return s
+}

@@ -1,0 +1,132 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/gatewayhq/gateway/providers"
+)
+
+// StopWorker implements providers.Provider: the worker's container is
+// stopped and removed, its log saved first.
+func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error {
+	list, err := p.containers(ctx, cluster, worker)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range list {
+		if _, err := p.stopMember(ctx, c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// StopCluster implements providers.Provider: every container of the
+// cluster is stopped and removed, workers first.
+func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
+	list, err := p.containers(ctx, cluster, "")
+	if err != nil {
+		return err
+	}
+	// Mark every member before stopping any, so that a scheduler that
+	// exits while its workers stop is not reported as having died.
+	var workers, scheds []container.Summary
+	for _, c := range list {
+		done := p.markStopping(memberKey(cluster, c.Labels[labelMember]))
+		defer done()
+		if c.Labels[labelRole] == string(providers.RoleScheduler) {
+			scheds = append(scheds, c)
+		} else {
+			workers = append(workers, c)
+		}
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	stop := func(c container.Summary) {
+		end, err := p.stopMember(ctx, c)
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+			return
+		}
+		p.ends.Note(cluster, c.Labels[labelMember], end)
+	}
+	// Workers first, while their scheduler can still release them: a
+	// worker whose scheduler is already gone waits to reconnect instead of
+	// exiting.
+	for _, c := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stop(c)
+		}()
+	}
+	wg.Wait()
+	for _, c := range scheds {
+		stop(c)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if len(list) > 0 {
+		p.log.Info("stopped cluster", "cluster", cluster, "members", len(list))
+	}
+	return nil
+}
+
+// stopMember stops one container (SIGTERM, then SIGKILL after the grace
+// period), saves its log and removes it. It returns when the member ended.
+func (p *Provider) stopMember(ctx context.Context, c container.Summary) (time.Time, error) {
+	cluster, member := c.Labels[labelCluster], c.Labels[labelMember]
+	key := memberKey(cluster, member)
+	done := p.markStopping(key)
+	defer done()
+	unlock, err := p.locks.Lock(ctx, key)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer unlock()
+	name := c.ID
+	if len(c.Names) > 0 {
+		name = strings.TrimPrefix(c.Names[0], "/")
+	}
+	grace := stopSeconds(p.cfg.StopGrace)
+	// Signal is the image-independent SIGTERM that StopSignal set at
+	// creation; engines before API 1.42 ignore it here.
+	err = p.cli.ContainerStop(ctx, c.ID, container.StopOptions{Signal: "SIGTERM", Timeout: &grace})
+	if cerrdefs.IsNotFound(err) {
+		p.forget(c.ID)
+		return time.Now(), nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("docker provider: stop %s of %s (%s): %w", member, cluster, name, err)
+	}
+	end := time.Now()
+	if insp, err := p.cli.ContainerInspect(ctx, c.ID); err == nil {
+		if t := parseTime(insp.State.FinishedAt); !t.IsZero() && t.Before(end) {
+			end = t
+		}
+	}
+	p.saveLog(ctx, cluster, member, c.ID)
+	if err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		if !strings.Contains(err.Error(), "already in progress") {
+			return time.Time{}, fmt.Errorf("docker provider: remove %s of %s (%s): %w", member, cluster, name, err)
+		}
+	}
+	p.forget(c.ID)
+	p.log.Info("stopped member", "cluster", cluster, "member", member, "container", name)
+	return end, nil
+}
