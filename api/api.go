@@ -242,6 +242,9 @@ func (s *Server) coreError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, http.StatusServiceUnavailable, "quota_unavailable", "quotas cannot be checked right now: "+err.Error())
 	case errors.Is(err, scheduler.ErrEnvMismatch):
 		WriteError(w, http.StatusConflict, "env_mismatch", err.Error())
+	case errors.Is(err, scheduler.ErrUnavailable):
+		s.log.Warn("request failed on an unavailable service", "path", r.URL.Path, "err", err)
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", detail(err, scheduler.ErrUnavailable)+" (try again)")
 	case errors.Is(err, quota.ErrExceeded):
 		WriteError(w, http.StatusForbidden, "quota_exceeded", "quota exceeded: "+err.Error())
 	case errors.Is(err, scheduler.ErrConflict):

@@ -118,20 +118,13 @@ func orMissing(v string) string {
 	return v
 }
 
-// CompareVersions is Compare for a client known only by its versions of the
-// checked packages (ExpectedVersions: "python" and package names, "" for a
-// package it does not have), as the CLI sends them with a cluster request.
-// Keys are compared in CheckedPackages order; keys the client did not send
-// are not compared.
-func CompareVersions(client map[string]string, image Spec) []Mismatch {
-	gpu := image.GPU
-	for _, k := range []string{"cupy", "cudf"} {
-		if client[k] != "" {
-			gpu = true
-		}
-	}
-	iv := ExpectedVersions(Spec{Python: image.Python, GPU: gpu, Packages: image.Packages})
-	var out []Mismatch
+// ClientVersions keeps, of the versions a client sent (ExpectedVersions:
+// "python" and package names, "" for a package it does not have), the
+// checked keys it sent, trimmed, with python as major.minor: what
+// CompareVersions compares and what members check at start.
+func ClientVersions(client map[string]string) map[string]string {
+	gpu := client["cupy"] != "" || client["cudf"] != ""
+	out := map[string]string{}
 	for _, key := range CheckedPackages(gpu) {
 		c, sent := client[key]
 		if !sent {
@@ -141,7 +134,22 @@ func CompareVersions(client map[string]string, image Spec) []Mismatch {
 		if key == PythonKey {
 			c = python(c)
 		}
-		if c != iv[key] {
+		out[key] = c
+	}
+	return out
+}
+
+// CompareVersions is Compare for a client known only by its versions of the
+// checked packages (as ClientVersions keeps them), as the CLI sends them
+// with a cluster request. Keys the client did not send are not compared.
+func CompareVersions(client map[string]string, image Spec) []Mismatch {
+	cv := ClientVersions(client)
+	gpu := image.GPU || cv["cupy"] != "" || cv["cudf"] != ""
+	iv := ExpectedVersions(Spec{Python: image.Python, GPU: gpu, Packages: image.Packages})
+	var out []Mismatch
+	for _, key := range CheckedPackages(gpu) {
+		c, sent := cv[key]
+		if sent && c != iv[key] {
 			out = append(out, Mismatch{Package: key, Client: c, Image: iv[key]})
 		}
 	}

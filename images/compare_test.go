@@ -58,3 +58,23 @@ func TestFormatMismatches(t *testing.T) {
 		t.Errorf("FormatMismatches() =\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestClientVersions(t *testing.T) {
+	cases := []struct {
+		name string
+		in   map[string]string
+		want map[string]string
+	}{
+		{"python as major.minor, space trimmed", map[string]string{"python": "3.12.4", "numpy": " 2.1.0 "}, map[string]string{"python": "3.12", "numpy": "2.1.0"}},
+		{"unchecked keys are dropped", map[string]string{"dask": "2024.8.0", "requests": "2.0", "cupy": ""}, map[string]string{"dask": "2024.8.0"}},
+		{"GPU packages kept when the client has one", map[string]string{"cupy": "13.0.0", "cudf": ""}, map[string]string{"cupy": "13.0.0", "cudf": ""}},
+		{"a package the client lacks stays empty", map[string]string{"pandas": ""}, map[string]string{"pandas": ""}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := ClientVersions(c.in); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("ClientVersions(%v) = %v, want %v", c.in, got, c.want)
+			}
+		})
+	}
+}

@@ -77,17 +77,17 @@ func CodeLayer(spec Spec, parts map[string][]byte) (Layer, error) {
 	for _, cp := range n.Code {
 		b, ok := parts[cp.Name]
 		if !ok {
-			return Layer{}, fmt.Errorf("code part %q: no content given", cp.Name)
+			return Layer{}, fmt.Errorf("%w: code part %q: no content given", ErrInvalidSpec, cp.Name)
 		}
 		if d := DigestOf(b); d != cp.Digest {
-			return Layer{}, fmt.Errorf("code part %q: content has digest %s, spec says %s", cp.Name, d, cp.Digest)
+			return Layer{}, fmt.Errorf("%w: code part %q: content has digest %s, spec says %s", ErrInvalidSpec, cp.Name, d, cp.Digest)
 		}
 		l.Files[CodePath(cp.Name)] = File{Data: b, Mode: 0o644}
 	}
 	if len(parts) != len(n.Code) {
 		for name := range parts {
 			if !slices.ContainsFunc(n.Code, func(cp CodePart) bool { return cp.Name == name }) {
-				return Layer{}, fmt.Errorf("code part %q is not in the spec", name)
+				return Layer{}, fmt.Errorf("%w: code part %q is not in the spec", ErrInvalidSpec, name)
 			}
 		}
 	}

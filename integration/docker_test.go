@@ -1,18 +1,20 @@
 package integration
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/daemon"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
@@ -171,7 +173,7 @@ client.close()
 
 	// An image that claims the client's software but holds other: its
 	// scheduler finds out at start, and the cluster fails with the table.
-	liar := lyingImage(t, image, "numpy", "1.99.0")
+	liar := lyingImage(t, pool, image, "numpy", "1.99.0")
 	out, err = e.gw("new-cluster", "--image", liar, "--python", other, "--workers", "1")
 	if err == nil {
 		t.Fatalf("a cluster on an image with other software than it claims started:\n%s", out)
@@ -230,20 +232,14 @@ func mismatchedPython(t *testing.T, dir string) string {
 	return path
 }
 
-// lyingImage writes into the engine a copy of base whose recorded
-// environment says pkg is at version, which it is not.
-func lyingImage(t *testing.T, base, pkg, version string) string {
+// lyingImage makes, in the engine, base with labels that record pkg at
+// version, which it does not have. Only the labels change, so the engine
+// builds it in moments (a copy written through the engine's image load
+// would move the whole image).
+func lyingImage(t *testing.T, pool *dockertest.Pool, base, pkg, version string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ref, err := name.ParseReference(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := daemon.Image(ref, daemon.WithContext(ctx))
-	if err != nil {
-		t.Fatal(err)
-	}
 	out, err := exec.CommandContext(ctx, python, "-c", images.ProbeScript).Output()
 	if err != nil {
 		t.Fatal(err)
@@ -258,16 +254,34 @@ func lyingImage(t *testing.T, base, pkg, version string) string {
 			spec.Packages[i].Version = version
 		}
 	}
-	lie, err := images.Assemble(img, spec, nil)
+	labelled, err := images.Assemble(empty.Image, spec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tag, err := name.NewTag("gateway-test/liar:" + pkg + "-" + version)
+	cf, err := labelled.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := daemon.Write(tag, lie, daemon.WithContext(ctx)); err != nil {
+	df := "FROM " + base + "\n"
+	for k, v := range cf.Config.Labels {
+		df += "LABEL " + k + "=" + strconv.Quote(v) + "\n"
+	}
+	var ctxTar bytes.Buffer
+	tw := tar.NewWriter(&ctxTar)
+	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))}); err != nil {
 		t.Fatal(err)
 	}
-	return tag.String()
+	if _, err := tw.Write([]byte(df)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tag := "gateway-test/liar:" + pkg + "-" + version
+	var log bytes.Buffer
+	if err := pool.Client.BuildImage(dc.BuildImageOptions{Context: ctx, Name: tag, InputStream: &ctxTar, OutputStream: &log, NetworkMode: "none", RmTmpContainer: true}); err != nil {
+		t.Fatalf("build %s: %v\n%s", tag, err, log.String())
+	}
+	t.Cleanup(func() { _ = pool.Client.RemoveImage(tag) })
+	return tag
 }

@@ -36,6 +36,9 @@ var (
 	ErrNotFound = errors.New("cluster not found")        // 404
 	ErrInvalid  = errors.New("invalid request")          // 422
 	ErrConflict = errors.New("conflicts with its state") // 409
+	// ErrUnavailable: something the request needs (a registry, an engine)
+	// cannot be reached now; the request may be tried again. 503.
+	ErrUnavailable = errors.New("unavailable")
 )
 
 // Store is what the core needs of the database.
@@ -376,9 +379,6 @@ func (c *Core) Create(ctx context.Context, who Who, raw map[string]json.RawMessa
 	if opts.Env != "" && c.cfg.Envs == nil {
 		return nil, fmt.Errorf("%w: this gateway builds no environments: give an image instead of env", ErrInvalid)
 	}
-	if err := c.resolveSoftware(ctx, who, &opts); err != nil {
-		return nil, err
-	}
 	eff, err := c.effective(ctx, who)
 	if err != nil {
 		return nil, err
@@ -401,6 +401,11 @@ func (c *Core) Create(ctx context.Context, who Who, raw map[string]json.RawMessa
 	}
 	shape := c.shape(sched, worker)
 	if err := eff.CheckShape(shape, opts.Workers, time.Duration(opts.IdleTimeout)*time.Second); err != nil {
+		return nil, err
+	}
+	// After the quota's checks: looking into an image may pull it, which a
+	// request the quota refuses must not cost.
+	if err := c.resolveSoftware(ctx, who, &opts); err != nil {
 		return nil, err
 	}
 	optJSON, _ := json.Marshal(opts)

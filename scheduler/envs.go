@@ -49,6 +49,8 @@ func envExpect(o Options) string {
 	if o.AllowMismatch || len(o.ClientEnv) == 0 {
 		return ""
 	}
-	b, _ := json.Marshal(o.ClientEnv) // a map of strings always encodes
+	// The same keys and normal forms as the check before launch: a member
+	// must not fail on what that check let through.
+	b, _ := json.Marshal(images.ClientVersions(o.ClientEnv)) // a map of strings always encodes
 	return string(b)
 }

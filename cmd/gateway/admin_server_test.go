@@ -215,6 +215,14 @@ func newTestGateway(t *testing.T) *testGateway {
 // run runs the CLI as the holder of token and returns its output.
 func (tg *testGateway) run(t *testing.T, token string, args ...string) (string, error) {
 	t.Helper()
+	out, _, err := tg.runStderr(t, token, args...)
+	return out, err
+}
+
+// runStderr is run that also returns what the CLI wrote to stderr (its
+// progress and notices).
+func (tg *testGateway) runStderr(t *testing.T, token string, args ...string) (string, string, error) {
+	t.Helper()
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("GATEWAY_TOKEN", "")
 	root := newRootCmd()
@@ -223,7 +231,7 @@ func (tg *testGateway) run(t *testing.T, token string, args ...string) (string, 
 	root.SetErr(&errOut)
 	root.SetArgs(append(args, "--gateway", tg.url, "--token", token))
 	err := root.ExecuteContext(context.Background())
-	return out.String(), err
+	return out.String(), errOut.String(), err
 }
 
 // mustRun fails the test when the command fails.

@@ -106,12 +106,23 @@ func (s *softwareFlags) options(ctx context.Context, cmd *cobra.Command, c *clie
 	}
 	env, err := s.capture(ctx)
 	if err != nil {
+		// Asked for nothing in particular, a user whose Python is not a
+		// Dask client's (or who has none here) still gets a cluster.
+		if !explicit && s.python == "" && (errors.Is(err, capture.ErrNoInterpreter) || errors.Is(err, capture.ErrNoDask)) {
+			fmt.Fprintf(progress, "Running the gateway's default image, unchecked: %v\n", err)
+			return opts, nil
+		}
 		return nil, err
 	}
 	for _, n := range env.Notes {
 		fmt.Fprintf(progress, "  %s\n", n)
 	}
 	st, err := buildEnv(ctx, c, env, s.buildTimeout, progress)
+	var ae *client.APIError
+	if !explicit && errors.As(err, &ae) && ae.Code == "no_builder" {
+		fmt.Fprintf(progress, "Running the gateway's default image, unchecked: %s\n", ae.Error())
+		return opts, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -2,23 +2,39 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
+	"github.com/gatewayhq/gateway/store"
 )
 
 // imageCore is a backend that runs images (the docker provider's options).
-type imageCore struct{ *core }
+// It keeps the options of the clusters it is asked for, then refuses them
+// as core does.
+type imageCore struct {
+	*core
+	mu    sync.Mutex
+	asked []map[string]json.RawMessage
+}
 
-func (imageCore) Limits() scheduler.Limits {
+func (c *imageCore) Create(ctx context.Context, who quota.Who, opts map[string]json.RawMessage) (*store.Cluster, error) {
+	c.mu.Lock()
+	c.asked = append(c.asked, opts)
+	c.mu.Unlock()
+	return c.core.Create(ctx, who, opts)
+}
+
+func (*imageCore) Limits() scheduler.Limits {
 	return scheduler.Limits{MaxWorkers: 10, MaxWorkerThreads: 4, MaxWorkerMemory: 8, Provider: "docker", Images: true}
 }
 
@@ -41,12 +57,90 @@ func (envs) MaxCodeBytes() int64 { return 1 << 20 }
 
 func newImageGateway(t *testing.T) *testGateway {
 	t.Helper()
+	g, _ := newImageGatewayCore(t)
+	return g
+}
+
+func newImageGatewayCore(t *testing.T) (*testGateway, *imageCore) {
+	t.Helper()
 	local := newTestGateway(t)
-	s := api.New(api.Config{Version: "test"}, imageCore{&core{rec: local.rec}}, tokens{"ann": {ID: "id-ann", Name: "ann"}}, nil, nil)
+	c := &imageCore{core: &core{rec: local.rec}}
+	s := api.New(api.Config{Version: "test"}, c, tokens{"ann": {ID: "id-ann", Name: "ann"}}, nil, nil)
 	s.SetEnvs(envs{})
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	return &testGateway{url: srv.URL, rec: local.rec, now: local.now}
+	return &testGateway{url: srv.URL, rec: local.rec, now: local.now}, c
+}
+
+// pythonDir returns a directory holding a python3 that runs the system's
+// Python with script's flags: "-S" hides its site-packages (a Python with
+// no Dask), "" is the system's Python as it is.
+func pythonDir(t *testing.T, flags string) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\nexec /usr/bin/python3 %s \"$@\"\n", flags)
+	if err := os.WriteFile(filepath.Join(dir, "python3"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestDefaultImageFallback: asked for nothing in particular, new-cluster
+// runs the backend's default image when it cannot capture or build the
+// user's environment, and says so; asked for --env auto, it refuses.
+func TestDefaultImageFallback(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Fatalf("these tests need Debian's python3 with python3-distributed (.ci/run installs it): %v", err)
+	}
+	empty := t.TempDir()
+	noDask := pythonDir(t, "-S")
+	withDask := pythonDir(t, "")
+	cases := []struct {
+		name     string
+		path     string
+		args     []string
+		fallback string // the notice; empty: new-cluster must fail with want
+		want     string
+	}{
+		{"no Python on PATH", empty, nil, "neither python3 nor python is on PATH", ""},
+		{"a Python without Dask", noDask, nil, "has no Dask distributed installed", ""},
+		{"no builder", withDask, []string{"--no-code"}, "it has no Docker engine", ""},
+		{"--env auto, no Python", empty, []string{"--env", "auto"}, "", "neither python3 nor python is on PATH"},
+		{"--env auto, no builder", withDask, []string{"--env", "auto", "--no-code"}, "", "it has no Docker engine"},
+		{"--python without Dask", empty, []string{"--python", filepath.Join(noDask, "python3")}, "", "has no Dask distributed installed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g, core := newImageGatewayCore(t)
+			t.Setenv("PATH", c.path)
+			args := append([]string{"new-cluster", "--workers", "1"}, c.args...)
+			out, stderr, err := g.runStderr(t, "ann", args...)
+			if c.fallback == "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("gateway %s: %v\n%s%s\nwant an error with %q", strings.Join(args, " "), err, out, stderr, c.want)
+				}
+				if len(core.asked) != 0 {
+					t.Errorf("a cluster was asked for: %v", core.asked)
+				}
+				return
+			}
+			// The core refuses every cluster (a quota): reaching it is the point.
+			if err == nil || !strings.Contains(err.Error(), "max_clusters") {
+				t.Fatalf("gateway %s: %v\n%s%s\nwant the core's refusal", strings.Join(args, " "), err, out, stderr)
+			}
+			if want := "Running the gateway's default image, unchecked: "; !strings.Contains(stderr, want) || !strings.Contains(stderr, c.fallback) {
+				t.Errorf("stderr lacks %q with %q:\n%s", want, c.fallback, stderr)
+			}
+			if len(core.asked) != 1 {
+				t.Fatalf("%d clusters asked for, want 1", len(core.asked))
+			}
+			for _, k := range []string{"image", "env", "spec", "client_env"} {
+				if v, ok := core.asked[0][k]; ok {
+					t.Errorf("option %s = %s: the default image takes none", k, v)
+				}
+			}
+		})
+	}
 }
 
 func TestSoftwareFlagErrors(t *testing.T) {

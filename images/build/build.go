@@ -111,6 +111,17 @@ type Config struct {
 	// MaxConcurrentBuilds is how many builds run at once (default 2);
 	// further builds wait for a slot.
 	MaxConcurrentBuilds int
+	// SourceBuilds lets pip build packages from source distributions,
+	// which runs their build scripts (arbitrary code from the index) in the
+	// build; by default only wheels are installed.
+	SourceBuilds bool
+	// Network is the Docker network builds run in (default "host", so that
+	// an index on the gateway host's loopback can be used). "bridge" keeps
+	// a build off the host's loopback services.
+	Network string
+	// Timeout bounds one build, from its slot to the stored image (default
+	// 30m): a package whose install hangs must not hold a slot for ever.
+	Timeout time.Duration
 	// Logger gets one line per build started and finished (default
 	// slog.Default()).
 	Logger *slog.Logger
@@ -196,6 +207,12 @@ func New(cfg Config) (*Builder, error) {
 	b := &Builder{cfg: cfg, docker: cfg.Docker, jobs: map[string]*job{}, inspected: map[string]images.Spec{}}
 	if b.cfg.Python == "" {
 		b.cfg.Python = "python3"
+	}
+	if b.cfg.Network == "" {
+		b.cfg.Network = "host"
+	}
+	if b.cfg.Timeout <= 0 {
+		b.cfg.Timeout = 30 * time.Minute
 	}
 	if b.cfg.MaxConcurrentBuilds <= 0 {
 		b.cfg.MaxConcurrentBuilds = 2

@@ -253,22 +253,11 @@ func (b *Builder) pull(ctx context.Context, ref string, j *job) error {
 	if j != nil {
 		j.step("pulling %s", ref)
 	}
-	var opts image.PullOptions
-	ac, err := authn.Authorization(ctx, b.auth.forRegistry(r.Context().Registry))
+	enc, err := b.pullAuth(ctx, r)
 	if err != nil {
-		return fmt.Errorf("pull %s: credentials: %w", ref, err)
+		return fmt.Errorf("pull %s: %w", ref, err)
 	}
-	if ac != nil && (ac.Username != "" || ac.IdentityToken != "" || ac.RegistryToken != "") {
-		enc, err := registry.EncodeAuthConfig(registry.AuthConfig{
-			Username: ac.Username, Password: ac.Password, IdentityToken: ac.IdentityToken, RegistryToken: ac.RegistryToken,
-			ServerAddress: r.Context().RegistryStr(),
-		})
-		if err != nil {
-			return err
-		}
-		opts.RegistryAuth = enc
-	}
-	rc, err := b.docker.ImagePull(ctx, ref, opts)
+	rc, err := b.docker.ImagePull(ctx, ref, image.PullOptions{RegistryAuth: enc})
 	if err != nil {
 		return fmt.Errorf("pull %s: %w", ref, err)
 	}
@@ -277,6 +266,31 @@ func (b *Builder) pull(ctx context.Context, ref string, j *job) error {
 		if j != nil && m.Status != "" && m.Progress == nil {
 			j.logf("pull: %s %s", m.ID, m.Status)
 		}
+	})
+}
+
+// PullAuth returns the credentials a Docker engine needs to pull ref (the
+// encoded X-Registry-Auth value; "" for none): the builder's, so that an
+// engine pulls the environment images the builder pushed.
+func (b *Builder) PullAuth(ctx context.Context, ref string) (string, error) {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return "", fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	return b.pullAuth(ctx, r)
+}
+
+func (b *Builder) pullAuth(ctx context.Context, r name.Reference) (string, error) {
+	ac, err := authn.Authorization(ctx, b.auth.forRegistry(r.Context().Registry))
+	if err != nil {
+		return "", fmt.Errorf("credentials: %w", err)
+	}
+	if ac == nil || (ac.Username == "" && ac.IdentityToken == "" && ac.RegistryToken == "") {
+		return "", nil
+	}
+	return registry.EncodeAuthConfig(registry.AuthConfig{
+		Username: ac.Username, Password: ac.Password, IdentityToken: ac.IdentityToken, RegistryToken: ac.RegistryToken,
+		ServerAddress: r.Context().RegistryStr(),
 	})
 }
 
@@ -326,14 +340,22 @@ func readMessages(r io.Reader, f func(message)) error {
 var reANSI = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
 
 // dockerfile returns the Dockerfile that installs pkgs on base.
-func dockerfile(base, python, indexURL string, pkgs []images.Package) string {
+func dockerfile(base, python, indexURL string, sourceBuilds bool, pkgs []images.Package) string {
 	args := []string{python, "-m", "pip", "install", "--no-deps"}
+	if !sourceBuilds {
+		// A wheel installs without running any of its code; building a
+		// source distribution runs its setup.py.
+		args = append(args, "--only-binary=:all:")
+	}
 	if indexURL != "" {
 		args = append(args, "--index-url", indexURL)
 		if u, err := url.Parse(indexURL); err == nil && u.Scheme == "http" && u.Hostname() != "" {
 			args = append(args, "--trusted-host", u.Hostname())
 		}
 	}
+	// After "--", a name that starts with "-" (conda's _openmp_mutex
+	// normalises to -openmp-mutex) is a requirement, never an option.
+	args = append(args, "--")
 	for _, p := range pkgs {
 		args = append(args, p.Name+"=="+p.Version)
 	}
@@ -359,7 +381,7 @@ func (b *Builder) dockerBuild(ctx context.Context, j *job, base string, pkgs []i
 			return err
 		}
 	}
-	df := dockerfile(base, b.cfg.Python, b.cfg.PipIndexURL, pkgs)
+	df := dockerfile(base, b.cfg.Python, b.cfg.PipIndexURL, b.cfg.SourceBuilds, pkgs)
 	j.logf("docker build (classic builder, network host) of:\n%s", df)
 	var ctxTar bytes.Buffer
 	tw := tar.NewWriter(&ctxTar)
@@ -375,7 +397,7 @@ func (b *Builder) dockerBuild(ctx context.Context, j *job, base string, pkgs []i
 	resp, err := b.docker.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{
 		Tags:        []string{target},
 		Dockerfile:  "Dockerfile",
-		NetworkMode: "host",
+		NetworkMode: b.cfg.Network,
 		Remove:      true,
 		ForceRemove: true,
 		Version:     build.BuilderV1,

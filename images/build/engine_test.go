@@ -135,7 +135,7 @@ func TestEngineBuild(t *testing.T) {
 		if strings.Contains(string(logs)+st.Error+strings.Join(st.Steps, "\n"), indexPassword) {
 			t.Error("the index password is in the log, the steps or the error")
 		}
-		if !strings.Contains(string(logs), "http://gw:****@127.0.0.1:") {
+		if !strings.Contains(string(logs), "http://****@127.0.0.1:") {
 			t.Error("the log does not show the index URL, masked")
 		}
 	}
@@ -211,7 +211,7 @@ func TestEngineBuild(t *testing.T) {
 			if strings.Contains(h.CreatedBy, indexPassword) {
 				t.Errorf("the image history has the index password: %s", h.CreatedBy)
 			}
-			masked = masked || strings.Contains(h.CreatedBy, "pip") && strings.Contains(h.CreatedBy, "gw:****@")
+			masked = masked || strings.Contains(h.CreatedBy, "pip") && strings.Contains(h.CreatedBy, "://****@")
 		}
 		if !masked {
 			t.Errorf("the image history has no pip step with the masked index URL: %+v", history)

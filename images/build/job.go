@@ -179,10 +179,15 @@ func (b *Builder) run(j *job, base Base, layers []images.Layer) {
 		}
 	}
 	defer func() { <-b.sem }()
-	contents, err := b.produce(ctx, j, base, layers)
+	bctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	contents, err := b.produce(bctx, j, base, layers)
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			err = fmt.Errorf("cancelled: the image builder was closed (%w)", err)
+		case bctx.Err() != nil:
+			err = fmt.Errorf("the build took longer than %s (images.build_timeout) and was stopped (%w)", b.cfg.Timeout, err)
 		}
 		j.fail(b, err)
 		return
@@ -350,7 +355,9 @@ type redactor struct {
 	secrets []string
 }
 
-var reURLPassword = regexp.MustCompile(`(://[^/@\s:]+:)[^/@\s]+@`)
+// reURLUserinfo is the userinfo of a URL: a user name alone is often a
+// token (https://TOKEN@host/simple), so all of it is masked.
+var reURLUserinfo = regexp.MustCompile(`(://)[^/@\s]+@`)
 
 func newRedactor() *redactor { return &redactor{} }
 
@@ -375,11 +382,13 @@ func (r *redactor) addURL(raw string) {
 	if pw, ok := u.User.Password(); ok {
 		r.add(pw)
 		r.add(url.QueryEscape(pw))
+	} else if name := u.User.Username(); name != "" {
+		r.add(name) // a token in the user name's place
 	}
 }
 
 func (r *redactor) redact(s string) string {
-	s = reURLPassword.ReplaceAllString(s, "${1}****@")
+	s = reURLUserinfo.ReplaceAllString(s, "${1}****@")
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, sec := range r.secrets {

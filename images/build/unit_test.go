@@ -38,15 +38,15 @@ func TestAuthKind(t *testing.T) {
 
 func TestDockerfile(t *testing.T) {
 	pkgs := []images.Package{{Name: "gwdemo", Version: "1.0"}, {Name: "numpy", Version: "2.0.1"}}
-	got := dockerfile("gateway-test/dask:1", "python3", "http://127.0.0.1:8080/simple/", pkgs)
+	got := dockerfile("gateway-test/dask:1", "python3", "http://127.0.0.1:8080/simple/", false, pkgs)
 	want := "FROM gateway-test/dask:1\n" +
 		"ENV PIP_BREAK_SYSTEM_PACKAGES=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_PROGRESS_BAR=off PIP_ROOT_USER_ACTION=ignore\n" +
-		`RUN ["python3","-m","pip","install","--no-deps","--index-url","http://127.0.0.1:8080/simple/","--trusted-host","127.0.0.1","gwdemo==1.0","numpy==2.0.1"]` + "\n"
+		`RUN ["python3","-m","pip","install","--no-deps","--only-binary=:all:","--index-url","http://127.0.0.1:8080/simple/","--trusted-host","127.0.0.1","--","gwdemo==1.0","numpy==2.0.1"]` + "\n"
 	if got != want {
 		t.Errorf("dockerfile:\n%s\nwant\n%s", got, want)
 	}
-	if got := dockerfile("b", "/opt/py/bin/python", "", pkgs[:1]); !strings.Contains(got, `RUN ["/opt/py/bin/python","-m","pip","install","--no-deps","gwdemo==1.0"]`) {
-		t.Errorf("dockerfile without an index:\n%s", got)
+	if got := dockerfile("b", "/opt/py/bin/python", "", true, pkgs[:1]); !strings.Contains(got, `RUN ["/opt/py/bin/python","-m","pip","install","--no-deps","--","gwdemo==1.0"]`) {
+		t.Errorf("dockerfile without an index, source builds allowed:\n%s", got)
 	}
 }
 
@@ -55,10 +55,13 @@ func TestRedact(t *testing.T) {
 	r.add("s3cret-pass")
 	r.add("x") // too short to mask
 	r.addURL("https://user:p%40ss@pypi.example/simple/")
+	r.addURL("https://glpat-token123@gitlab.example/api/v4/projects/1/packages/pypi/simple")
 	for in, want := range map[string]string{
 		"login with s3cret-pass failed":                                "login with **** failed",
-		"Looking in indexes: https://user:p%40ss@pypi.example/simple/": "Looking in indexes: https://user:****@pypi.example/simple/",
-		"https://other:anything@host/x":                                "https://other:****@host/x",
+		"Looking in indexes: https://user:p%40ss@pypi.example/simple/": "Looking in indexes: https://****@pypi.example/simple/",
+		"https://other:anything@host/x":                                "https://****@host/x",
+		"index https://glpat-token123@gitlab.example/simple":           "index https://****@gitlab.example/simple",
+		"token glpat-token123 refused":                                 "token **** refused",
 		"no secrets here, x":                                           "no secrets here, x",
 	} {
 		if got := r.redact(in); got != want {

@@ -43,6 +43,10 @@ const LocalPart = "local"
 // it needs an interpreter, when the Python interpreter cannot be found.
 var ErrNoInterpreter = errors.New("no Python interpreter")
 
+// ErrNoDask is wrapped by Capture's error when the interpreter has no Dask
+// distributed: it is not the Python a Dask client runs.
+var ErrNoDask = errors.New("no Dask distributed")
+
 // Options say what to inspect and how.
 type Options struct {
 	// Python is the interpreter to inspect: a path, or a name looked up on
@@ -171,7 +175,7 @@ func Capture(ctx context.Context, opts Options) (Env, error) {
 		return Env{}, err
 	}
 	if !slices.ContainsFunc(probe.Packages, func(p images.ProbePackage) bool { return images.NormalizeName(p.Name) == "distributed" }) {
-		return Env{}, fmt.Errorf("the Python at %s has no Dask distributed installed; pass --python with the interpreter your Dask client runs", interp)
+		return Env{}, fmt.Errorf("the Python at %s has %w installed; pass --python with the interpreter your Dask client runs", interp, ErrNoDask)
 	}
 	env := Env{Interpreter: interp}
 	spec := probe.Spec()

@@ -142,6 +142,9 @@ type Config struct {
 		Bases        []map[string]any `mapstructure:"bases" doc:"base images environments are built on: a list of {python: 3.11, image: <ref>, gpu: false, platform: linux/amd64}"`
 		PipIndexURL  string           `mapstructure:"pip_index_url" doc:"package index builds install missing packages from (empty: pip's default)"`
 		MaxCodeMiB   int              `mapstructure:"max_code_mib" doc:"largest user code (editable packages and local modules) an environment may carry, MiB"`
+		BuildTimeout time.Duration    `mapstructure:"build_timeout" doc:"longest one image build may take before it is stopped"`
+		BuildNetwork string           `mapstructure:"build_network" doc:"Docker network builds run in: host (an index on the gateway host's loopback works) or bridge (builds cannot reach the host's loopback)"`
+		SourceBuilds bool             `mapstructure:"source_builds" doc:"let builds install source distributions, which runs their build scripts; by default only wheels are installed"`
 		Environments []map[string]any `mapstructure:"environments" doc:"environments published to every user: a list of {name: <name>, image: <ref>, description: <text>}"`
 	} `mapstructure:"images"`
 
@@ -233,6 +236,9 @@ func defaults() map[string]any {
 		"images.bases":                              []map[string]any{},
 		"images.pip_index_url":                      "",
 		"images.max_code_mib":                       50,
+		"images.build_timeout":                      "30m",
+		"images.build_network":                      "host",
+		"images.source_builds":                      false,
 		"images.environments":                       []map[string]any{},
 		"providers.ec2.region":                      "",
 		"providers.ec2.subnets":                     []string{},
@@ -485,6 +491,12 @@ func (c *Config) finish() error {
 	case "auto", "none", "basic", "ecr", "google":
 	default:
 		problems = append(problems, fmt.Sprintf("images.auth %q must be auto, none, basic, ecr or google", c.Images.Auth))
+	}
+	if c.Images.BuildTimeout < time.Minute {
+		problems = append(problems, "images.build_timeout must be at least 1m")
+	}
+	if c.Images.BuildNetwork == "" || strings.ContainsAny(c.Images.BuildNetwork, " /:") {
+		problems = append(problems, fmt.Sprintf("images.build_network %q must name a Docker network (host, bridge or one of yours)", c.Images.BuildNetwork))
 	}
 	if c.Images.MaxCodeMiB < 1 || c.Images.MaxCodeMiB > 1024 {
 		problems = append(problems, "images.max_code_mib must be between 1 and 1024")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +11,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/images"
@@ -31,6 +33,7 @@ type envBuilder interface {
 	Status(hash string) (build.Status, bool)
 	Logs(hash string) ([]byte, error)
 	Inspect(ctx context.Context, ref string) (images.Spec, error)
+	Ref(hash string) string
 }
 
 // envService serves the environment routes (api.Envs) and turns a
@@ -44,15 +47,30 @@ type envService struct {
 	builder   envBuilder // nil: no engine to build or inspect with
 	published []api.PublishedEnv
 	maxCode   int64
+	// noBuild, when set, says why images are looked into but not built.
+	noBuild string
 
 	mu     sync.Mutex
 	askers map[string]map[string]bool // hash -> owner ids that asked for it
+	// versions of published images, looked into once per publishedTTL:
+	// listing must not pull every image each time someone asks.
+	versions map[string]publishedVersions
 }
 
-var reHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
+type publishedVersions struct {
+	at time.Time
+	v  map[string]string
+}
+
+const publishedTTL = 10 * time.Minute
+
+var (
+	reHash      = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	reHexPrefix = regexp.MustCompile(`^[0-9a-f]+$`)
+)
 
 func newEnvService(b envBuilder, published []api.PublishedEnv, maxCode int64) *envService {
-	return &envService{builder: b, published: published, maxCode: maxCode, askers: map[string]map[string]bool{}}
+	return &envService{builder: b, published: published, maxCode: maxCode, askers: map[string]map[string]bool{}, versions: map[string]publishedVersions{}}
 }
 
 // parsePublished reads images.environments.
@@ -102,9 +120,31 @@ func (e *envService) note(who quota.Who, hash string) {
 }
 
 func (e *envService) asked(who quota.Who, hash string) bool {
+	_, ok := e.own(who, hash)
+	return ok
+}
+
+// own finds the hash of an environment the user asked for, given whole or
+// by a unique prefix of at least 8 digits (the CLI shows 16).
+func (e *envService) own(who quota.Who, hash string) (string, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.askers[hash][who.ID]
+	if len(hash) == 64 {
+		return hash, e.askers[hash][who.ID]
+	}
+	if len(hash) < 8 || !reHexPrefix.MatchString(hash) {
+		return "", false
+	}
+	var found string
+	for h, owners := range e.askers {
+		if owners[who.ID] && strings.HasPrefix(h, hash) {
+			if found != "" {
+				return "", false // ambiguous
+			}
+			found = h
+		}
+	}
+	return found, found != ""
 }
 
 func statusJSON(st build.Status) api.EnvStatus {
@@ -119,6 +159,9 @@ func statusJSON(st build.Status) api.EnvStatus {
 func (e *envService) Ensure(ctx context.Context, who quota.Who, spec images.Spec, code map[string][]byte) (api.EnvStatus, error) {
 	if e.builder == nil {
 		return api.EnvStatus{}, fmt.Errorf("%w: it has no Docker engine to build with (start one on the gateway's host, or use --image)", api.ErrNoBuilder)
+	}
+	if e.noBuild != "" {
+		return api.EnvStatus{}, fmt.Errorf("%w: %s (or use --image)", api.ErrNoBuilder, e.noBuild)
 	}
 	var total int64
 	for _, b := range code {
@@ -140,9 +183,11 @@ func (e *envService) Ensure(ctx context.Context, who quota.Who, spec images.Spec
 
 // Status implements api.Envs.
 func (e *envService) Status(ctx context.Context, who quota.Who, hash string) (api.EnvStatus, error) {
-	if e.builder == nil || !e.asked(who, hash) {
-		return api.EnvStatus{}, fmt.Errorf("%w: %.64s (ask for it with gateway env build, or gateway new-cluster)", api.ErrEnvNotFound, hash)
+	full, ok := e.own(who, hash)
+	if e.builder == nil || !ok {
+		return api.EnvStatus{}, fmt.Errorf("%w: %.64s (ask for it with gateway env build, or gateway new-cluster; this gateway forgets who asked when it restarts)", api.ErrEnvNotFound, hash)
 	}
+	hash = full
 	st, ok := e.builder.Status(hash)
 	if !ok {
 		return api.EnvStatus{}, fmt.Errorf("%w: %.64s", api.ErrEnvNotFound, hash)
@@ -152,9 +197,11 @@ func (e *envService) Status(ctx context.Context, who quota.Who, hash string) (ap
 
 // Logs implements api.Envs.
 func (e *envService) Logs(ctx context.Context, who quota.Who, hash string) ([]byte, error) {
-	if e.builder == nil || !e.asked(who, hash) {
-		return nil, fmt.Errorf("%w: no build log of %.64s for you", api.ErrEnvNotFound, hash)
+	full, ok := e.own(who, hash)
+	if e.builder == nil || !ok {
+		return nil, fmt.Errorf("%w: no build log of %.64s for you (logs are shown to the users who asked for the environment since this gateway started)", api.ErrEnvNotFound, hash)
 	}
+	hash = full
 	b, err := e.builder.Logs(hash)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: no build log of %.64s (the image existed: nothing was built)", api.ErrEnvNotFound, hash)
@@ -167,12 +214,28 @@ func (e *envService) Logs(ctx context.Context, who quota.Who, hash string) ([]by
 func (e *envService) Published(ctx context.Context) ([]api.PublishedEnv, error) {
 	out := make([]api.PublishedEnv, len(e.published))
 	copy(out, e.published)
-	if e.builder != nil {
-		for i := range out {
-			if spec, err := e.builder.Inspect(ctx, out[i].Image); err == nil {
-				out[i].Versions = images.ExpectedVersions(spec)
+	if e.builder == nil {
+		return out, nil
+	}
+	for i := range out {
+		ref := out[i].Image
+		e.mu.Lock()
+		pv, ok := e.versions[ref]
+		e.mu.Unlock()
+		if !ok || time.Since(pv.at) > publishedTTL {
+			// An image that cannot be looked into is listed without
+			// versions, and tried again after the TTL.
+			pv = publishedVersions{at: time.Now()}
+			if spec, err := e.builder.Inspect(ctx, ref); err == nil {
+				pv.v = images.ExpectedVersions(spec)
+			} else if ctx.Err() != nil {
+				return nil, ctx.Err()
 			}
+			e.mu.Lock()
+			e.versions[ref] = pv
+			e.mu.Unlock()
 		}
+		out[i].Versions = pv.v
 	}
 	return out, nil
 }
@@ -200,14 +263,52 @@ func (e *envService) Resolve(ctx context.Context, who quota.Who, image, env stri
 			return st.Ref, st.Contents, true, nil
 		}
 	}
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return "", images.Spec{}, false, fmt.Errorf("%w: image %q: %v", scheduler.ErrInvalid, image, err)
+	}
 	if e.builder == nil {
 		return image, images.Spec{}, false, nil
 	}
+	if env == "" && !e.mayRun(who, ref) {
+		return "", images.Spec{}, false, fmt.Errorf("%w: image %s is another user's environment (--env auto builds yours)", scheduler.ErrInvalid, image)
+	}
 	spec, err := e.builder.Inspect(ctx, image)
-	if err != nil {
-		return "", images.Spec{}, false, fmt.Errorf("%w: image %s: %v", scheduler.ErrInvalid, image, err)
+	switch {
+	case errors.Is(err, images.ErrNotFound):
+		return "", images.Spec{}, false, fmt.Errorf("%w: %v", scheduler.ErrInvalid, err)
+	case errors.Is(err, images.ErrNoSpec) || errors.Is(err, images.ErrInvalidSpec):
+		// An image made elsewhere: it runs, and its members check their
+		// versions at start.
+		return image, images.Spec{}, false, nil
+	case err != nil:
+		return "", images.Spec{}, false, fmt.Errorf("%w: cannot look into image %s: %v", scheduler.ErrUnavailable, image, err)
 	}
 	return image, spec, true, nil
+}
+
+// mayRun says whether the user may run an image by its reference. Images
+// of the environment repository hold users' code: each is run only by the
+// users who asked for its environment (or by everyone when published),
+// whoever learnt its tag.
+func (e *envService) mayRun(who quota.Who, ref name.Reference) bool {
+	envRepo, err := name.ParseReference(e.builder.Ref(strings.Repeat("0", 64)))
+	if err != nil || ref.Context().Name() != envRepo.Context().Name() {
+		return true
+	}
+	for _, p := range e.published {
+		if pr, err := name.ParseReference(p.Image); err == nil && pr.Name() == ref.Name() {
+			return true
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for hash, owners := range e.askers {
+		if owners[who.ID] && ref.Identifier() == images.TagForHash(hash) {
+			return true
+		}
+	}
+	return false
 }
 
 // defaultImage is the configured backend's image for clusters that name
@@ -265,7 +366,7 @@ func parseBases(entries []map[string]any) ([]build.Base, error) {
 // setupEnvs makes the environment service of a backend that runs images.
 // Builds need a Docker engine (the docker provider's, or one on the
 // gateway's host); without one, clusters still run named images, unchecked.
-func setupEnvs(ctx context.Context, cfg *config.Config, log *slog.Logger) (*envService, io.Closer, error) {
+func setupEnvs(ctx context.Context, cfg *config.Config, log *slog.Logger) (*envService, *build.Builder, error) {
 	published, err := parsePublished(cfg.Images.Environments)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway: %w", err)
@@ -284,6 +385,7 @@ func setupEnvs(ctx context.Context, cfg *config.Config, log *slog.Logger) (*envS
 	bcfg := build.Config{
 		Docker: cli, Repository: cfg.Images.Repository, Python: d.Python, PipIndexURL: cfg.Images.PipIndexURL,
 		LogDir: filepath.Join(cfg.DataDir, "builds"), Logger: log,
+		Timeout: cfg.Images.BuildTimeout, Network: cfg.Images.BuildNetwork, SourceBuilds: cfg.Images.SourceBuilds,
 		Auth: build.Auth{Kind: cfg.Images.Auth, Username: cfg.Images.Username, Password: cfg.Images.Password, AWSRegion: cfg.Images.AWSRegion},
 	}
 	if len(bases) == 0 {
@@ -308,5 +410,12 @@ func setupEnvs(ctx context.Context, cfg *config.Config, log *slog.Logger) (*envS
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway: image builder: %w", err)
 	}
-	return newEnvService(b, published, maxCode), b, nil
+	svc := newEnvService(b, published, maxCode)
+	if cfg.Provider != docker.Name && cfg.Images.Repository == "" {
+		// Images built into the gateway's engine cannot be pulled by
+		// machines in the cloud.
+		svc.noBuild = "its " + cfg.Provider + " machines pull images from a registry, and images.repository names none"
+		log.Warn("environments are not built: set images.repository", "provider", cfg.Provider)
+	}
+	return svc, b, nil
 }

@@ -49,10 +49,18 @@ func (f *fakeBuilder) Logs(hash string) ([]byte, error) {
 	return []byte("log of " + hash), nil
 }
 
+func (f *fakeBuilder) Ref(hash string) string { return "gateway-env:" + images.TagForHash(hash) }
+
 func (f *fakeBuilder) Inspect(_ context.Context, ref string) (images.Spec, error) {
+	switch ref {
+	case "reg/unlabelled:1":
+		return images.Spec{}, fmt.Errorf("%w: no label", images.ErrNoSpec)
+	case "down.example/x:1":
+		return images.Spec{}, errors.New("registry down.example answered 503")
+	}
 	spec, ok := f.images[ref]
 	if !ok {
-		return images.Spec{}, fmt.Errorf("image %s: not found", ref)
+		return images.Spec{}, fmt.Errorf("image %s: %w", ref, images.ErrNotFound)
 	}
 	return spec, nil
 }
@@ -81,6 +89,17 @@ func TestEnvServiceTenancyAndErrors(t *testing.T) {
 	if _, err := svc.Status(ctx, bob, st.Hash); !errors.Is(err, api.ErrEnvNotFound) {
 		t.Errorf("another user sees the build: %v", err)
 	}
+	if got, err := svc.Status(ctx, alice, st.Hash[:16]); err != nil || got.Hash != st.Hash {
+		t.Errorf("the asker's build by the prefix the CLI shows: %+v, %v", got, err)
+	}
+	for _, prefix := range []string{st.Hash[:7], st.Hash[:16] + "X"} {
+		if _, err := svc.Logs(ctx, alice, prefix); !errors.Is(err, api.ErrEnvNotFound) {
+			t.Errorf("Logs(%q): %v, want not found (too short, or not hex)", prefix, err)
+		}
+	}
+	if _, err := svc.Logs(ctx, bob, st.Hash[:16]); !errors.Is(err, api.ErrEnvNotFound) {
+		t.Errorf("another user reads the build log by prefix: %v", err)
+	}
 	if _, err := svc.Logs(ctx, bob, st.Hash); !errors.Is(err, api.ErrEnvNotFound) {
 		t.Errorf("another user reads the build log: %v", err)
 	}
@@ -100,6 +119,12 @@ func TestEnvServiceTenancyAndErrors(t *testing.T) {
 	_, err = svc.Ensure(ctx, alice, withCode, map[string][]byte{"proj": make([]byte, 2<<20)})
 	if !errors.Is(err, images.ErrInvalidSpec) || !strings.Contains(err.Error(), "images.max_code_mib") {
 		t.Errorf("code over the limit: %v", err)
+	}
+
+	cloud := newEnvService(fb, nil, 1<<20)
+	cloud.noBuild = "its ec2 machines pull images from a registry, and images.repository names none"
+	if _, err := cloud.Ensure(ctx, alice, spec, nil); !errors.Is(err, api.ErrNoBuilder) || !strings.Contains(err.Error(), "images.repository") {
+		t.Errorf("a cloud backend without a repository: %v, want ErrNoBuilder naming images.repository", err)
 	}
 
 	none := newEnvService(nil, nil, 1<<20)
@@ -126,6 +151,8 @@ func TestEnvServiceResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	fb.builds[ready.Hash] = build.Status{Hash: ready.Hash, Ref: "gateway-env:ready", State: build.StateReady, Contents: readySpec}
+	readyRef := fb.Ref(ready.Hash)
+	fb.images[readyRef] = readySpec
 	failed, err := svc.Ensure(ctx, alice, images.Spec{Python: "3.9", Platform: "linux/amd64"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -143,10 +170,15 @@ func TestEnvServiceResolve(t *testing.T) {
 	}{
 		{"a published name", alice, "", "team", "reg/team:1", team, true, ""},
 		{"an image is looked into", alice, "reg/other:2", "", "reg/other:2", team, true, ""},
-		{"an image that cannot be read", alice, "reg/missing:1", "", "", images.Spec{}, false, "image reg/missing:1"},
+		{"an image that does not exist", alice, "reg/missing:1", "", "", images.Spec{}, false, "image reg/missing:1"},
+		{"an image reference that is not one", alice, "reg/UPPER:1", "", "", images.Spec{}, false, `image "reg/UPPER:1"`},
+		{"an image made elsewhere runs, checked by its members", alice, "reg/unlabelled:1", "", "reg/unlabelled:1", images.Spec{}, false, ""},
 		{"an unknown name", alice, "", "nope", "", images.Spec{}, false, `no environment "nope"`},
 		{"a ready build of one's own", alice, "", ready.Hash, "gateway-env:ready", readySpec, true, ""},
 		{"someone else's build", bob, "", ready.Hash, "", images.Spec{}, false, "no environment"},
+		{"one's own environment image by its tag", alice, readyRef, "", readyRef, readySpec, true, ""},
+		{"another user's environment image by its tag", bob, readyRef, "", "", images.Spec{}, false, "is another user's environment"},
+		{"another user's environment image by digest", bob, "gateway-env@sha256:" + strings.Repeat("a", 64), "", "", images.Spec{}, false, "is another user's environment"},
 		{"a build still running", alice, "", building.Hash, "", images.Spec{}, false, "is building, not ready"},
 		{"a failed build", alice, "", failed.Hash, "", images.Spec{}, false, "is failed, not ready"},
 	}
@@ -163,6 +195,10 @@ func TestEnvServiceResolve(t *testing.T) {
 				t.Errorf("got %q %+v %v %v, want %q %+v %v", ref, contents, known, err, c.ref, c.contents, c.known)
 			}
 		})
+	}
+
+	if _, _, _, err := svc.Resolve(ctx, alice, "down.example/x:1", ""); !errors.Is(err, scheduler.ErrUnavailable) || !strings.Contains(err.Error(), "answered 503") {
+		t.Errorf("a registry that is down: %v, want ErrUnavailable with the reason", err)
 	}
 
 	// Without an engine, an image runs as named, unchecked.
@@ -230,5 +266,32 @@ func TestParsePublishedAndBases(t *testing.T) {
 				t.Errorf("%+v %v, want %+v", got, err, c.want)
 			}
 		})
+	}
+}
+
+// countingBuilder counts looks into images.
+type countingBuilder struct {
+	fakeBuilder
+	inspects int
+}
+
+func (c *countingBuilder) Inspect(ctx context.Context, ref string) (images.Spec, error) {
+	c.inspects++
+	return c.fakeBuilder.Inspect(ctx, ref)
+}
+
+func TestPublishedVersionsAreCached(t *testing.T) {
+	ctx := context.Background()
+	team := images.Spec{Python: "3.11", Platform: "linux/amd64", Packages: []images.Package{{Name: "dask", Version: "2024.8.0"}}}
+	cb := &countingBuilder{fakeBuilder: fakeBuilder{images: map[string]images.Spec{"reg/team:1": team}}}
+	svc := newEnvService(cb, []api.PublishedEnv{{Name: "team", Image: "reg/team:1"}, {Name: "gone", Image: "reg/gone:1"}}, 1<<20)
+	for range 3 {
+		got, err := svc.Published(ctx)
+		if err != nil || len(got) != 2 || got[0].Versions["dask"] != "2024.8.0" || len(got[1].Versions) != 0 {
+			t.Fatalf("Published: %+v, %v", got, err)
+		}
+	}
+	if cb.inspects != 2 {
+		t.Errorf("%d looks into 2 images over 3 listings, want 2", cb.inspects)
 	}
 }

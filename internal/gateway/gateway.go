@@ -21,6 +21,7 @@ import (
 	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/auth/devissuer"
+	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/internal/config"
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
@@ -82,7 +83,21 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	g.store.SetMaxOpenConns(cfg.Database.MaxConnections)
 
-	if g.provider, err = newProvider(ctx, cfg, gwID, log); err != nil {
+	// Environments first: the docker provider pulls with the builder's
+	// registry credentials.
+	runsImages := cfg.Provider != local.Name
+	var envs *envService
+	var pullAuth func(context.Context, string) (string, error)
+	if runsImages {
+		var b *build.Builder
+		if envs, b, err = setupEnvs(ctx, cfg, log); err != nil {
+			return nil, err
+		}
+		if b != nil {
+			g.builder, pullAuth = b, b.PullAuth
+		}
+	}
+	if g.provider, err = newProvider(ctx, cfg, gwID, pullAuth, log); err != nil {
 		return nil, err
 	}
 
@@ -97,15 +112,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	price, err := pricing(cfg)
 	if err != nil {
 		return nil, err
-	}
-	runsImages := cfg.Provider != local.Name
-	var envs *envService
-	if runsImages {
-		var closer io.Closer
-		if envs, closer, err = setupEnvs(ctx, cfg, log); err != nil {
-			return nil, err
-		}
-		g.builder = closer
 	}
 	var resolver scheduler.EnvResolver
 	if envs != nil {

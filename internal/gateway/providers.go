@@ -20,8 +20,8 @@ import (
 // newProvider makes the configured backend. Cloud backends take their
 // credentials from their SDK's usual places (environment, shared files,
 // instance or workload identity), never from the gateway's configuration.
-func newProvider(ctx context.Context, cfg *config.Config, gatewayID string, log *slog.Logger) (providers.Provider, error) {
-	p, err := makeProvider(ctx, cfg, gatewayID, log)
+func newProvider(ctx context.Context, cfg *config.Config, gatewayID string, pullAuth func(context.Context, string) (string, error), log *slog.Logger) (providers.Provider, error) {
+	p, err := makeProvider(ctx, cfg, gatewayID, pullAuth, log)
 	if err != nil && cfg.Provider != local.Name {
 		// The backends name their own fields; say where they live.
 		return nil, fmt.Errorf("providers.%s.* (or GATEWAY_PROVIDERS_%s_*): %w", cfg.Provider, strings.ToUpper(cfg.Provider), err)
@@ -29,7 +29,7 @@ func newProvider(ctx context.Context, cfg *config.Config, gatewayID string, log 
 	return p, err
 }
 
-func makeProvider(ctx context.Context, cfg *config.Config, gatewayID string, log *slog.Logger) (providers.Provider, error) {
+func makeProvider(ctx context.Context, cfg *config.Config, gatewayID string, pullAuth func(context.Context, string) (string, error), log *slog.Logger) (providers.Provider, error) {
 	p := cfg.Providers
 	switch cfg.Provider {
 	case ec2.Name:
@@ -56,7 +56,7 @@ func makeProvider(ctx context.Context, cfg *config.Config, gatewayID string, log
 		return docker.New(ctx, docker.Config{
 			Endpoint: p.Docker.Endpoint, TLSCACert: p.Docker.TLSCACert, TLSCert: p.Docker.TLSCert, TLSKey: p.Docker.TLSKey,
 			Image: p.Docker.Image, Python: p.Docker.Python, Host: p.Docker.Host, GatewayID: gatewayID,
-			StopGrace: p.Docker.StopGrace, Dir: filepath.Join(cfg.DataDir, "containers"), Logger: log,
+			StopGrace: p.Docker.StopGrace, Dir: filepath.Join(cfg.DataDir, "containers"), PullAuth: pullAuth, Logger: log,
 		})
 	case local.Name:
 		return local.New(local.Config{

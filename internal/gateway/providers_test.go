@@ -26,7 +26,7 @@ func TestNewProviderErrorsSayWhere(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-			_, err = newProvider(context.Background(), cfg, "gw-test", nil)
+			_, err = newProvider(context.Background(), cfg, "gw-test", nil, nil)
 			if err == nil || !strings.Contains(err.Error(), "providers."+tt.provider+".* (or GATEWAY_PROVIDERS_"+strings.ToUpper(tt.provider)+"_*)") ||
 				!strings.Contains(err.Error(), tt.want) {
 				t.Errorf("newProvider(%s) = %v; want the keys' prefix and %q", tt.provider, err, tt.want)

@@ -302,7 +302,23 @@ func parseSchedulerFile(b []byte, host string) (addr, dashboard string, err erro
 	if addr == "" || addr == f.Address {
 		return "", "", fmt.Errorf("scheduler file has no tls address: %q", f.Address)
 	}
+	// The file is written inside the user's container: the gateway routes
+	// to what it says only on the members' own host, at ports a member can
+	// bind (members have no capability to bind privileged ports).
+	h, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", fmt.Errorf("scheduler file address %q: %w", f.Address, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1024 || n > 65535 {
+		return "", "", fmt.Errorf("scheduler file address %q: port out of range", f.Address)
+	}
+	if ip := net.ParseIP(host); (ip == nil || !ip.IsUnspecified()) && h != strings.Trim(host, "[]") {
+		return "", "", fmt.Errorf("scheduler file address %q is not on %s", f.Address, host)
+	}
 	if port := f.Services["dashboard"]; port > 0 {
+		if port < 1024 || port > 65535 {
+			return "", "", fmt.Errorf("scheduler file dashboard port %d out of range", port)
+		}
 		dashHost := host
 		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 			if h, _, err := net.SplitHostPort(addr); err == nil {

@@ -62,6 +62,10 @@ type Config struct {
 	// With another network, Host must be an address members can bind to
 	// there and that the gateway can reach.
 	Network string
+	// PullAuth, when set, gives the credentials for pulling an image (the
+	// engine's encoded X-Registry-Auth; "" for none): the image builder's,
+	// so that environment images in a private registry can be pulled.
+	PullAuth func(ctx context.Context, ref string) (string, error)
 	// GatewayID is written into every container's io.gateway.id label: the
 	// ownership mark by which List and Describe find members.
 	GatewayID string

@@ -30,6 +30,9 @@ const leftoverAge = time.Minute
 // caller's context is gone.
 const cleanupTimeout = 30 * time.Second
 
+// memberPids bounds the processes and threads of one member.
+const memberPids = 4096
+
 // StartScheduler implements providers.Provider.
 func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpec) error {
 	// A caller that gave up must not find a member started anyway.
@@ -188,7 +191,15 @@ func (p *Provider) create(ctx context.Context, cfg *container.Config, hostCfg *c
 // pull pulls an image; the engine reports failures inside the progress
 // stream, not as the call's status.
 func (p *Provider) pull(ctx context.Context, ref string) error {
-	rc, err := p.cli.ImagePull(ctx, ref, image.PullOptions{})
+	var opts image.PullOptions
+	if p.cfg.PullAuth != nil {
+		enc, err := p.cfg.PullAuth(ctx, ref)
+		if err != nil {
+			return fmt.Errorf("registry credentials: %w", err)
+		}
+		opts.RegistryAuth = enc
+	}
+	rc, err := p.cli.ImagePull(ctx, ref, opts)
 	if err != nil {
 		return err
 	}
@@ -315,6 +326,9 @@ func (p *Provider) containerConfig(spec providers.ClusterSpec, member string, ro
 		// and a swapping worker is slower than one that spills.
 		res.MemorySwap = res.Memory
 	}
+	// Bounds a fork bomb in user code to its own container.
+	pids := int64(memberPids)
+	res.PidsLimit = &pids
 	if m.GPUs > 0 {
 		res.DeviceRequests = []container.DeviceRequest{{Driver: "nvidia", Count: m.GPUs, Capabilities: [][]string{{"gpu"}}}}
 	}
@@ -335,6 +349,10 @@ func (p *Provider) containerConfig(spec providers.ClusterSpec, member string, ro
 		// Members run user code, and nothing in Dask needs to gain
 		// privileges (setuid binaries).
 		SecurityOpt: []string{"no-new-privileges"},
+		// Dask needs no capability: without them, root in a member cannot
+		// open raw sockets on the host's network, change file ownership
+		// or bind ports below 1024.
+		CapDrop: []string{"ALL"},
 	}
 	return cfg, hostCfg
 }

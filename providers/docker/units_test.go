@@ -56,7 +56,11 @@ func TestParseSchedulerFile(t *testing.T) {
 	if dash != "http://172.17.0.2:8787" {
 		t.Errorf("dashboard for a wildcard host = %q", dash)
 	}
-	for _, bad := range []string{``, `{"address":`, `{"address":"tcp://127.0.0.1:1"}`, `{}`} {
+	for _, bad := range []string{``, `{"address":`, `{"address":"tcp://127.0.0.1:1"}`, `{}`,
+		// written by code in the user's image: only the members' host, at
+		// ports a member can bind
+		`{"address":"tls://127.0.0.2:41234"}`, `{"address":"tls://10.0.0.1:41234"}`, `{"address":"tls://127.0.0.1:22"}`,
+		`{"address":"tls://127.0.0.1:41234","services":{"dashboard":80}}`, `{"address":"tls://127.0.0.1"}`} {
 		if _, _, err := parseSchedulerFile([]byte(bad), "127.0.0.1"); err == nil {
 			t.Errorf("parseSchedulerFile(%q) accepted", bad)
 		}

@@ -554,8 +554,10 @@ func TestPagination(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A fresh process knows only what ECS lists.
-	p2, _ := newProvider(t, f)
+	// A fresh process knows only what ECS lists. Stopping 105 tasks takes
+	// many paged calls: give it more than the helpers' 1s, which a loaded
+	// machine can use up.
+	p2, _ := newProvider(t, f, func(c *fargate.Config) { c.StopTimeout = time.Minute })
 	ms, err := p2.Describe(ctx, cl)
 	if err != nil || len(ms) != workers+1 {
 		t.Fatalf("Describe: %d members, %v; want %d", len(ms), err, workers+1)
