@@ -2,15 +2,12 @@ package auth
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -57,28 +54,6 @@ func NewSessions(key []byte, ttl time.Duration, secure bool) (*Sessions, error) 
 		return nil, errors.New("auth: session key must be at least 32 bytes")
 	}
 	return &Sessions{key: key, ttl: ttl, secure: secure, now: time.Now, tickets: map[[32]byte]ticket{}}, nil
-}
-
-// LoadOrCreateKey reads a session key from path, making one if needed.
-func LoadOrCreateKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err == nil && len(b) >= 32 {
-		return b, nil
-	}
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("auth: read %s: %w", path, err)
-	}
-	b = make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return nil, fmt.Errorf("auth: write %s: %w", path, err)
-	}
-	return b, nil
 }
 
 // SetClock replaces the clock (tests).

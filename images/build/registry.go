@@ -192,7 +192,7 @@ func (ra *registryAuth) ecr(ctx context.Context) (*authn.AuthConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ECR credentials: AWS configuration: %w", err)
 	}
-	client := ecr.NewFromConfig(cfg, func(o *ecr.Options) {
+	var client ecrAPI = ecr.NewFromConfig(cfg, func(o *ecr.Options) {
 		if ra.cfg.ECREndpoint != "" {
 			o.BaseEndpoint = aws.String(ra.cfg.ECREndpoint)
 		}

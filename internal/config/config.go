@@ -41,13 +41,21 @@ type Config struct {
 	MetricsListen string `mapstructure:"metrics_listen" doc:"address of the Prometheus /metrics listener (empty: none)"`
 
 	Database struct {
-		URL            string `mapstructure:"url" secret:"true" doc:"sqlite:///path/to/gateway.db (default: in data_dir)"`
+		URL string `mapstructure:"url" secret:"true" doc:"sqlite:///path/to/gateway.db (default: in data_dir)"`
+		// Password replaces url's password, so that a platform's secret
+		// store can hold the password alone (RDS, Cloud SQL) while the
+		// rest of the URL is plain configuration.
+		Password       string `mapstructure:"password" secret:"true" doc:"PostgreSQL password, replacing the one in url (for secret stores that hold the password alone)"`
 		MaxConnections int    `mapstructure:"max_connections" doc:"most connections this process opens to PostgreSQL (replicas add up against the server's max_connections)"`
 	} `mapstructure:"database"`
 
 	TLS struct {
 		CertFile string `mapstructure:"cert_file" doc:"PEM certificate for the gateway's HTTPS; self-signed in data_dir when empty"`
 		KeyFile  string `mapstructure:"key_file" doc:"PEM key for cert_file"`
+		// CertPEM and KeyPEM carry the same as text, for platforms that
+		// inject secrets as environment variables rather than files.
+		CertPEM string `mapstructure:"cert_pem" doc:"PEM certificate chain for the gateway's HTTPS, as text (instead of cert_file)"`
+		KeyPEM  string `mapstructure:"key_pem" secret:"true" doc:"PEM key for cert_pem, as text (instead of key_file)"`
 		// AllowPlainHTTP also serves plain HTTP; on by default only in dev.
 		AllowPlainHTTP bool   `mapstructure:"allow_plain_http" doc:"also serve plain HTTP on the public port (default true only in dev)"`
 		ClusterDomain  string `mapstructure:"cluster_domain" doc:"also route TLS server names <cluster>.<cluster_domain> to schedulers"`
@@ -198,6 +206,9 @@ func defaults() map[string]any {
 		"metrics_listen":                            "",
 		"database.url":                              "",
 		"database.max_connections":                  32,
+		"database.password":                         "",
+		"tls.cert_pem":                              "",
+		"tls.key_pem":                               "",
 		"tls.cert_file":                             "",
 		"tls.key_file":                              "",
 		"tls.allow_plain_http":                      false,
@@ -414,6 +425,18 @@ func (c *Config) finish() error {
 	if c.Database.URL == "" {
 		c.Database.URL = "sqlite://" + filepath.Join(c.DataDir, "gateway.db")
 	}
+	if c.Database.Password != "" {
+		u, err := url.Parse(c.Database.URL)
+		switch {
+		case err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql"):
+			problems = append(problems, "database.password is for PostgreSQL: database.url must be a postgres://user@host/db URL")
+		case u.User == nil || u.User.Username() == "":
+			problems = append(problems, "database.password needs the user name in database.url (postgres://user@host/db)")
+		default:
+			u.User = url.UserPassword(u.User.Username(), c.Database.Password)
+			c.Database.URL = u.String()
+		}
+	}
 	if c.Provider == "local" && !c.Dev && !c.Providers.Local.TrustUsers {
 		problems = append(problems, "the local provider runs every user's Dask code as the gateway's own Unix user, able to read the gateway's data (keys, database): "+
 			"set providers.local.trust_users: true only if every user may act as the gateway (a single-user or fully trusted team); otherwise use an isolating provider")
@@ -425,6 +448,12 @@ func (c *Config) finish() error {
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		problems = append(problems, "tls.cert_file and tls.key_file must be set together")
+	}
+	if (c.TLS.CertPEM == "") != (c.TLS.KeyPEM == "") {
+		problems = append(problems, "tls.cert_pem and tls.key_pem must be set together")
+	}
+	if c.TLS.CertPEM != "" && c.TLS.CertFile != "" {
+		problems = append(problems, "set the gateway's certificate once: tls.cert_file/key_file or tls.cert_pem/key_pem")
 	}
 	if d := c.Providers.Docker; c.Provider == "docker" {
 		if d.Image == "" {

@@ -88,6 +88,10 @@ func TestInvalid(t *testing.T) {
 		{"bad listen", "listen: nowhere\n", nil, `listen "nowhere" must be host:port`},
 		{"bad provider", "provider: ec3\n", nil, `provider "ec3" is not available`},
 		{"half TLS", "tls:\n  cert_file: /x\n", nil, "must be set together"},
+		{"half TLS as text", "", map[string]string{"GATEWAY_TLS_CERT_PEM": "-----BEGIN CERTIFICATE-----"}, "tls.cert_pem and tls.key_pem must be set together"},
+		{"TLS twice", "tls:\n  cert_file: /c\n  key_file: /k\n  cert_pem: x\n  key_pem: y\n", nil, "set the gateway's certificate once"},
+		{"database password for SQLite", "", map[string]string{"GATEWAY_DATABASE_PASSWORD": "pw"}, "database.password is for PostgreSQL"},
+		{"database password without a user", "", map[string]string{"GATEWAY_DATABASE_PASSWORD": "pw", "GATEWAY_DATABASE_URL": "postgres://db.example/gw"}, "needs the user name in database.url"},
 		{"bad on_shutdown", "", map[string]string{"GATEWAY_CLUSTER_ON_SHUTDOWN": "explode"}, "cluster.on_shutdown"},
 		{"bad level", "log:\n  level: loud\n", nil, "log.level"},
 		{"bad duration", "cluster:\n  start_timeout: soon\n", nil, "start_timeout"},
@@ -121,6 +125,27 @@ func TestInvalid(t *testing.T) {
 	_, err := Load(New(), writeFile(t, "provider: nope\n"))
 	if !errors.Is(err, ErrInvalid) {
 		t.Errorf("validation errors must wrap ErrInvalid: %v", err)
+	}
+}
+
+// TestDatabasePassword: a password from a secret store completes the URL,
+// URL-escaped, and is redacted like one written in it.
+func TestDatabasePassword(t *testing.T) {
+	t.Setenv("GATEWAY_DATABASE_URL", "postgres://gw:old@db.example:5432/gw?sslmode=require")
+	t.Setenv("GATEWAY_DATABASE_PASSWORD", "p@ss/w:rd")
+	v := New()
+	v.Set("auth.oidc.issuer", "https://idp.example")
+	v.Set("providers.local.trust_users", true)
+	c, err := Load(v, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "postgres://gw:p%40ss%2Fw%3Ard@db.example:5432/gw?sslmode=require"; c.Database.URL != want {
+		t.Errorf("database.url = %s, want %s", c.Database.URL, want)
+	}
+	flat := strings.Join(flatten("", c.Redacted()), "\n")
+	if strings.Contains(flat, "p%40ss") || strings.Contains(flat, "p@ss") {
+		t.Errorf("the redacted config shows the password:\n%s", flat)
 	}
 }
 

@@ -165,7 +165,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if err != nil {
 		return nil, err
 	}
-	key, err := auth.LoadOrCreateKey(filepath.Join(cfg.DataDir, "session-key"))
+	// Shared through the store: replicas behind one load balancer must
+	// accept each other's browser sessions.
+	key, err := g.store.SharedKey(ctx, "session-key", 32)
 	if err != nil {
 		return nil, err
 	}
@@ -209,12 +211,18 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 func (g *Gateway) tlsConfig() (*tls.Config, error) {
 	var cert tls.Certificate
 	var err error
-	if g.cfg.TLS.CertFile != "" {
+	switch {
+	case g.cfg.TLS.CertFile != "":
 		cert, err = tls.LoadX509KeyPair(g.cfg.TLS.CertFile, g.cfg.TLS.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: load tls.cert_file/tls.key_file: %w", err)
 		}
-	} else {
+	case g.cfg.TLS.CertPEM != "":
+		cert, err = tls.X509KeyPair([]byte(g.cfg.TLS.CertPEM), []byte(g.cfg.TLS.KeyPEM))
+		if err != nil {
+			return nil, fmt.Errorf("gateway: tls.cert_pem/tls.key_pem: %w", err)
+		}
+	default:
 		host, _, _ := net.SplitHostPort(g.cfg.Listen)
 		hosts := []string{"localhost", "127.0.0.1", "::1"}
 		if u, err := url.Parse(g.cfg.PublicURL); err == nil {

@@ -44,8 +44,8 @@ const (
 type Provider struct {
 	cfg Config
 	log *slog.Logger
-	ec2 *awsec2.Client
-	ssm *ssm.Client
+	ec2 ec2API
+	ssm ssmAPI
 
 	mu sync.Mutex
 	// net is the subnets' VPC and zones, looked up once.

@@ -143,9 +143,9 @@ const (
 type Provider struct {
 	cfg   Config
 	log   *slog.Logger
-	ecs   *ecs.Client
-	sm    *secretsmanager.Client
-	ec2   *ec2.Client
+	ecs   ecsAPI
+	sm    secretsAPI
+	ec2   ec2API
 	gwKey string // short hash of the gateway id, in names AWS restricts
 	locks keylock.Locks
 

@@ -1,0 +1,16 @@
+package ec2
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/gatewayhq/gateway/internal/perms"
+)
+
+// TestEveryOperationIsCalled: the interfaces the IAM actions are derived
+// from list no operation the package does not call.
+func TestEveryOperationIsCalled(t *testing.T) {
+	if err := perms.CheckCalled(".", reflect.TypeFor[ec2API](), reflect.TypeFor[ssmAPI]()); err != nil {
+		t.Error(err)
+	}
+}

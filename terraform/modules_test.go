@@ -1,0 +1,551 @@
+// Package terraform_test checks the deployment modules without a cloud
+// account: every .tf file parses, variables and outputs are declared,
+// typed and documented, providers are pinned, the gateway settings the
+// modules render exist in the gateway's configuration, and the permissions
+// granted to the gateway are exactly those its code can use.
+package terraform_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gatewayhq/gateway/images/build"
+	"github.com/gatewayhq/gateway/internal/config"
+	"github.com/gatewayhq/gateway/providers/ec2"
+	"github.com/gatewayhq/gateway/providers/fargate"
+	"github.com/gatewayhq/gateway/providers/gce"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// The modules, and the examples that call them.
+var (
+	modules  = []string{"aws", "gcp"}
+	examples = []string{"examples/aws", "examples/gcp"}
+)
+
+// module is one directory's .tf files, parsed.
+type module struct {
+	dir    string
+	bodies []*hclsyntax.Body
+	// text is every .tf and .tftpl file's content, for what HCL does not
+	// show as syntax (names inside heredocs and templates).
+	text map[string]string
+}
+
+func load(t *testing.T, dir string) *module {
+	t.Helper()
+	m := &module{dir: dir, text: map[string]string{}}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("module %s: %v", dir, err)
+	}
+	for _, e := range entries {
+		name := filepath.Join(dir, e.Name())
+		switch filepath.Ext(name) {
+		case ".tf":
+			src, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+			if diags.HasErrors() {
+				t.Fatalf("%s does not parse: %s", name, diags.Error())
+			}
+			m.bodies = append(m.bodies, f.Body.(*hclsyntax.Body))
+			m.text[name] = string(src)
+		case ".tftpl":
+			src, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.text[name] = string(src)
+		}
+	}
+	if len(m.bodies) == 0 {
+		t.Fatalf("module %s has no .tf files", dir)
+	}
+	return m
+}
+
+// blocks returns the top-level blocks of a type, e.g. "variable".
+func (m *module) blocks(typ string) []*hclsyntax.Block {
+	var out []*hclsyntax.Block
+	for _, b := range m.bodies {
+		for _, blk := range b.Blocks {
+			if blk.Type == typ {
+				out = append(out, blk)
+			}
+		}
+	}
+	return out
+}
+
+// block returns the top-level block with these labels, or nil.
+func (m *module) block(typ string, labels ...string) *hclsyntax.Block {
+	for _, b := range m.blocks(typ) {
+		if slices.Equal(b.Labels, labels) {
+			return b
+		}
+	}
+	return nil
+}
+
+// refs returns the names referenced as root.<name> anywhere in the module
+// (var.x, local.x), with where each is first used.
+func (m *module) refs(root string) map[string]string {
+	out := map[string]string{}
+	for _, b := range m.bodies {
+		hclsyntax.VisitAll(b, func(n hclsyntax.Node) hcl.Diagnostics {
+			e, ok := n.(*hclsyntax.ScopeTraversalExpr)
+			if !ok || e.Traversal.RootName() != root || len(e.Traversal) < 2 {
+				return nil
+			}
+			if a, ok := e.Traversal[1].(hcl.TraverseAttr); ok {
+				if _, seen := out[a.Name]; !seen {
+					out[a.Name] = e.SrcRange.String()
+				}
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+// literalString is the value of a literal string attribute ("" if absent
+// or not literal).
+func literalString(body *hclsyntax.Body, name string) string {
+	a := body.Attributes[name]
+	if a == nil {
+		return ""
+	}
+	v, diags := a.Expr.Value(nil)
+	if diags.HasErrors() || !v.Type().Equals(cty.String) || v.IsNull() {
+		return ""
+	}
+	return v.AsString()
+}
+
+// literalStrings is the value of an attribute that must be a literal list
+// of literal strings.
+func literalStrings(t *testing.T, a *hclsyntax.Attribute) []string {
+	t.Helper()
+	v, diags := a.Expr.Value(nil)
+	if diags.HasErrors() || !(v.Type().IsTupleType() || v.Type().IsListType()) {
+		t.Errorf("%s: %s must be a literal list of strings, so that it can be checked without a cloud", a.SrcRange, a.Name)
+		return nil
+	}
+	var out []string
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if !e.Type().Equals(cty.String) || e.IsNull() {
+			t.Errorf("%s: %s holds a non-string", a.SrcRange, a.Name)
+			continue
+		}
+		out = append(out, e.AsString())
+	}
+	return out
+}
+
+func TestModulesParseAndDeclare(t *testing.T) {
+	for _, dir := range append(slices.Clone(modules), examples...) {
+		t.Run(dir, func(t *testing.T) {
+			m := load(t, dir)
+			declared := map[string]*hclsyntax.Block{}
+			for _, v := range m.blocks("variable") {
+				name := v.Labels[0]
+				declared[name] = v
+				if literalString(v.Body, "description") == "" {
+					t.Errorf("%s: variable %q has no description", v.DefRange(), name)
+				}
+				if v.Body.Attributes["type"] == nil {
+					t.Errorf("%s: variable %q has no type", v.DefRange(), name)
+				}
+				for _, val := range v.Body.Blocks {
+					if val.Type == "validation" && val.Body.Attributes["error_message"] == nil {
+						t.Errorf("%s: a validation of %q has no error_message", val.DefRange(), name)
+					}
+				}
+			}
+			used := m.refs("var")
+			for name, at := range used {
+				if declared[name] == nil {
+					t.Errorf("%s: var.%s is not declared", at, name)
+				}
+			}
+			for name, v := range declared {
+				if _, ok := used[name]; !ok {
+					t.Errorf("%s: variable %q is declared but never used", v.DefRange(), name)
+				}
+			}
+			locals := map[string]bool{}
+			for _, l := range m.blocks("locals") {
+				for name := range l.Body.Attributes {
+					locals[name] = true
+				}
+			}
+			for name, at := range m.refs("local") {
+				if !locals[name] {
+					t.Errorf("%s: local.%s is not defined", at, name)
+				}
+			}
+			outputs := m.blocks("output")
+			if len(outputs) == 0 {
+				t.Error("the module has no outputs")
+			}
+			for _, o := range outputs {
+				if literalString(o.Body, "description") == "" {
+					t.Errorf("%s: output %q has no description", o.DefRange(), o.Labels[0])
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, "README.md")); err != nil {
+				t.Errorf("%s has no README.md", dir)
+			}
+		})
+	}
+}
+
+// requiredProviders returns the module's required_providers: name to
+// (source, version).
+func requiredProviders(t *testing.T, m *module) map[string][2]string {
+	t.Helper()
+	out := map[string][2]string{}
+	for _, tf := range m.blocks("terraform") {
+		if literalString(tf.Body, "required_version") == "" && tf.Body.Attributes["required_version"] != nil {
+			t.Errorf("%s: required_version must be a literal", tf.DefRange())
+		}
+		for _, rp := range tf.Body.Blocks {
+			if rp.Type != "required_providers" {
+				continue
+			}
+			for name, a := range rp.Body.Attributes {
+				v, diags := a.Expr.Value(nil)
+				if diags.HasErrors() || !v.Type().IsObjectType() || !v.Type().HasAttribute("source") || !v.Type().HasAttribute("version") {
+					t.Errorf("%s: provider %s needs a literal source and version", a.SrcRange, name)
+					continue
+				}
+				out[name] = [2]string{v.GetAttr("source").AsString(), v.GetAttr("version").AsString()}
+			}
+		}
+	}
+	return out
+}
+
+func TestProvidersPinned(t *testing.T) {
+	pinned := regexp.MustCompile(`^(~>|=)\s*\d+\.\d+`)
+	byModule := map[string]map[string][2]string{}
+	for _, dir := range append(slices.Clone(modules), examples...) {
+		m := load(t, dir)
+		req := requiredProviders(t, m)
+		byModule[dir] = req
+		if len(req) == 0 {
+			t.Errorf("%s declares no required_providers", dir)
+		}
+		for name, sv := range req {
+			if !strings.HasPrefix(sv[0], "hashicorp/") && !strings.Contains(sv[0], "/") {
+				t.Errorf("%s: provider %s has source %q: name its registry namespace", dir, name, sv[0])
+			}
+			if !pinned.MatchString(sv[1]) {
+				t.Errorf("%s: provider %s has version %q: pin it (~> x.y or = x.y.z)", dir, name, sv[1])
+			}
+		}
+		hasRequired := false
+		for _, tf := range m.blocks("terraform") {
+			hasRequired = hasRequired || tf.Body.Attributes["required_version"] != nil
+		}
+		if !hasRequired {
+			t.Errorf("%s sets no required_version", dir)
+		}
+		// Every resource, data source and ephemeral resource comes from a
+		// declared provider (its type's prefix).
+		for _, kind := range []string{"resource", "data", "ephemeral"} {
+			for _, b := range m.blocks(kind) {
+				prefix, _, _ := strings.Cut(b.Labels[0], "_")
+				if _, ok := req[prefix]; !ok {
+					t.Errorf("%s: %s %q is from provider %q, which required_providers does not pin", b.DefRange(), kind, b.Labels[0], prefix)
+				}
+			}
+		}
+		for _, p := range m.blocks("provider") {
+			if slices.Contains(modules, dir) {
+				t.Errorf("%s: a reusable module must not configure providers (the caller does)", p.DefRange())
+			}
+		}
+	}
+	// An example pins at least what the module it calls needs, the same way.
+	for _, ex := range examples {
+		mod := filepath.Base(ex)
+		for name, sv := range byModule[mod] {
+			if got, ok := byModule[ex][name]; !ok || got != sv {
+				t.Errorf("%s pins provider %s as %v, the module %s as %v", ex, name, got, mod, sv)
+			}
+		}
+	}
+}
+
+// TestExamplesCallModules: each example calls its module with inputs the
+// module declares, and gives every input that has no default.
+func TestExamplesCallModules(t *testing.T) {
+	meta := map[string]bool{"source": true, "version": true, "providers": true, "count": true, "for_each": true, "depends_on": true}
+	for _, ex := range examples {
+		t.Run(ex, func(t *testing.T) {
+			m := load(t, ex)
+			calls := m.blocks("module")
+			if len(calls) == 0 {
+				t.Fatal("the example calls no module")
+			}
+			for _, call := range calls {
+				src := literalString(call.Body, "source")
+				if !strings.HasPrefix(src, "../") {
+					t.Errorf("%s: module source %q must be the repository's module (a relative path)", call.DefRange(), src)
+					continue
+				}
+				mod := load(t, filepath.Join(ex, src))
+				vars := map[string]*hclsyntax.Block{}
+				for _, v := range mod.blocks("variable") {
+					vars[v.Labels[0]] = v
+				}
+				for name, a := range call.Body.Attributes {
+					if !meta[name] && vars[name] == nil {
+						t.Errorf("%s: the module %s has no input %q", a.SrcRange, src, name)
+					}
+				}
+				for name, v := range vars {
+					if v.Body.Attributes["default"] == nil && call.Body.Attributes[name] == nil {
+						t.Errorf("%s: the module %s needs input %q, which has no default", call.DefRange(), src, name)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestGatewaySettingsExist: every GATEWAY_* variable the modules set is a
+// key of the gateway's configuration.
+func TestGatewaySettingsExist(t *testing.T) {
+	known := map[string]bool{}
+	for _, k := range config.Keys() {
+		known[config.EnvName(k)] = true
+	}
+	re := regexp.MustCompile(`\bGATEWAY_[A-Z0-9_]+`)
+	for _, dir := range modules {
+		m := load(t, dir)
+		seen := 0
+		for name, text := range m.text {
+			for _, env := range re.FindAllString(text, -1) {
+				seen++
+				if !known[env] {
+					t.Errorf("%s sets %s, which is not a gateway setting (see the Configuration table in README.md)", name, env)
+				}
+			}
+		}
+		if seen < 5 {
+			t.Errorf("%s sets only %d GATEWAY_* settings: the gateway cannot run from that", dir, seen)
+		}
+	}
+}
+
+// diff says what a has that b lacks and the other way round.
+func diff(a, b []string) (extra, missing []string) {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			extra = append(extra, x)
+		}
+	}
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			missing = append(missing, x)
+		}
+	}
+	return extra, missing
+}
+
+// TestAWSPolicyMatchesCode: the gateway's role grants exactly the actions
+// the code can call, for each backend and for the image repository, with
+// no wildcards in any policy of the module.
+func TestAWSPolicyMatchesCode(t *testing.T) {
+	m := load(t, "aws")
+	want := map[string][]string{
+		"gateway_ec2":     ec2.IAMActions(),
+		"gateway_fargate": fargate.IAMActions(),
+		"gateway_ecr":     build.ECRActions(),
+	}
+	for doc, actions := range want {
+		b := m.block("data", "aws_iam_policy_document", doc)
+		if b == nil {
+			t.Errorf("terraform/aws has no data \"aws_iam_policy_document\" %q", doc)
+			continue
+		}
+		var granted []string
+		for _, st := range b.Body.Blocks {
+			if st.Type != "statement" {
+				continue
+			}
+			if st.Body.Attributes["not_actions"] != nil {
+				t.Errorf("%s: not_actions grants everything else: list actions", st.DefRange())
+			}
+			if a := st.Body.Attributes["actions"]; a != nil {
+				granted = append(granted, literalStrings(t, a)...)
+			}
+		}
+		slices.Sort(granted)
+		granted = slices.Compact(granted)
+		extra, missing := diff(granted, actions)
+		if len(extra) > 0 {
+			t.Errorf("%s grants actions the code does not call: %v", doc, extra)
+		}
+		if len(missing) > 0 {
+			t.Errorf("%s lacks actions the code calls: %v", doc, missing)
+		}
+	}
+	for _, b := range m.blocks("data") {
+		if b.Labels[0] != "aws_iam_policy_document" {
+			continue
+		}
+		for _, st := range b.Body.Blocks {
+			if a := st.Body.Attributes["actions"]; st.Type == "statement" && a != nil {
+				for _, act := range literalStrings(t, a) {
+					if strings.Contains(act, "*") {
+						t.Errorf("%s: policy %s grants the wildcard action %q", a.SrcRange, b.Labels[1], act)
+					}
+				}
+			}
+		}
+	}
+	for name, text := range m.text {
+		if regexp.MustCompile(`"Action"\s*[:=]\s*"\*"`).MatchString(text) {
+			t.Errorf("%s has a policy granting every action", name)
+		}
+	}
+}
+
+// TestGCPRoleMatchesCode: the gateway's custom role holds exactly the
+// permissions the Compute Engine backend's calls need; the image
+// repository and the members' service account are granted on those
+// resources alone.
+func TestGCPRoleMatchesCode(t *testing.T) {
+	m := load(t, "gcp")
+	role := m.block("resource", "google_project_iam_custom_role", "gateway")
+	if role == nil {
+		t.Fatal(`terraform/gcp has no resource "google_project_iam_custom_role" "gateway"`)
+	}
+	a := role.Body.Attributes["permissions"]
+	if a == nil {
+		t.Fatal("the gateway role lists no permissions")
+	}
+	granted := literalStrings(t, a)
+	slices.Sort(granted)
+	extra, missing := diff(granted, gce.Permissions())
+	if len(extra) > 0 {
+		t.Errorf("the gateway role grants permissions the code does not need: %v", extra)
+	}
+	if len(missing) > 0 {
+		t.Errorf("the gateway role lacks permissions the code needs: %v", missing)
+	}
+	wantBinding := map[string]string{
+		"google_artifact_registry_repository_iam_member": build.GoogleRegistryRole,
+		"google_service_account_iam_member":              "roles/iam.serviceAccountUser",
+	}
+	for typ, want := range wantBinding {
+		found := false
+		for _, b := range m.blocks("resource") {
+			if b.Labels[0] == typ && literalString(b.Body, "role") == want {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("terraform/gcp grants %s on no single resource (%s)", want, typ)
+		}
+	}
+	// Project-wide, the gateway gets its custom role and nothing broad.
+	broad := regexp.MustCompile(`^roles/(owner|editor|compute\.|iam\.|secretmanager\.admin|resourcemanager\.)`)
+	for _, b := range m.blocks("resource") {
+		if b.Labels[0] == "google_project_iam_member" || b.Labels[0] == "google_project_iam_binding" {
+			if r := literalString(b.Body, "role"); broad.MatchString(r) {
+				t.Errorf("%s: %s grants %s project-wide; use the custom role", b.DefRange(), b.Labels[1], r)
+			}
+		}
+	}
+}
+
+// tfBinary is terraform or OpenTofu, when either is installed.
+func tfBinary(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"tofu", "terraform"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("neither tofu nor terraform is on PATH: `fmt -check` and `validate` not run (the HCL checks above ran)")
+	return ""
+}
+
+// TestCanonicalFormat: every .tf file is as hclwrite.Format leaves it, the
+// formatter `terraform fmt` is built on; this runs where no binary is.
+func TestCanonicalFormat(t *testing.T) {
+	for _, dir := range append(slices.Clone(modules), examples...) {
+		for name, text := range load(t, dir).text {
+			if filepath.Ext(name) == ".tf" && string(hclwrite.Format([]byte(text))) != text {
+				t.Errorf("%s is not formatted: run `terraform fmt -recursive terraform` (or `tofu fmt`)", name)
+			}
+		}
+	}
+}
+
+func TestFormatted(t *testing.T) {
+	bin := tfBinary(t)
+	out, err := exec.Command(bin, "fmt", "-check", "-recursive", "-diff", ".").CombinedOutput()
+	if err != nil {
+		t.Errorf("%s fmt -check: %v; run `%s fmt -recursive terraform`:\n%s", filepath.Base(bin), err, filepath.Base(bin), out)
+	}
+}
+
+// TestValidate runs `validate` on the examples when providers can be had
+// without the network: from GATEWAY_TEST_TERRAFORM_PLUGIN_DIR (a
+// directory that `terraform providers mirror` filled). Tests here may not
+// download them.
+func TestValidate(t *testing.T) {
+	bin := tfBinary(t)
+	plugins := os.Getenv("GATEWAY_TEST_TERRAFORM_PLUGIN_DIR")
+	if plugins == "" {
+		t.Skip("GATEWAY_TEST_TERRAFORM_PLUGIN_DIR is not set: validate needs the aws, google and random providers, which tests may not download")
+	}
+	for _, ex := range examples {
+		t.Run(ex, func(t *testing.T) {
+			work := t.TempDir()
+			// Copy the example beside a copy of its module, so that
+			// .terraform is made in a temporary directory.
+			for _, d := range []string{ex, filepath.Base(ex)} {
+				if err := os.CopyFS(filepath.Join(work, d), os.DirFS(d)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir := filepath.Join(work, ex)
+			for _, args := range [][]string{{"init", "-backend=false", "-input=false", "-plugin-dir=" + plugins}, {"validate", "-no-color"}} {
+				cmd := exec.Command(bin, args...)
+				cmd.Dir = dir
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
+				}
+			}
+		})
+	}
+}
+
+func TestMain(m *testing.M) {
+	for _, d := range append(slices.Clone(modules), examples...) {
+		if _, err := os.Stat(d); err != nil {
+			fmt.Fprintf(os.Stderr, "terraform tests: %v (run them from the terraform directory)\n", err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(m.Run())
+}
