@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,7 +37,7 @@ with a loopback redirect). Tokens are kept in $XDG_CONFIG_HOME/gateway/credentia
 			if err != nil {
 				return err
 			}
-			if err := storeLogin(url, entry); err != nil {
+			if err := storeLogin(url, entry, g.caFile); err != nil {
 				return err
 			}
 			c, err := g.clientFor(url, entry.Token, entry.CAFile)
@@ -116,12 +117,22 @@ func login(ctx context.Context, g *globals, url string, browser bool, w io.Write
 	return client.EntryFromToken(ac, oc, tok)
 }
 
-func storeLogin(url string, e client.Entry) error {
+// storeLogin keeps a login for url. A --ca-file given to login is kept
+// with it (as an absolute path), so that later commands trust the same CA
+// without repeating it; without one, the CA file kept before stays.
+func storeLogin(url string, e client.Entry, caFile string) error {
 	creds, err := client.LoadCredentials()
 	if err != nil {
 		return err
 	}
 	e.CAFile = creds.Gateways[url].CAFile
+	if caFile != "" {
+		abs, err := filepath.Abs(caFile)
+		if err != nil {
+			return fmt.Errorf("--ca-file: %w", err)
+		}
+		e.CAFile = abs
+	}
 	creds.Gateways[url] = e
 	creds.Current = url
 	return creds.Save()

@@ -137,7 +137,7 @@ func devBanner(cmd *cobra.Command, g *gateway.Gateway, cfg *config.Config) error
 	var credPath string
 	entry, err := devLogin(ctx, g.PublicURL, "dev")
 	if err == nil {
-		if err = storeLogin(client.Key(g.PublicURL), entry); err == nil {
+		if err = storeLogin(client.Key(g.PublicURL), entry, ""); err == nil {
 			credPath, err = client.CredentialsPath()
 		}
 	}

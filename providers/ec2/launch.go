@@ -253,6 +253,7 @@ func (p *Provider) script(spec providers.ClusterSpec, member string, role provid
 		Image:     orDefault(spec.Image, p.cfg.Image),
 		GPU:       m.GPUs > 0 || p.hasGPUs(instanceType),
 	}
+	s.ECRHost, s.ECRRegion = ecrImage(s.Image)
 	if role == providers.RoleScheduler {
 		s.Command = schedulerCommand(spec)
 	} else {

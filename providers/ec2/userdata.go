@@ -31,6 +31,27 @@ type memberScript struct {
 	Image     string
 	GPU       bool
 	Command   []string
+	// ECRHost and ECRRegion are set when Image is in an ECR registry:
+	// Docker logs in there with the instance profile before pulling.
+	ECRHost   string
+	ECRRegion string
+}
+
+// ecrRegistry matches an ECR registry host: <account>.dkr.ecr.<region>.amazonaws.com[.cn].
+var ecrRegistry = regexp.MustCompile(`^[0-9]{12}\.dkr\.ecr(-fips)?\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$`)
+
+// ecrImage returns the registry host and region of an image in ECR, or
+// empty strings for any other image.
+func ecrImage(image string) (host, region string) {
+	host, _, ok := strings.Cut(image, "/")
+	if !ok {
+		return "", ""
+	}
+	m := ecrRegistry.FindStringSubmatch(host)
+	if m == nil {
+		return "", ""
+	}
+	return host, m[2]
 }
 
 // userData is the cloud-init shell script a member boots with. It holds no
@@ -164,6 +185,16 @@ rm -f "$DIR/tls.pem"
 test -s "$DIR/tls.crt"
 test -s "$DIR/tls.key"
 
+{{- if .ECRHost}}
+# The image is in ECR: Docker logs in with the instance profile, which needs
+# ecr:GetAuthorizationToken and pull rights on the repository. The password
+# goes through a pipe, never a command line.
+for i in $(seq 10); do
+  aws ecr get-login-password --region {{q .ECRRegion}} | docker login --username AWS --password-stdin {{q .ECRHost}} >/dev/null && break
+  if [ "$i" = 10 ]; then echo "dask-gateway: cannot log in to {{.ECRHost}}: the instance profile needs ecr:GetAuthorizationToken"; false; fi
+  sleep 5
+done
+{{- end}}
 for i in $(seq 10); do docker pull -q "$IMAGE" && break; [ "$i" = 10 ] && false; sleep 10; done
 # The files stay 0600, owned by the user the image runs as.
 chown "$(docker run --rm --entrypoint id "$IMAGE" -u 2>/dev/null || echo 0)" "$DIR/tls.crt" "$DIR/tls.key"

@@ -117,3 +117,45 @@ func TestShellQuote(t *testing.T) {
 		}
 	}
 }
+
+// TestUserDataECR: a member whose image is in ECR logs Docker in there with
+// the instance profile before pulling; other images are pulled as they are.
+func TestUserDataECR(t *testing.T) {
+	p := &Provider{cfg: Config{Region: "eu-west-1", GatewayID: "gw1", Image: DefaultImage}.withDefaults()}
+	cases := []struct {
+		image, host, region string
+	}{
+		{"123456789012.dkr.ecr.us-east-1.amazonaws.com/gw/env:env-abc", "123456789012.dkr.ecr.us-east-1.amazonaws.com", "us-east-1"},
+		{"123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn/env:1", "123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn", "cn-north-1"},
+		{"123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com/env:1", "123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com", "us-gov-west-1"},
+		{"ghcr.io/dask/dask:latest", "", ""},
+		{"public.ecr.aws/dask/dask:latest", "", ""},
+		{"dask/dask:latest", "", ""},
+		{"12345.dkr.ecr.us-east-1.amazonaws.com/x:1", "", ""}, // not an account id
+	}
+	for _, c := range cases {
+		t.Run(c.image, func(t *testing.T) {
+			host, region := ecrImage(c.image)
+			if host != c.host || region != c.region {
+				t.Fatalf("ecrImage = %q, %q; want %q, %q", host, region, c.host, c.region)
+			}
+			s := spec("c1")
+			s.Image = c.image
+			b64, err := userData(p.script(s, "scheduler", providers.RoleScheduler, "", "m6i.large", s.Scheduler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			script := decodeScript(t, b64)
+			login := strings.Index(script, "aws ecr get-login-password --region "+c.region+" | docker login --username AWS --password-stdin "+c.host)
+			if c.host == "" {
+				if strings.Contains(script, "docker login") {
+					t.Error("a member logs in to a registry that is not ECR")
+				}
+				return
+			}
+			if login < 0 || login > strings.Index(script, "docker pull") {
+				t.Errorf("the script does not log in to %s before pulling:\n%s", c.host, script)
+			}
+		})
+	}
+}

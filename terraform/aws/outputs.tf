@@ -78,7 +78,7 @@ output "cli_config" {
   value       = <<-EOT
     # Log in with your identity provider (device flow: open the URL it prints;
     # --browser uses a browser on this machine instead). When the certificate
-    # is not from a public CA, add --ca-file ca.pem to every command.
+    # is not from a public CA, add --ca-file ca.pem to the login (it is kept).
     gateway login --gateway ${local.gateway_url}
     gateway whoami
     # A first Dask cluster with 2 workers (${var.cluster_backend} backend):
