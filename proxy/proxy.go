@@ -151,8 +151,10 @@ func (s *Server) handle(conn net.Conn) {
 		s.putBuf(bp, consumed)
 	default:
 		if cluster, ok := s.clusterFor(hello.ServerName); ok {
-			s.passthroughTo(conn, cluster, consumed)
-			s.putBuf(bp, consumed)
+			// The buffer goes back to the pool once the ClientHello is
+			// sent on, not when the connection ends: an idle connection
+			// holds no user-space buffer.
+			s.passthroughTo(conn, cluster, consumed, func() { s.putBuf(bp, consumed) })
 			return
 		}
 		if s.cfg.TLS == nil {
@@ -211,20 +213,24 @@ func (s *Server) refusePlain(conn net.Conn, first []byte) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(conn, 64<<10))
 }
 
-func (s *Server) passthroughTo(conn net.Conn, cluster string, hello []byte) {
+func (s *Server) passthroughTo(conn net.Conn, cluster string, hello []byte, release func()) {
 	rt, ok := s.routes.Lookup(cluster)
 	if !ok {
+		release()
 		s.log.Debug("no route for cluster", "cluster", cluster, "remote", conn.RemoteAddr())
 		conn.Close()
 		return
 	}
 	backend, err := net.DialTimeout("tcp", rt.Scheduler, s.cfg.DialTimeout)
 	if err != nil {
+		release()
 		s.log.Warn("cannot reach scheduler", "cluster", cluster, "addr", rt.Scheduler, "err", err)
 		conn.Close()
 		return
 	}
-	if _, err := backend.Write(hello); err != nil {
+	_, err = backend.Write(hello)
+	release()
+	if err != nil {
 		conn.Close()
 		backend.Close()
 		return
@@ -258,23 +264,28 @@ func (s *Server) track(a, b net.Conn, add bool) bool {
 	return true
 }
 
-// pipe copies both ways until both directions end, passing half-closes on.
-// Between two *net.TCPConn io.Copy uses splice(2) on Linux: the bytes never
-// enter user space. Once one direction has ended, the other gets
+// pipe copies both ways until both directions end, passing half-closes on
+// (see copyConn for why not splice). Once one direction has ended, the other gets
 // halfCloseGrace to finish, so a peer that never closes cannot pin the pair.
+// One direction runs in the caller's goroutine: an idle connection costs
+// two goroutine stacks, not three.
 func pipe(a, b net.Conn) {
-	done := make(chan struct{}, 2)
-	copyHalf := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+	var ended atomic.Bool
+	half := func(dst, src net.Conn) {
+		_ = copyConn(dst, src)
 		closeWrite(dst)
-		done <- struct{}{}
+		if !ended.Swap(true) {
+			deadline := time.Now().Add(halfCloseGrace)
+			_ = a.SetReadDeadline(deadline)
+			_ = b.SetReadDeadline(deadline)
+		}
 	}
-	go copyHalf(b, a)
-	go copyHalf(a, b)
-	<-done
-	deadline := time.Now().Add(halfCloseGrace)
-	_ = a.SetReadDeadline(deadline)
-	_ = b.SetReadDeadline(deadline)
+	done := make(chan struct{})
+	go func() {
+		half(b, a)
+		close(done)
+	}()
+	half(a, b)
 	<-done
 	a.Close()
 	b.Close()

@@ -860,16 +860,17 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 		}
 		sched = findScheduler(members)
 	}
+	starting := c.now().Sub(cl.CreatedAt)
 	switch {
 	case sched == nil:
-		return 200 * time.Millisecond, nil
+		return startPoll(starting, 200*time.Millisecond), nil
 	case sched.State == providers.StateStopped:
 		if table, ok := images.MismatchIn(sched.Reason); ok {
 			return 0, c.fail(ctx, cl, "the scheduler runs other software than the client:\n"+table)
 		}
 		return 0, c.fail(ctx, cl, "the scheduler failed to start: "+orDefault(sched.Reason, "it exited"))
 	case sched.State != providers.StateRunning || sched.Address == "":
-		return 100 * time.Millisecond, nil
+		return startPoll(starting, 100*time.Millisecond), nil
 	}
 	c.router.SetRoute(cl.Name, cl.Owner, sched.Address, sched.DashboardURL)
 	_, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
@@ -889,6 +890,15 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 	}
 	c.log.Info("cluster running", "cluster", cl.Name, "scheduler", sched.Address, "startup", c.now().Sub(cl.CreatedAt).Round(time.Millisecond))
 	return 1, nil
+}
+
+// startPoll is how soon to look again at a cluster that is coming up,
+// elapsed after it was asked for: often at first, when a local or container
+// cluster is about to be ready and every poll saved is latency the user
+// sees, then less, up to ceiling, for machines that take minutes to boot
+// (whose Describe calls a cloud API).
+func startPoll(elapsed, ceiling time.Duration) time.Duration {
+	return min(max(elapsed/20, 20*time.Millisecond), ceiling)
 }
 
 func workerPhase(ready, desired int) string {
@@ -1069,7 +1079,7 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		}
 	}
 	if ready != cl.DesiredWorkers {
-		return 250 * time.Millisecond, nil
+		return startPoll(c.now().Sub(cl.CreatedAt), 250*time.Millisecond), nil
 	}
 	if cl.Adaptive {
 		return min(c.cfg.PollInterval, time.Second), nil // follow demand closely

@@ -503,3 +503,19 @@ func TestQueueLaterAddAfterKeepsEarlier(t *testing.T) {
 	q.AddAfter("a", time.Hour)
 	qtMustGet(t, q, "a")
 }
+
+func TestStartPoll(t *testing.T) {
+	cases := []struct {
+		elapsed, ceiling, want time.Duration
+	}{
+		{0, 250 * time.Millisecond, 20 * time.Millisecond},
+		{time.Second, 250 * time.Millisecond, 50 * time.Millisecond},
+		{3 * time.Second, 100 * time.Millisecond, 100 * time.Millisecond},
+		{10 * time.Minute, 250 * time.Millisecond, 250 * time.Millisecond},
+	}
+	for _, c := range cases {
+		if got := startPoll(c.elapsed, c.ceiling); got != c.want {
+			t.Errorf("startPoll(%s, %s) = %s, want %s", c.elapsed, c.ceiling, got, c.want)
+		}
+	}
+}

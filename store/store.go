@@ -204,6 +204,11 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 	}
 	if path == ":memory:" {
 		db.SetMaxOpenConns(1) // each connection would see its own database
+	} else {
+		// database/sql keeps 2 idle connections by default; every other
+		// query would open a connection again (pragmas included), which
+		// was a fifth of the reconcile loop's and the API's CPU.
+		db.SetMaxIdleConns(32)
 	}
 	s := &DB{db: db, dialect: sqlite, now: time.Now}
 	// Two processes creating the same new file at once can meet SQLITE_BUSY

@@ -212,7 +212,7 @@ func waitReady(ctx context.Context, c *client.Client, name string, workers int, 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := ""
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		d, err := c.Get(ctx, name)

@@ -1,0 +1,754 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/internal/pki"
+	"github.com/gatewayhq/gateway/proxy"
+	"github.com/gatewayhq/gateway/proxy/routes"
+	"golang.org/x/net/websocket"
+)
+
+// The proxy figures run the gateway's real proxy (proxy.Server: SNI peek,
+// route lookup, passthrough, dashboard reverse proxy) in a process of its
+// own, so that its memory can be read apart from the load generator's, in
+// front of backends that stand in for a Dask scheduler: a TLS server
+// speaking a tiny protocol (another process) and, for dashboards, tornado
+// (the web server Dask's dashboards run on) with a page and a websocket
+// echo. Each baseline is the same client talking to the same backend
+// directly.
+
+const (
+	childFlag   = "__proxy-child"
+	backendFlag = "__backend-child"
+	countsFlag  = "__counts-child"
+	benchRoute  = "bench"
+	benchToken  = "bench-token"
+	serverName  = proxy.SNIPrefix + benchRoute
+	modeSink    = 'S' // read an 8-byte length, discard that many bytes, answer 'K'
+	modeEcho    = 'E' // echo 4-byte-length-prefixed messages until EOF
+	maxEchoSize = 1 << 20
+)
+
+// testbed is the backends, the proxy child and TLS settings for clients.
+type testbed struct {
+	backend   string // TLS backend (the "scheduler")
+	dashboard string // HTTP backend (the "dashboard")
+	proxyAddr string
+	statsURL  string
+	client    *tls.Config
+	children
+}
+
+func newTestbed(o Options) (*testbed, error) {
+	raiseFileLimit()
+	tb := &testbed{}
+	// The backend's certificate, for the name clients ask the proxy for;
+	// the backend process loads the same files.
+	cert, err := pki.LoadOrCreateServing(o.Dir, []string{serverName}, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert.Leaf)
+	tb.client = &tls.Config{ServerName: serverName, RootCAs: pool, MinVersion: tls.VersionTLS13}
+	// The backends and the proxy run in processes of their own: each holds
+	// one socket per connection for its side, which keeps every process
+	// within its descriptor limit at 10,000 connections.
+	backend, err := tb.self(backendFlag, o.Dir)
+	if err != nil {
+		tb.close()
+		return nil, err
+	}
+	tb.backend = backend
+	// The dashboard is served by tornado, the web server of Dask's own
+	// dashboards, so that figure 4 compares against what users reach.
+	if tb.dashboard, err = tb.start(python, "-c", tornadoDashboard); err != nil {
+		tb.close()
+		return nil, fmt.Errorf("tornado dashboard (python3-distributed brings tornado): %w", err)
+	}
+	if tb.proxyAddr, err = tb.self(childFlag, tb.backend, tb.dashboard); err != nil {
+		tb.close()
+		return nil, err
+	}
+	tb.statsURL = "http://" + tb.proxyAddr + "/bench/stats"
+	return tb, nil
+}
+
+// dial opens a TLS connection to the backend, through the proxy or not,
+// and says which mode it wants.
+func (tb *testbed) dial(proxied bool, mode byte) (*tls.Conn, error) {
+	addr := tb.backend
+	if proxied {
+		addr = tb.proxyAddr
+	}
+	raw, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	c := tls.Client(raw, tb.client)
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := c.Handshake(); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	if _, err := c.Write([]byte{mode}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+type stats struct {
+	Active   int64 `json:"active"`
+	RSSBytes int64 `json:"rss_bytes"`
+}
+
+func (tb *testbed) stats() (stats, error) {
+	var s stats
+	resp, err := http.Get(tb.statsURL)
+	if err != nil {
+		return s, err
+	}
+	defer resp.Body.Close()
+	return s, json.NewDecoder(resp.Body).Decode(&s)
+}
+
+// serveBackend is the stand-in scheduler.
+func serveBackend(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			r := bufio.NewReaderSize(c, 64<<10)
+			mode, err := r.ReadByte()
+			if err != nil {
+				return
+			}
+			switch mode {
+			case modeSink:
+				var n uint64
+				if binary.Read(r, binary.BigEndian, &n) != nil {
+					return
+				}
+				if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
+					return
+				}
+				_, _ = c.Write([]byte{'K'})
+			case modeEcho:
+				buf := make([]byte, 4+maxEchoSize)
+				for {
+					if _, err := io.ReadFull(r, buf[:4]); err != nil {
+						return
+					}
+					n := binary.BigEndian.Uint32(buf[:4])
+					if n > maxEchoSize {
+						return
+					}
+					if _, err := io.ReadFull(r, buf[4:4+n]); err != nil {
+						return
+					}
+					if _, err := c.Write(buf[:4+n]); err != nil {
+						return
+					}
+				}
+			}
+		}()
+	}
+}
+
+// tornadoDashboard serves a small page and a websocket echo under the
+// bench cluster's prefix with tornado, as a Dask scheduler's dashboard
+// does, on a free loopback port it prints; it ends when stdin closes.
+const tornadoDashboard = `
+import asyncio, socket, sys, threading
+import tornado.web, tornado.websocket
+PAGE = "<!DOCTYPE html><html><head><title>Dask: status</title></head><body>" + "<div class=\"bk-root\"></div>\n" * 60 + "</body></html>"
+class Status(tornado.web.RequestHandler):
+    def get(self):
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.write(PAGE)
+class Echo(tornado.websocket.WebSocketHandler):
+    def check_origin(self, origin):
+        return True
+    def on_message(self, m):
+        self.write_message(m, binary=isinstance(m, bytes))
+async def main():
+    app = tornado.web.Application([(r"/clusters/bench/status", Status), (r"/clusters/bench/ws", Echo)])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    sock.setblocking(False)
+    server = tornado.httpserver.HTTPServer(app)
+    server.add_sockets([sock])
+    print("127.0.0.1:%d" % sock.getsockname()[1], flush=True)
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(done.set)), daemon=True).start()
+    await done.wait()
+import tornado.httpserver
+asyncio.run(main())
+`
+
+// runBackend is the backend's process: the stand-in scheduler (TLS, with
+// the certificate in dir), until its stdin closes.
+func runBackend(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "backend child: want the certificate directory")
+		return 2
+	}
+	raiseFileLimit()
+	cert, err := pki.LoadOrCreateServing(args[0], []string{serverName}, time.Now())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "backend child:", err)
+		return 1
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "backend child:", err)
+		return 1
+	}
+	defer ln.Close()
+	go serveBackend(ln)
+	fmt.Println(ln.Addr().String())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// runChild is the proxy process: the gateway's proxy.Server routing the
+// bench cluster to the backends, until its stdin closes.
+func runChild(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "proxy child: want the backend and dashboard addresses")
+		return 2
+	}
+	raiseFileLimit()
+	rt := routes.New()
+	rt.SetRoute(benchRoute, "bench-owner", args[0], "http://"+args[1])
+	srv := proxy.New(proxy.Config{AllowPlainHTTP: true}, rt)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "proxy child:", err)
+		return 1
+	}
+	authn := func(r *http.Request) (*auth.User, error) {
+		if r.Header.Get("Authorization") != "Bearer "+benchToken {
+			return nil, auth.ErrNoCredentials
+		}
+		return &auth.User{ID: "bench-owner", Name: "bench"}, nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle(proxy.DashboardPrefix, srv.DashboardHandler(authn))
+	mux.HandleFunc("/bench/stats", func(w http.ResponseWriter, r *http.Request) {
+		runtime.GC()
+		debug.FreeOSMemory()
+		json.NewEncoder(w).Encode(stats{Active: srv.ActivePassthrough(), RSSBytes: rss()})
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	go hs.Serve(srv.HTTPListener(ln.Addr()))
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	fmt.Println(ln.Addr().String())
+	_ = srv.Serve(ctx, ln)
+	srv.Close()
+	hs.Close()
+	return 0
+}
+
+// rss is this process's resident memory.
+func rss() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// raiseFileLimit lifts the descriptor limit as far as allowed: 10,000
+// proxied connections hold 20,000 sockets in the proxy alone.
+func raiseFileLimit() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) != nil {
+		return
+	}
+	want := uint64(1 << 17)
+	if l.Max < want {
+		// Root may raise the hard limit; others keep theirs.
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: want, Max: want}) == nil {
+			return
+		}
+	}
+	l.Cur = max(l.Cur, min(l.Max, want))
+	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+}
+
+// fileLimit is this process's descriptor limit (children get the same).
+func fileLimit() uint64 {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) != nil {
+		return 1024
+	}
+	return l.Cur
+}
+
+// median of a few repetitions, alternating direct and proxied runs so that
+// drift (thermal, other load) hits both alike.
+func alternate(reps int, f func(proxied bool) (float64, error)) (direct, proxied float64, err error) {
+	var ds, ps []float64
+	for range reps {
+		for _, p := range []bool{false, true} {
+			v, err := f(p)
+			if err != nil {
+				return 0, 0, err
+			}
+			if p {
+				ps = append(ps, v)
+			} else {
+				ds = append(ds, v)
+			}
+		}
+	}
+	return median(ds), median(ps), nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// benchProxy is figure 1: bulk TLS streams client -> scheduler, through the
+// SNI passthrough against direct, with 1, 16 and 256 concurrent streams.
+// Each run sends a fixed number of bytes in all and ends when the backend
+// has acknowledged every stream's last byte.
+func benchProxy(ctx context.Context, o Options) ([]Result, error) {
+	tb, err := newTestbed(o)
+	if err != nil {
+		return nil, err
+	}
+	defer tb.close()
+	total := int64(1 << 30)
+	reps := 3
+	if o.Quick {
+		total, reps = 128<<20, 1
+	}
+	var out []Result
+	for _, streams := range []int{1, 16, 256} {
+		direct, proxied, err := alternate(reps, func(p bool) (float64, error) {
+			return bulk(ctx, tb, p, streams, total)
+		})
+		if err != nil {
+			return out, fmt.Errorf("%d streams: %w", streams, err)
+		}
+		ratio := proxied / direct
+		out = append(out, Result{Figure: "1 proxy throughput", Case: fmt.Sprintf("%d streams", streams), Unit: "B/s",
+			Value: proxied, Baseline: direct, Ratio: ratio, Target: ">= 0.90 of direct", Met: ratio >= 0.90})
+	}
+	return out, nil
+}
+
+func bulk(ctx context.Context, tb *testbed, proxied bool, streams int, total int64) (float64, error) {
+	per := total / int64(streams)
+	chunk := make([]byte, 256<<10)
+	conns := make([]*tls.Conn, streams)
+	for i := range conns {
+		c, err := tb.dial(proxied, modeSink)
+		if err != nil {
+			closeAll(conns)
+			return 0, err
+		}
+		conns[i] = c
+	}
+	defer closeAll(conns)
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	for _, c := range conns {
+		wg.Go(func() {
+			_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
+			if err := binary.Write(c, binary.BigEndian, uint64(per)); err != nil {
+				errs <- err
+				return
+			}
+			for left := per; left > 0; {
+				n := min(left, int64(len(chunk)))
+				if _, err := c.Write(chunk[:n]); err != nil {
+					errs <- err
+					return
+				}
+				left -= n
+				if ctx.Err() != nil {
+					errs <- ctx.Err()
+					return
+				}
+			}
+			ack := make([]byte, 1)
+			if _, err := io.ReadFull(c, ack); err != nil || ack[0] != 'K' {
+				errs <- fmt.Errorf("no acknowledgement: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return float64(per*int64(streams)) / time.Since(start).Seconds(), nil
+}
+
+func closeAll(cs []*tls.Conn) {
+	for _, c := range cs {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// benchLatency is figure 2: round trips of Dask-sized messages on one
+// connection, through the proxy and direct; p50 and p99, and the p50 the
+// proxy adds.
+func benchLatency(ctx context.Context, o Options) ([]Result, error) {
+	tb, err := newTestbed(o)
+	if err != nil {
+		return nil, err
+	}
+	defer tb.close()
+	n := 5000
+	if o.Quick {
+		n = 500
+	}
+	reps := 3
+	if o.Quick {
+		reps = 1
+	}
+	var out []Result
+	for _, size := range []int{100, 1 << 10, 10 << 10} {
+		// Medians over interleaved runs, direct and proxied in turn, so
+		// that a burst of other work on the machine hits both alike.
+		var p99s [2][]float64
+		d50, p50, err := alternate(reps, func(proxied bool) (float64, error) {
+			rtts, err := roundTrips(ctx, tb, proxied, size, n)
+			if err != nil {
+				return 0, err
+			}
+			i := 0
+			if proxied {
+				i = 1
+			}
+			p99s[i] = append(p99s[i], us(percentile(rtts, 99)))
+			return us(percentile(rtts, 50)), nil
+		})
+		if err != nil {
+			return out, fmt.Errorf("%d B: %w", size, err)
+		}
+		d99, p99 := median(p99s[0]), median(p99s[1])
+		added := p50 - d50
+		name := fmt.Sprintf("%s messages", humanBytes(size))
+		out = append(out,
+			Result{Figure: "2 proxy latency", Case: name + ", p50", Unit: "µs", Value: p50, Baseline: d50, Ratio: p50 / d50,
+				Target: "added p50 < 50 µs", Met: added < 50, Note: fmt.Sprintf("added %.1f µs", added)},
+			Result{Figure: "2 proxy latency", Case: name + ", p99", Unit: "µs", Value: p99, Baseline: d99, Ratio: p99 / d99,
+				Target: "info", Met: true})
+	}
+	return out, nil
+}
+
+func roundTrips(ctx context.Context, tb *testbed, proxied bool, size, n int) ([]time.Duration, error) {
+	c, err := tb.dial(proxied, modeEcho)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
+	msg := make([]byte, 4+size)
+	binary.BigEndian.PutUint32(msg, uint32(size))
+	back := make([]byte, len(msg))
+	rtts := make([]time.Duration, 0, n)
+	for i := range n + n/10 { // the first tenth warms up
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		t0 := time.Now()
+		if _, err := c.Write(msg); err != nil {
+			return nil, err
+		}
+		if _, err := io.ReadFull(c, back); err != nil {
+			return nil, err
+		}
+		if i >= n/10 {
+			rtts = append(rtts, time.Since(t0))
+		}
+	}
+	return rtts, nil
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func humanBytes(n int) string {
+	if n >= 1<<10 {
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// benchConns is figure 3: 10,000 concurrent idle proxied connections. It
+// reads the proxy process's resident memory (after a GC) before and with
+// them open, holds them, and checks that every one still carries a round
+// trip end to end.
+func benchConns(ctx context.Context, o Options) ([]Result, error) {
+	tb, err := newTestbed(o)
+	if err != nil {
+		return nil, err
+	}
+	defer tb.close()
+	n := 10000
+	hold := 5 * time.Second
+	if o.Quick {
+		n, hold = 1000, time.Second
+	}
+	// The proxy holds two sockets per connection; where the descriptor
+	// limit cannot be raised (no CAP_SYS_RESOURCE), measure what fits.
+	limitNote := ""
+	if fit := int(fileLimit()-100) / 2; fit < n {
+		limitNote = fmt.Sprintf(" (%d asked; the descriptor limit here is %d and cannot be raised)", n, fileLimit())
+		n = fit
+	}
+	// Warm the proxy up (pools, first allocations) before the baseline.
+	if warm, err := tb.dial(true, modeEcho); err == nil {
+		echo(warm, 100)
+		warm.Close()
+	}
+	time.Sleep(200 * time.Millisecond)
+	before, err := tb.stats()
+	if err != nil {
+		return nil, err
+	}
+	conns := make([]*tls.Conn, n)
+	defer closeAll(conns)
+	var opened atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	sem := make(chan struct{}, 64)
+	for i := range conns {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c, err := tb.dial(true, modeEcho)
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+				return
+			}
+			conns[i] = c
+			opened.Add(1)
+		})
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return nil, fmt.Errorf("opened %d of %d: %w", opened.Load(), n, err)
+	default:
+	}
+	time.Sleep(hold)
+	with, err := tb.stats()
+	if err != nil {
+		return nil, err
+	}
+	alive := 0
+	for _, c := range conns {
+		if c != nil && echo(c, 16) == nil {
+			alive++
+		}
+	}
+	per := float64(with.RSSBytes-before.RSSBytes) / float64(n)
+	return []Result{
+		{Figure: "3 connection scale", Case: fmt.Sprintf("%d idle connections", n), Unit: "B/conn", Value: per,
+			Target: "< 20 KiB per connection, all open", Met: per < 20<<10 && alive == n && with.Active == int64(n) && limitNote == "",
+			Note: fmt.Sprintf("proxy RSS %s -> %s; %d passthroughs active; %d of %d answered a round trip after %s idle%s",
+				humanMiB(before.RSSBytes), humanMiB(with.RSSBytes), with.Active, alive, n, hold, limitNote)},
+	}, nil
+}
+
+func humanMiB(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func echo(c *tls.Conn, size int) error {
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	msg := make([]byte, 4+size)
+	binary.BigEndian.PutUint32(msg, uint32(size))
+	if _, err := c.Write(msg); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(c, msg)
+	return err
+}
+
+// benchDashboard is figure 4: requests/s of a small dashboard page and of
+// websocket echo messages, through the gateway's dashboard proxy (with its
+// authentication and route lookup) against direct. Both sides are plain
+// HTTP on loopback, so the ratio is the proxy's own cost, not TLS's.
+func benchDashboard(ctx context.Context, o Options) ([]Result, error) {
+	tb, err := newTestbed(o)
+	if err != nil {
+		return nil, err
+	}
+	defer tb.close()
+	dur := 3 * time.Second
+	reps := 3
+	if o.Quick {
+		dur, reps = time.Second, 1
+	}
+	const clients = 8
+	page := func(p bool) (float64, error) {
+		host := tb.dashboard
+		if p {
+			host = tb.proxyAddr
+		}
+		return httpLoad(ctx, "http://"+host+"/clusters/"+benchRoute+"/status", clients, dur)
+	}
+	ws := func(p bool) (float64, error) {
+		host := tb.dashboard
+		if p {
+			host = tb.proxyAddr
+		}
+		return wsLoad(ctx, host, clients, dur)
+	}
+	var out []Result
+	for _, c := range []struct {
+		name string
+		f    func(bool) (float64, error)
+		unit string
+	}{{"status page, 8 clients", page, "req/s"}, {"websocket echo, 8 connections", ws, "msg/s"}} {
+		direct, proxied, err := alternate(reps, c.f)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", c.name, err)
+		}
+		ratio := proxied / direct
+		out = append(out, Result{Figure: "4 dashboard proxy", Case: c.name, Unit: c.unit, Value: proxied, Baseline: direct,
+			Ratio: ratio, Target: ">= 0.80 of direct", Met: ratio >= 0.80})
+	}
+	return out, nil
+}
+
+func httpLoad(ctx context.Context, url string, clients int, dur time.Duration) (float64, error) {
+	tr := &http.Transport{MaxIdleConnsPerHost: clients}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var done atomic.Int64
+	var firstErr error
+	var once sync.Once
+	deadline := time.Now().Add(dur)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				req.Header.Set("Authorization", "Bearer "+benchToken)
+				resp, err := hc.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("%s: %s", url, resp.Status)
+					}
+				}
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	return float64(done.Load()) / dur.Seconds(), nil
+}
+
+func wsLoad(ctx context.Context, host string, conns int, dur time.Duration) (float64, error) {
+	cfg, err := websocket.NewConfig("ws://"+host+"/clusters/"+benchRoute+"/ws", "http://"+host)
+	if err != nil {
+		return 0, err
+	}
+	cfg.Header.Set("Authorization", "Bearer "+benchToken)
+	var done atomic.Int64
+	errs := make(chan error, conns)
+	deadline := time.Now().Add(dur)
+	var wg sync.WaitGroup
+	msg := []byte(strings.Repeat("x", 100))
+	for range conns {
+		wg.Go(func() {
+			ws, err := websocket.DialConfig(cfg)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer ws.Close()
+			back := make([]byte, len(msg))
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				if _, err := ws.Write(msg); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := io.ReadFull(ws, back); err != nil {
+					errs <- err
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	return float64(done.Load()) / dur.Seconds(), nil
+}
