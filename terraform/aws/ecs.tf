@@ -15,7 +15,10 @@ locals {
     "GATEWAY_GATEWAY_ID" = var.gateway_id
     # Fargate disks are ephemeral: state is in PostgreSQL, this holds only
     # build logs and scratch files.
-    "GATEWAY_DATA_DIR"                 = "/tmp/gateway"
+    "GATEWAY_DATA_DIR" = "/tmp/gateway"
+    # A replaced task (deployment, certificate renewal, password rotation)
+    # leaves its clusters to the other replicas instead of stopping them.
+    "GATEWAY_CLUSTER_ON_SHUTDOWN"      = "leave"
     "GATEWAY_LOG_FORMAT"               = "json"
     "GATEWAY_LOG_LEVEL"                = var.log_level
     "GATEWAY_DATABASE_URL"             = local.database_url

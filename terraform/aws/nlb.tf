@@ -56,6 +56,7 @@ resource "aws_lb_target_group" "gateway" {
     protocol            = "TCP"
     port                = "traffic-port"
     interval            = 10
+    timeout             = 5
     healthy_threshold   = 2
     unhealthy_threshold = 2
   }

@@ -47,3 +47,13 @@ output "cli_config" {
   description = "CLI commands to log in and start a first cluster."
   value       = module.gateway.cli_config
 }
+
+output "oidc_client_secret_id" {
+  description = "Secret Manager secret for the OIDC client secret when the module is asked for one; null otherwise."
+  value       = module.gateway.oidc_client_secret_id
+}
+
+output "database_instance" {
+  description = "Connection name of the Cloud SQL instance (project:region:instance)."
+  value       = module.gateway.database_instance
+}
