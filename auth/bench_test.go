@@ -4,95 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"encoding/json"
 	"errors"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
-
 	"github.com/gatewayhq/gateway/internal/testdb"
 	"github.com/gatewayhq/gateway/store"
 )
-
-// benchIssuer is a minimal OpenID provider on 127.0.0.1: a discovery
-// document and a JWKS with one RSA key. It counts JWKS fetches, so the
-// benchmarks can tell verification that stays in memory from verification
-// that goes back to the issuer.
-type benchIssuer struct {
-	srv         *httptest.Server
-	key         *rsa.PrivateKey
-	kid         string
-	jwksFetches atomic.Int64
-}
-
-func startBenchIssuer(tb testing.TB) *benchIssuer {
-	tb.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	bi := &benchIssuer{key: key, kid: "bench-key-1"}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"issuer": bi.srv.URL, "jwks_uri": bi.srv.URL + "/keys",
-			"authorization_endpoint": bi.srv.URL + "/authorize", "token_endpoint": bi.srv.URL + "/token",
-			"id_token_signing_alg_values_supported": []string{"RS256"},
-		})
-	})
-	mux.HandleFunc("/keys", func(w http.ResponseWriter, r *http.Request) {
-		bi.jwksFetches.Add(1)
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
-			{Key: &key.PublicKey, KeyID: bi.kid, Algorithm: "RS256", Use: "sig"},
-		}})
-	})
-	// Loopback only, explicitly (httptest would fall back to [::1]).
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	bi.srv = httptest.NewUnstartedServer(mux)
-	bi.srv.Listener.Close()
-	bi.srv.Listener = ln
-	bi.srv.Start()
-	tb.Cleanup(bi.srv.Close)
-	return bi
-}
-
-func (bi *benchIssuer) sign(tb testing.TB, key *rsa.PrivateKey, claims map[string]any) string {
-	tb.Helper()
-	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", bi.kid).WithType("JWT"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	jws, err := sig.Sign(payload)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s, err := jws.CompactSerialize()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return s
-}
-
-func (bi *benchIssuer) claims(now time.Time) map[string]any {
-	return map[string]any{
-		"iss": bi.srv.URL, "sub": "sub-alice", "aud": "gateway",
-		"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(),
-		"preferred_username": "alice", "email": "alice@example.com", "groups": []string{"data", "ops"},
-	}
-}
 
 // failingTokenStore fails the benchmark if the API-token authenticator
 // ever looks an ID token up.
@@ -111,13 +31,13 @@ func (f failingTokenStore) TouchToken(context.Context, string, time.Time) error 
 // of a token not cached yet (RS256 signature and claims, keys already
 // fetched), and a forged token, which is never cached.
 func BenchmarkOIDCAuthenticate(b *testing.B) {
-	bi := startBenchIssuer(b)
+	bi := newTestIssuer(b)
 	ctx := context.Background()
 	o, err := NewOIDC(ctx, OIDCConfig{Issuer: bi.srv.URL, ClientID: "gateway", AdminGroups: []string{"ops"}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	tok := bi.sign(b, bi.key, bi.claims(time.Now()))
+	tok := bi.sign(b, bi.claims(time.Now(), nil))
 	check := func(u *User, err error) {
 		if err != nil {
 			b.Fatalf("Authenticate: %v", err)
@@ -192,7 +112,7 @@ func BenchmarkOIDCAuthenticate(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		forged := bi.sign(b, other, bi.claims(time.Now()))
+		forged := signWith(b, other, bi.kids[len(bi.kids)-1], bi.claims(time.Now(), nil)) // the issuer's key id, another key
 		before := bi.jwksFetches.Load()
 		n := 0
 		b.ReportAllocs()

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,9 +26,12 @@ type testIssuer struct {
 	mu   sync.Mutex
 	keys []*rsa.PrivateKey // published; the last one signs
 	kids []string
+	// jwksFetches counts key set requests: verification that stays in
+	// memory makes none.
+	jwksFetches atomic.Int64
 }
 
-func newTestIssuer(t *testing.T) *testIssuer {
+func newTestIssuer(t testing.TB) *testIssuer {
 	t.Helper()
 	ti := &testIssuer{}
 	ti.rotate(t)
@@ -40,6 +44,7 @@ func newTestIssuer(t *testing.T) *testIssuer {
 		})
 	})
 	mux.HandleFunc("/keys", func(w http.ResponseWriter, r *http.Request) {
+		ti.jwksFetches.Add(1)
 		ti.mu.Lock()
 		defer ti.mu.Unlock()
 		var set jose.JSONWebKeySet
@@ -53,7 +58,7 @@ func newTestIssuer(t *testing.T) *testIssuer {
 	return ti
 }
 
-func (ti *testIssuer) rotate(t *testing.T) {
+func (ti *testIssuer) rotate(t testing.TB) {
 	t.Helper()
 	k, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -71,7 +76,7 @@ func (ti *testIssuer) dropOld() {
 	ti.mu.Unlock()
 }
 
-func signWith(t *testing.T, key *rsa.PrivateKey, kid string, claims map[string]any) string {
+func signWith(t testing.TB, key *rsa.PrivateKey, kid string, claims map[string]any) string {
 	t.Helper()
 	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", kid).WithType("JWT"))
 	if err != nil {
@@ -89,7 +94,7 @@ func signWith(t *testing.T, key *rsa.PrivateKey, kid string, claims map[string]a
 	return s
 }
 
-func (ti *testIssuer) sign(t *testing.T, claims map[string]any) string {
+func (ti *testIssuer) sign(t testing.TB, claims map[string]any) string {
 	ti.mu.Lock()
 	k, kid := ti.keys[len(ti.keys)-1], ti.kids[len(ti.kids)-1]
 	ti.mu.Unlock()
