@@ -52,28 +52,10 @@ func Methods(t reflect.Type) []string {
 // is any selector call x.Method(...) with a method name of t, which is
 // enough for interfaces whose names are cloud operations.
 func Uncalled(dir string, t reflect.Type) ([]string, error) {
-	fset := token.NewFileSet()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	called := map[string]bool{}
+	err := VisitCalls(dir, func(sel *ast.SelectorExpr) { called[sel.Sel.Name] = true })
 	if err != nil {
 		return nil, err
-	}
-	called := map[string]bool{}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return nil, fmt.Errorf("perms: %w", err)
-		}
-		ast.Inspect(file, func(n ast.Node) bool {
-			if call, ok := n.(*ast.CallExpr); ok {
-				if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
-					called[sel.Sel.Name] = true
-				}
-			}
-			return true
-		})
 	}
 	var out []string
 	for _, m := range Methods(t) {
@@ -82,6 +64,35 @@ func Uncalled(dir string, t reflect.Type) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// VisitCalls calls visit with the selector of every method or qualified
+// function call (x.F(...)) in the non-test Go files of dir: what a package
+// can call, read from its source.
+func VisitCalls(dir string, visit func(sel *ast.SelectorExpr)) error {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return fmt.Errorf("perms: %w", err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok {
+				if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+					visit(sel)
+				}
+			}
+			return true
+		})
+	}
+	return nil
 }
 
 // CheckCalled is Uncalled for several interfaces: an error naming every

@@ -2,12 +2,11 @@ package gce
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gatewayhq/gateway/internal/perms"
 )
 
 // TestCallPermissions: every call the provider makes on its clients
@@ -15,34 +14,14 @@ import (
 // entry there is a call the code makes.
 func TestCallPermissions(t *testing.T) {
 	clients := map[string]bool{"instances": true, "zoneOps": true, "globalOps": true, "firewalls": true, "machineTypes": true, "accelTypes": true, "secrets": true}
-	files, err := filepath.Glob("*.go")
+	called := map[string]bool{}
+	err := perms.VisitCalls(".", func(sel *ast.SelectorExpr) {
+		if recv, ok := sel.X.(*ast.SelectorExpr); ok && clients[recv.Sel.Name] {
+			called[recv.Sel.Name+"."+sel.Sel.Name] = true
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	called := map[string]bool{}
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ast.Inspect(file, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok {
-				return true
-			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			if recv, ok := sel.X.(*ast.SelectorExpr); ok && clients[recv.Sel.Name] {
-				called[recv.Sel.Name+"."+sel.Sel.Name] = true
-			}
-			return true
-		})
 	}
 	table := callPermissions()
 	for c := range called {
