@@ -265,8 +265,9 @@ func (s *Server) track(a, b net.Conn, add bool) bool {
 }
 
 // pipe copies both ways until both directions end, passing half-closes on
-// (see copyConn for why not splice). Once one direction has ended, the other gets
-// halfCloseGrace to finish, so a peer that never closes cannot pin the pair.
+// (copyConn: spliced, holding nothing while idle). Once one direction has
+// ended, the other gets halfCloseGrace to finish, so a peer that never
+// closes cannot pin the pair.
 // One direction runs in the caller's goroutine: an idle connection costs
 // two goroutine stacks, not three.
 func pipe(a, b net.Conn) {

@@ -136,12 +136,12 @@ func benchAPI(ctx context.Context, o Options) ([]Result, error) {
 		}
 		rps := float64(n) / listDur.Seconds()
 		note := fmt.Sprintf("%d keep-alive clients for %s, plain HTTP on loopback, %s per answer; the clients and the reconcile loop share the %d cores%s",
-			clients, listDur, cpBytes(size), runtime.NumCPU(), extra)
+			clients, listDur, humanSize(int64(size)), runtime.NumCPU(), extra)
 		out = append(out,
 			Result{Figure: fig, Case: "list, " + what, Unit: "req/s", Value: rps, Target: ">= 5000 req/s", Met: rps >= 5000, Note: note},
-			Result{Figure: fig, Case: "list p50, " + what, Unit: "ms", Value: cpMs(cpPercentile(lats, 0.50)), Target: "info", Met: true},
-			Result{Figure: fig, Case: "list p99, " + what, Unit: "ms", Value: cpMs(cpPercentile(lats, 0.99)), Target: "info", Met: true})
-		o.Log.Info("api: list", "case", what, "req/s", int(rps), "p99", cpPercentile(lats, 0.99))
+			Result{Figure: fig, Case: "list p50, " + what, Unit: "ms", Value: cpMs(percentile(lats, 0.50)), Target: "info", Met: true},
+			Result{Figure: fig, Case: "list p99, " + what, Unit: "ms", Value: cpMs(percentile(lats, 0.99)), Target: "info", Met: true})
+		o.Log.Info("api: list", "case", what, "req/s", int(rps), "p99", percentile(lats, 0.99))
 		return nil
 	}
 	admit := func(what string, toks []string, n int, stopAfter bool) error {
@@ -151,7 +151,7 @@ func benchAPI(ctx context.Context, o Options) ([]Result, error) {
 		if err != nil {
 			return fmt.Errorf("admission (%s): %w", what, err)
 		}
-		p50, p99 := cpPercentile(lats, 0.50), cpPercentile(lats, 0.99)
+		p50, p99 := percentile(lats, 0.50), percentile(lats, 0.99)
 		note := fmt.Sprintf("%d POST /api/v1/clusters/ %s, body %s; p50 %.2f ms, max %.2f ms",
 			n, what, cpCreateBody, cpMs(p50), cpMs(slices.Max(lats)))
 		if stopAfter {
@@ -992,25 +992,4 @@ func cpProfile(o Options, phase string) func() {
 	}
 }
 
-// cpPercentile is the p-quantile (0 < p <= 1) of d, nearest rank.
-func cpPercentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(float64(len(s))*p+0.999999) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
 func cpMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func cpBytes(n int) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}

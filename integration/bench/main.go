@@ -198,3 +198,30 @@ func human(v float64) string {
 		return fmt.Sprintf("%.3g", v)
 	}
 }
+
+// percentile is the p-quantile (0 < p <= 1) of d, nearest rank.
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(float64(len(s))*p+0.999999) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// humanSize prints a size in B, KiB or MiB, whole when it is.
+func humanSize(n int64) string {
+	for _, u := range []struct {
+		size int64
+		name string
+	}{{1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.size {
+			if n%u.size == 0 {
+				return fmt.Sprintf("%d %s", n/u.size, u.name)
+			}
+			return fmt.Sprintf("%.1f %s", float64(n)/float64(u.size), u.name)
+		}
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -483,15 +483,15 @@ func benchLatency(ctx context.Context, o Options) ([]Result, error) {
 			if proxied {
 				i = 1
 			}
-			p99s[i] = append(p99s[i], us(percentile(rtts, 99)))
-			return us(percentile(rtts, 50)), nil
+			p99s[i] = append(p99s[i], us(percentile(rtts, 0.99)))
+			return us(percentile(rtts, 0.50)), nil
 		})
 		if err != nil {
 			return out, fmt.Errorf("%d B: %w", size, err)
 		}
 		d99, p99 := median(p99s[0]), median(p99s[1])
 		added := p50 - d50
-		name := fmt.Sprintf("%s messages", humanBytes(size))
+		name := fmt.Sprintf("%s messages", humanSize(int64(size)))
 		out = append(out,
 			Result{Figure: "2 proxy latency", Case: name + ", p50", Unit: "µs", Value: p50, Baseline: d50, Ratio: p50 / d50,
 				Target: "added p50 < 50 µs", Met: added < 50, Note: fmt.Sprintf("added %.1f µs", added)},
@@ -530,20 +530,7 @@ func roundTrips(ctx context.Context, tb *testbed, proxied bool, size, n int) ([]
 	return rtts, nil
 }
 
-func percentile(d []time.Duration, p int) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, len(s)*p/100)]
-}
-
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-
-func humanBytes(n int) string {
-	if n >= 1<<10 {
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
-}
 
 // benchConns is figure 3: 10,000 concurrent idle proxied connections. It
 // reads the proxy process's resident memory (after a GC) before and with
@@ -624,11 +611,9 @@ func benchConns(ctx context.Context, o Options) ([]Result, error) {
 		{Figure: "3 connection scale", Case: fmt.Sprintf("%d idle connections", n), Unit: "B/conn", Value: per,
 			Target: "< 20 KiB per connection, all open", Met: per < 20<<10 && alive == n && with.Active == int64(n) && limitNote == "",
 			Note: fmt.Sprintf("proxy RSS %s -> %s; %d passthroughs active; %d of %d answered a round trip after %s idle%s",
-				humanMiB(before.RSSBytes), humanMiB(with.RSSBytes), with.Active, alive, n, hold, limitNote)},
+				humanSize(before.RSSBytes), humanSize(with.RSSBytes), with.Active, alive, n, hold, limitNote)},
 	}, nil
 }
-
-func humanMiB(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 func echo(c *tls.Conn, size int) error {
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
