@@ -321,9 +321,7 @@ func parseSchedulerFile(b []byte, host string) (addr, dashboard string, err erro
 		}
 		dashHost := host
 		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-			if h, _, err := net.SplitHostPort(addr); err == nil {
-				dashHost = h
-			}
+			dashHost = h // the address was split and checked above
 		}
 		dashboard = "http://" + net.JoinHostPort(dashHost, strconv.Itoa(port))
 	}
