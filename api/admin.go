@@ -94,8 +94,9 @@ func (s *Server) quotaError(w http.ResponseWriter, r *http.Request, err error) {
 // QuotaEntryJSON is one subject's entry, with the source of each limit.
 type QuotaEntryJSON struct {
 	Subject   string            `json:"subject"`
-	Limits    quota.Limits      `json:"limits"`  // stored over config
-	Sources   map[string]string `json:"sources"` // limit -> "config" or "api"
+	Limits    quota.Limits      `json:"limits"`            // stored over config over built-in
+	Sources   map[string]string `json:"sources"`           // limit -> "built-in", "config" or "api"
+	Builtin   *quota.Limits     `json:"builtin,omitempty"` // the built-in defaults, on the default entry
 	Config    *quota.Limits     `json:"config,omitempty"`
 	Stored    *quota.Limits     `json:"stored,omitempty"`
 	UpdatedAt *time.Time        `json:"updated_at,omitempty"`
@@ -103,7 +104,7 @@ type QuotaEntryJSON struct {
 }
 
 func entryJSON(e quota.Entry) QuotaEntryJSON {
-	out := QuotaEntryJSON{Subject: string(e.Subject), Limits: e.Limits(), Sources: e.Origins(), Config: e.Config, Stored: e.Stored, UpdatedBy: e.UpdatedBy}
+	out := QuotaEntryJSON{Subject: string(e.Subject), Limits: e.Limits(), Sources: e.Origins(), Builtin: e.Builtin, Config: e.Config, Stored: e.Stored, UpdatedBy: e.UpdatedBy}
 	if !e.UpdatedAt.IsZero() {
 		t := e.UpdatedAt.UTC()
 		out.UpdatedAt = &t

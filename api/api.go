@@ -73,6 +73,8 @@ type Server struct {
 	quotas   Quotas        // nil: no quotas, usage or admin API
 	envs     Envs          // nil: no environment builds
 	records  Records
+
+	sessionStore SessionStore // nil: browser sessions are not listed or ended through the API
 }
 
 // New builds the API. sessions may be nil.
@@ -110,6 +112,9 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/tokens", s.authed(s.tokensEnabled(s.createToken)))
 	m.HandleFunc("GET /api/v1/tokens", s.authed(s.tokensEnabled(s.listTokens)))
 	m.HandleFunc("DELETE /api/v1/tokens/{id}", s.authed(s.tokensEnabled(s.revokeToken)))
+	m.HandleFunc("GET /api/v1/sessions", s.authed(s.sessionsEnabled(s.listSessions)))
+	m.HandleFunc("DELETE /api/v1/sessions", s.authed(s.sessionsEnabled(s.revokeSessions)))
+	m.HandleFunc("DELETE /api/v1/sessions/{id}", s.authed(s.sessionsEnabled(s.revokeSession)))
 	s.adminRoutes()
 	s.envRoutes()
 	m.HandleFunc("GET /auth/ticket", s.confirmTicket)
@@ -175,6 +180,13 @@ func (s *Server) SetFailureLimiter(l *auth.FailureLimiter) { s.limiter = l }
 func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ip := remoteIP(r)
+		// Checked before any verification: an address over the limit
+		// costs neither signature checks nor key set fetches.
+		if s.limiter != nil && s.limiter.Blocked(ip) {
+			w.Header().Set("Retry-After", "60")
+			WriteError(w, http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from your address; wait a minute")
+			return
+		}
 		u, err := Authenticate(r, s.auth)
 		if err != nil {
 			msg := "authentication required: send \"Authorization: Bearer <token>\" (run: gateway login)"
@@ -184,9 +196,10 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 					WriteError(w, http.StatusServiceUnavailable, "auth_unavailable", "cannot check credentials right now; try again")
 					return
 				}
-				// Only failing credentials are limited: valid ones from a
-				// shared address (NAT, a load balancer) keep working.
-				if s.limiter != nil && s.limiter.Fail(ip) {
+				// Failures are counted; once over the limit, the address
+				// is refused above until the minute ends. Expired or
+				// revoked credentials are genuine, not guesses: not counted.
+				if s.limiter != nil && !errors.Is(err, auth.ErrEnded) && s.limiter.Fail(ip) {
 					w.Header().Set("Retry-After", "60")
 					WriteError(w, http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from your address; wait a minute")
 					return

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -121,6 +122,12 @@ func newTestServer(t *testing.T) (*httptest.Server, *fakeCore, *auth.Sessions) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	db, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "g.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	sessions.SetStore(db, auth.Access{})
 	var srv *httptest.Server
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		New(Config{Version: "test", PublicURL: srv.URL}, core, a, sessions, nil).ServeHTTP(w, r)

@@ -152,6 +152,11 @@ func (s *Server) envError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
 	case errors.Is(err, ErrNoBuilder):
 		WriteError(w, http.StatusNotImplemented, "no_builder", err.Error())
+	case errors.Is(err, quota.ErrExceeded):
+		// A cap on builds at once: the same request succeeds once one of
+		// the user's builds ends, hence 429 rather than the 403 of a
+		// cluster over its quota.
+		WriteError(w, http.StatusTooManyRequests, "quota_exceeded", "quota exceeded: "+err.Error())
 	case errors.Is(err, context.Canceled):
 	default:
 		s.log.Error("environment request failed", "path", r.URL.Path, "err", err)

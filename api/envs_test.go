@@ -131,6 +131,9 @@ func TestEnvRouteErrors(t *testing.T) {
 		{"a provider without images", nil, 501, "environments need the docker, ec2, fargate or gce provider"},
 		{"no builder", &fakeEnvs{fail: fmt.Errorf("wrapped: %w", ErrNoBuilder)}, 501, "no_builder"},
 		{"an internal failure hides its details", &fakeEnvs{fail: fmt.Errorf("dial unix /var/run/docker.sock: secret detail")}, 500, "the gateway's log has the details"},
+		// Issue 14, finding 4: over max_builds is a quota refusal that
+		// passes once a build ends.
+		{"over the build cap", &fakeEnvs{fail: &quota.ExceededError{Limit: "max_builds", Source: quota.BuiltinSource, Msg: "2 environment builds of yours are queued or running (max_builds, from built-in default)"}}, 429, `"quota_exceeded"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -94,7 +94,13 @@ func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusUnauthorized, "login_failed", detail(err, auth.ErrInvalid))
 		return
 	}
-	http.SetCookie(w, s.sessions.Cookie(*u))
+	c, err := s.sessions.Start(r.Context(), *u, "login")
+	if err != nil {
+		s.log.Error("browser session not started", "user", u.Name, "err", err)
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "cannot start a session right now; try again")
+		return
+	}
+	http.SetCookie(w, c)
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, st.Next, http.StatusSeeOther)
 }

@@ -1,17 +1,22 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/store"
 )
 
 // Browser sessions for dashboards: a user authenticated on the command line
 // asks for a one-time sign-in link; opening it sets a session cookie that
-// the dashboard proxy accepts. The API itself never accepts the cookie.
+// the dashboard proxy accepts. The API itself never accepts the cookie; it
+// lists and ends the caller's sessions.
 
 // safeNext accepts only a path on this gateway under the dashboards, so the
 // sign-in link cannot redirect anywhere else.
@@ -110,7 +115,17 @@ func (s *Server) redeemTicket(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusUnauthorized, "unauthenticated", detail(err, auth.ErrInvalid))
 		return
 	}
-	http.SetCookie(w, s.sessions.Cookie(*u))
+	c, err := s.sessions.Start(r.Context(), *u, "link")
+	if errors.Is(err, store.ErrNotFound) {
+		WriteError(w, http.StatusUnauthorized, "unauthenticated", "the API token that made this link was revoked or expired")
+		return
+	}
+	if err != nil {
+		s.log.Error("browser session not started", "user", u.Name, "err", err)
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "cannot start a session right now; try again")
+		return
+	}
+	http.SetCookie(w, c)
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -131,8 +146,9 @@ func sameOrigin(r *http.Request) bool {
 	return true
 }
 
-// logout clears the session. It is a POST from this origin only, so another
-// site cannot sign a user out (or in) behind their back.
+// logout ends the browser's session in the store (so a copy of the cookie
+// is worthless too) and clears the cookie. It is a POST from this origin
+// only, so another site cannot sign a user out (or in) behind their back.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	if s.sessions == nil {
 		http.NotFound(w, r)
@@ -142,6 +158,88 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusForbidden, "cross_site", "sign out from the gateway's own pages")
 		return
 	}
+	if err := s.sessions.End(r); err != nil {
+		// The cookie stays: clearing it would look like a sign-out while
+		// the session still works for anyone holding a copy.
+		s.log.Error("sign-out failed", "remote", remoteIP(r), "err", err)
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", "cannot end the session right now; try again")
+		return
+	}
 	http.SetCookie(w, s.sessions.ClearCookie())
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// SessionStore is what the session endpoints need of the store.
+type SessionStore interface {
+	ListSessions(ctx context.Context, owner string) ([]*store.Session, error)
+	RevokeSession(ctx context.Context, owner, id string) error
+	RevokeSessions(ctx context.Context, owner string) (int, error)
+}
+
+// SetSessionStore enables the endpoints that list and end the caller's
+// browser sessions.
+func (s *Server) SetSessionStore(st SessionStore) { s.sessionStore = st }
+
+// SessionJSON describes a browser session; never its cookie.
+type SessionJSON struct {
+	ID        string    `json:"id"`
+	Via       string    `json:"via"` // "login" or "link"
+	TokenID   string    `json:"token_id,omitempty"`
+	ReadOnly  bool      `json:"read_only"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	ss, err := s.sessionStore.ListSessions(r.Context(), u.Owner())
+	if err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	out := make([]SessionJSON, 0, len(ss))
+	for _, se := range ss {
+		out = append(out, SessionJSON{ID: se.ID, Via: se.Via, TokenID: se.TokenID, ReadOnly: se.ReadOnly, CreatedAt: se.CreatedAt.UTC(), ExpiresAt: se.ExpiresAt.UTC()})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) revokeSession(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	id := r.PathValue("id")
+	err := s.sessionStore.RevokeSession(r.Context(), u.Owner(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		WriteError(w, http.StatusNotFound, "session_not_found", "no active session "+id+" of yours")
+		return
+	}
+	if err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	s.sessions.Forget()
+	s.log.Info("browser session revoked", "user", u.Name, "session_id", id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// revokeSessions ends all the caller's browser sessions (gateway logout).
+func (s *Server) revokeSessions(w http.ResponseWriter, r *http.Request) {
+	u := UserFrom(r.Context())
+	n, err := s.sessionStore.RevokeSessions(r.Context(), u.Owner())
+	if err != nil {
+		s.coreError(w, r, err)
+		return
+	}
+	s.sessions.Forget()
+	s.log.Info("browser sessions revoked", "user", u.Name, "count", n)
+	writeJSON(w, http.StatusOK, map[string]int{"revoked": n})
+}
+
+func (s *Server) sessionsEnabled(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.sessionStore == nil || s.sessions == nil {
+			WriteError(w, http.StatusNotFound, "not_found", "browser sessions are not kept on this gateway")
+			return
+		}
+		h(w, r)
+	}
 }

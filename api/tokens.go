@@ -140,6 +140,9 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 		s.coreError(w, r, err)
 		return
 	}
+	if s.sessions != nil {
+		s.sessions.Forget() // the store ended the token's sessions: apply it here at once
+	}
 	s.log.Info("API token revoked", "user", u.Name, "token_id", r.PathValue("id"))
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -25,20 +25,24 @@ type TokenStore interface {
 
 // APITokens authenticates the gateway's own API tokens.
 type APITokens struct {
-	store       TokenStore
-	adminUsers  []string
-	adminGroups []string
-	now         func() time.Time
+	store  TokenStore
+	access Access
+	now    func() time.Time
 
 	mu      sync.Mutex
 	touched map[string]time.Time // last_used writes, at most once a minute per token
 }
 
-// NewAPITokens authenticates tokens against st; admins are recomputed at
-// each use from the configured admin users and groups.
+// NewAPITokens authenticates tokens against st. Groups and admin are
+// recomputed at each use from the owner's latest login (see Access) and the
+// configured admin users and groups.
 func NewAPITokens(st TokenStore, adminUsers, adminGroups []string) *APITokens {
-	return &APITokens{store: st, adminUsers: adminUsers, adminGroups: adminGroups, now: time.Now, touched: map[string]time.Time{}}
+	return &APITokens{store: st, access: Access{AdminUsers: adminUsers, AdminGroups: adminGroups}, now: time.Now, touched: map[string]time.Time{}}
 }
+
+// SetGroupsMaxAge sets how long a login's groups count for tokens
+// (DefaultGroupsMaxAge otherwise).
+func (a *APITokens) SetGroupsMaxAge(d time.Duration) { a.access.GroupsMaxAge = d }
 
 // SetClock replaces the clock (tests).
 func (a *APITokens) SetClock(now func() time.Time) { a.now = now }
@@ -63,16 +67,18 @@ func (a *APITokens) Authenticate(ctx context.Context, token string) (*User, erro
 	}
 	now := a.now()
 	if !t.RevokedAt.IsZero() {
-		return nil, fmt.Errorf("%w: API token %q was revoked", ErrInvalid, t.Name)
+		return nil, ended("API token %q was revoked", t.Name)
 	}
 	if !t.ExpiresAt.IsZero() && now.After(t.ExpiresAt) {
-		return nil, fmt.Errorf("%w: API token %q expired at %s", ErrInvalid, t.Name, t.ExpiresAt.UTC().Format(time.RFC3339))
+		return nil, ended("API token %q expired at %s", t.Name, t.ExpiresAt.UTC().Format(time.RFC3339))
 	}
-	u := &User{ID: t.Owner, Name: t.OwnerName, Groups: t.Groups, Via: "token", ReadOnly: t.ReadOnly, Expires: t.ExpiresAt}
+	u := &User{ID: t.Owner, Name: t.OwnerName, Via: "token", ReadOnly: t.ReadOnly, Expires: t.ExpiresAt, TokenID: t.ID}
 	if u.Name == "" {
 		u.Name = t.Owner
 	}
-	u.Admin = isAdmin(u, a.adminUsers, a.adminGroups)
+	// Not t.Groups: those are the groups when the token was made, which
+	// may have been taken away since.
+	a.access.apply(u, t.Claims, now)
 	a.mu.Lock()
 	last := a.touched[t.ID]
 	touch := now.Sub(last) > time.Minute

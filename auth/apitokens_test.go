@@ -36,6 +36,10 @@ func TestAPITokens(t *testing.T) {
 	if err := db.RevokeToken(ctx, "bob", "t1"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("bob revoked alice's token: %v", err)
 	}
+	// alice's groups come from her latest login, not from the tokens.
+	if _, err := db.RecordUserClaims(ctx, &store.UserClaims{ID: "alice", Name: "alice", Groups: []string{"ops"}, ClaimsAt: now}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	a := NewAPITokens(db, nil, []string{"ops"})
 	u, err := a.Authenticate(ctx, ok)
 	if err != nil || u.Name != "alice" || !u.Admin || u.ReadOnly || u.Via != "token" {

@@ -23,7 +23,21 @@ import (
 var (
 	ErrNoCredentials = errors.New("no credentials")
 	ErrInvalid       = errors.New("invalid credentials")
+	// ErrEnded also matches ErrInvalid: a genuine credential (its secret
+	// or signature checks out) that expired or was revoked. It is no guess,
+	// so failure limits need not count it: a script or a dashboard tab
+	// still polling with one must not get its whole address blocked.
+	ErrEnded = errors.New("credential ended")
 )
+
+// endedError is ErrInvalid and ErrEnded, with ErrInvalid's message form.
+type endedError struct{ msg string }
+
+func (e endedError) Error() string { return ErrInvalid.Error() + ": " + e.msg }
+
+func (e endedError) Is(target error) bool { return target == ErrInvalid || target == ErrEnded }
+
+func ended(format string, args ...any) error { return endedError{fmt.Sprintf(format, args...)} }
 
 // User is an authenticated identity.
 type User struct {
@@ -42,6 +56,11 @@ type User struct {
 	Via string
 	// ReadOnly credentials may only read.
 	ReadOnly bool
+	// TokenID is the API token that authenticated the request ("token"),
+	// or that made the browser session ("session"), if any.
+	TokenID string
+	// SessionID is the browser session that authenticated the request.
+	SessionID string
 }
 
 // Owner is the key under which the user's clusters and tokens are kept.

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -178,6 +180,54 @@ func BenchmarkAPITokenAuthenticate(b *testing.B) {
 					if u, err := a.Authenticate(ctx, unknown); !errors.Is(err, ErrInvalid) || u != nil {
 						b.Fatalf("unknown token: %+v, %v", u, err)
 					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkSessionFromRequest measures what a dashboard request's session
+// cookie costs: a hit in the one-second cache, and the store lookup that
+// follows each expiry (or a revocation made here).
+func BenchmarkSessionFromRequest(b *testing.B) {
+	ctx := context.Background()
+	for _, s := range testdb.URLs(b) {
+		b.Run(s.Name, func(b *testing.B) {
+			db, err := store.Open(ctx, s.URL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { db.Close() })
+			sessions, err := NewSessions(make([]byte, 32), time.Hour, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sessions.SetStore(db, Access{AdminGroups: []string{"ops"}})
+			if _, err := db.RecordUserClaims(ctx, &store.UserClaims{ID: "oidc:alice", Name: "alice", Groups: []string{"ops"}, ClaimsAt: time.Now()}, time.Minute); err != nil {
+				b.Fatal(err)
+			}
+			c, err := sessions.Start(ctx, User{ID: "oidc:alice", Name: "alice"}, "login")
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := httptest.NewRequest(http.MethodGet, "/clusters/x/status", nil)
+			r.AddCookie(c)
+			check := func(u *User, err error) {
+				if err != nil || u.Owner() != "oidc:alice" || !u.Admin {
+					b.Fatalf("session: %+v, %v", u, err)
+				}
+			}
+			b.Run("cache-hit", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					check(sessions.FromRequest(r))
+				}
+			})
+			b.Run("store", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					sessions.Forget()
+					check(sessions.FromRequest(r))
 				}
 			})
 		})

@@ -7,10 +7,11 @@ import (
 )
 
 // FailureLimiter counts failed authentications per client address in
-// one-minute windows. Once an address is over the limit its failures are
-// answered with 429 until the window ends, so tokens cannot be guessed at
-// speed; valid credentials are never limited, so users behind a shared
-// address are not locked out by someone else's failures.
+// one-minute windows. Once an address is over the limit, callers check
+// Blocked before verifying anything and answer 429 until the window ends,
+// so tokens cannot be guessed at speed and forged ones cost neither
+// signature checks nor key set fetches. The price: others behind the same
+// address (NAT) wait out the window too. Valid credentials never count.
 type FailureLimiter struct {
 	limit int
 	now   func() time.Time

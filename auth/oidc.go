@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/gatewayhq/gateway/store"
 )
 
 // OIDCConfig configures verification of OpenID Connect ID tokens.
@@ -29,7 +32,20 @@ type OIDCConfig struct {
 	ClockSkew  time.Duration
 	Now        func() time.Time
 	HTTPClient *http.Client
+	// KeyRefetchInterval is the least time between two fetches of the
+	// provider's keys for tokens signed with a key not seen yet
+	// (DefaultKeyRefetchInterval when zero).
+	KeyRefetchInterval time.Duration
+	// Users, when set, records each user's claims at each login, for
+	// their API tokens and browser sessions (see Access).
+	Users ClaimsRecorder
 }
+
+// claimsRefresh is how old recorded claims may grow before a login with
+// the same claims writes them again: logins do not write at every request,
+// and the record's age (which Access limits) stays this close to the
+// latest login.
+const claimsRefresh = 5 * time.Minute
 
 // OIDC authenticates ID tokens issued by one OpenID Connect provider. Keys
 // come from the provider's JWKS and are fetched again when a token names an
@@ -39,8 +55,16 @@ type OIDC struct {
 	provider *oidc.Provider
 	verifier *oidc.IDTokenVerifier
 
-	mu    sync.Mutex
-	cache map[[32]byte]cachedUser // verified tokens, until they expire
+	mu       sync.Mutex
+	cache    map[[32]byte]cachedUser // verified tokens, until they expire
+	recorded map[string]recordedClaims
+}
+
+// recordedClaims is what this process last wrote for a user, so that a
+// login with the same claims does not even reach the store.
+type recordedClaims struct {
+	name, email, groups string
+	at                  time.Time
 }
 
 type cachedUser struct {
@@ -78,9 +102,27 @@ func NewOIDC(ctx context.Context, cfg OIDCConfig) (*OIDC, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auth: discover OIDC issuer %s: %w", cfg.Issuer, err)
 	}
-	o := &OIDC{cfg: cfg, provider: p, cache: map[[32]byte]cachedUser{}}
+	var meta struct {
+		JWKSURL    string   `json:"jwks_uri"`
+		Algorithms []string `json:"id_token_signing_alg_values_supported"`
+	}
+	if err := p.Claims(&meta); err != nil || meta.JWKSURL == "" {
+		return nil, fmt.Errorf("auth: OIDC issuer %s publishes no jwks_uri in its discovery document", cfg.Issuer)
+	}
+	var algs []string
+	for _, a := range meta.Algorithms {
+		for _, ok := range signingAlgs {
+			if a == string(ok) {
+				algs = append(algs, a)
+			}
+		}
+	}
+	o := &OIDC{cfg: cfg, provider: p, cache: map[[32]byte]cachedUser{}, recorded: map[string]recordedClaims{}}
+	// Our own key set, not go-oidc's RemoteKeySet, which fetches the keys
+	// again for every token it cannot verify (forged ones included).
+	ks := newKeySet(meta.JWKSURL, cfg.HTTPClient, cfg.KeyRefetchInterval, cfg.Now)
 	// Expiry is checked below with the configured skew, not by go-oidc.
-	o.verifier = p.Verifier(&oidc.Config{ClientID: cfg.Audience, SkipExpiryCheck: true, Now: cfg.Now})
+	o.verifier = oidc.NewVerifier(cfg.Issuer, ks, &oidc.Config{ClientID: cfg.Audience, SkipExpiryCheck: true, Now: cfg.Now, SupportedSigningAlgs: algs})
 	return o, nil
 }
 
@@ -127,6 +169,8 @@ func (o *OIDC) Authenticate(ctx context.Context, token string) (*User, error) {
 	}
 	skew := o.cfg.ClockSkew
 	if now.After(idt.Expiry.Add(skew)) {
+		// Counted as a failure (not ErrEnded) although genuine: each
+		// replay costs a signature check, and the CLI renews before expiry.
 		return nil, fmt.Errorf("%w: token expired at %s; run: gateway login", ErrInvalid, idt.Expiry.UTC().Format(time.RFC3339))
 	}
 	if nbf, ok := numericTime(claims["nbf"]); ok && now.Add(skew).Before(nbf) {
@@ -140,6 +184,9 @@ func (o *OIDC) Authenticate(ctx context.Context, token string) (*User, error) {
 		return nil, err
 	}
 	u.Expires = idt.Expiry
+	if err := o.record(ctx, u, idt.IssuedAt, now); err != nil {
+		return nil, err
+	}
 	o.mu.Lock()
 	if len(o.cache) >= maxCachedTokens {
 		for k := range o.cache { // evict an arbitrary entry: a bound, not an LRU
@@ -150,6 +197,44 @@ func (o *OIDC) Authenticate(ctx context.Context, token string) (*User, error) {
 	o.cache[key] = cachedUser{user: *u, exp: idt.Expiry}
 	o.mu.Unlock()
 	return u, nil
+}
+
+// record keeps u's claims for their API tokens and sessions, as of the
+// token's issue time (when the provider asserted them).
+func (o *OIDC) record(ctx context.Context, u *User, issued, now time.Time) error {
+	if o.cfg.Users == nil {
+		return nil
+	}
+	if issued.IsZero() || issued.After(now) {
+		issued = now
+	}
+	groups := slices.Clone(u.Groups)
+	slices.Sort(groups)
+	rc := recordedClaims{name: u.Name, email: u.Email, groups: strings.Join(groups, "\x00"), at: issued}
+	o.mu.Lock()
+	last, ok := o.recorded[u.Owner()]
+	o.mu.Unlock()
+	if ok && last.name == rc.name && last.email == rc.email && last.groups == rc.groups && issued.Sub(last.at) < claimsRefresh {
+		return nil
+	}
+	if ok && issued.Before(last.at) {
+		return nil // an older token than the latest login: nothing newer to say
+	}
+	wrote, err := o.cfg.Users.RecordUserClaims(ctx, &store.UserClaims{ID: u.Owner(), Name: u.Name, Email: u.Email, Groups: u.Groups, ClaimsAt: issued}, claimsRefresh)
+	if err != nil {
+		// Not ErrInvalid: the token is good, the store is not answering.
+		return fmt.Errorf("auth: record the claims of %s: %w", u.Name, err)
+	}
+	if !wrote {
+		return nil // the store holds these claims, as of a time only it knows
+	}
+	o.mu.Lock()
+	if len(o.recorded) >= maxCachedTokens {
+		clear(o.recorded) // a bound; the store has the truth
+	}
+	o.recorded[u.Owner()] = rc
+	o.mu.Unlock()
+	return nil
 }
 
 // VerifyLogin verifies the ID token of a browser login that this gateway
@@ -191,6 +276,8 @@ func describeVerifyError(err error) string {
 		return "token was issued by another issuer"
 	case strings.Contains(msg, "expected audience"):
 		return "token is for another audience"
+	case strings.Contains(msg, errUnknownKey.Error()):
+		return "token signature cannot be verified: it is signed with a key the issuer does not publish (if the issuer has just rotated its keys, try again in a few seconds)"
 	case strings.Contains(msg, "signature"), strings.Contains(msg, "key"):
 		return "token signature cannot be verified"
 	case strings.Contains(msg, "malformed"), strings.Contains(msg, "unmarshal"):
@@ -241,7 +328,9 @@ func (o *OIDC) userFrom(claims map[string]any) (*User, error) {
 
 func isAdmin(u *User, users, groups []string) bool {
 	for _, a := range users {
-		if a == u.Owner() || (u.Via != "oidc" && a == u.Name) || a == "sub:"+u.Subject {
+		// A name identifies only identities that have no ID (static
+		// users): OIDC users pick or edit their names at the provider.
+		if a == u.Owner() || (u.ID == "" && a == u.Name) || (u.Subject != "" && a == "sub:"+u.Subject) {
 			return true
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -189,27 +190,126 @@ func TestOIDCAuthenticate(t *testing.T) {
 
 func TestOIDCKeyRotation(t *testing.T) {
 	ti := newTestIssuer(t)
-	o, err := NewOIDC(context.Background(), OIDCConfig{Issuer: ti.srv.URL, ClientID: "gateway"})
+	now := time.Now()
+	o, err := NewOIDC(context.Background(), OIDCConfig{Issuer: ti.srv.URL, ClientID: "gateway", Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	old := ti.sign(t, ti.claims(time.Now(), nil))
+	old := ti.sign(t, ti.claims(now, nil))
 	if _, err := o.Authenticate(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	ti.rotate(t)
-	fresh := ti.sign(t, ti.claims(time.Now(), map[string]any{"preferred_username": "bob"}))
+	// The keys were fetched a moment ago: a token signed with a key that
+	// appeared since is accepted at the next fetch, at most
+	// DefaultKeyRefetchInterval later, with one fetch.
+	now = now.Add(DefaultKeyRefetchInterval)
+	before := ti.jwksFetches.Load()
+	fresh := ti.sign(t, ti.claims(now, map[string]any{"preferred_username": "bob"}))
 	if u, err := o.Authenticate(ctx, fresh); err != nil || u.Name != "bob" {
 		t.Fatalf("token signed with the new key: %v %v (keys must be fetched again for an unknown kid)", u, err)
 	}
+	if n := ti.jwksFetches.Load() - before; n != 1 {
+		t.Errorf("%d key set fetches for one rotation, want 1", n)
+	}
 	ti.dropOld()
-	o2, err := NewOIDC(context.Background(), OIDCConfig{Issuer: ti.srv.URL, ClientID: "gateway"})
+	o2, err := NewOIDC(context.Background(), OIDCConfig{Issuer: ti.srv.URL, ClientID: "gateway", Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := o2.Authenticate(ctx, old); !errors.Is(err, ErrInvalid) {
 		t.Errorf("token of a retired key accepted: %v", err)
+	}
+}
+
+// TestOIDCForgedTokensFetchKeysRarely: forged tokens do not make the
+// gateway fetch the issuer's key set each time (go-oidc's RemoteKeySet
+// did, once per forged token). A key the gateway knows never causes a
+// fetch; unknown keys cause at most one per interval, shared by concurrent
+// callers; a real rotation still needs only one.
+func TestOIDCForgedTokensFetchKeysRarely(t *testing.T) {
+	ti := newTestIssuer(t)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	o, err := NewOIDC(context.Background(), OIDCConfig{Issuer: ti.srv.URL, ClientID: "gateway", Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := o.Authenticate(ctx, ti.sign(t, ti.claims(clock(), nil))); err != nil {
+		t.Fatal(err)
+	}
+	if n := ti.jwksFetches.Load(); n != 1 {
+		t.Fatalf("%d key set fetches for the first token, want 1", n)
+	}
+	ti.mu.Lock()
+	knownKid := ti.kids[0]
+	ti.mu.Unlock()
+	other, _ := rsa.GenerateKey(rand.Reader, 2048)
+	// forge makes the i-th forged token: a known kid with another key, an
+	// unknown kid, or no kid at all.
+	forge := func(i int) string {
+		c := ti.claims(clock(), map[string]any{"jti": NewToken("")})
+		switch i % 3 {
+		case 0:
+			return signWith(t, other, knownKid, c)
+		case 1:
+			return signWith(t, other, NewToken("kid-")[:12], c)
+		default:
+			return signWith(t, other, "", c)
+		}
+	}
+	forged := make([]string, 300)
+	for i := range forged {
+		forged[i] = forge(i)
+	}
+	check := func(batch string, parallel bool, want int64) {
+		t.Helper()
+		var wg sync.WaitGroup
+		var accepted atomic.Int64
+		for _, tok := range forged {
+			wg.Add(1)
+			try := func() {
+				defer wg.Done()
+				if _, err := o.Authenticate(ctx, tok); !errors.Is(err, ErrInvalid) {
+					accepted.Add(1)
+				}
+			}
+			if parallel {
+				go try()
+			} else {
+				try()
+			}
+		}
+		wg.Wait()
+		if n := accepted.Load(); n != 0 {
+			t.Fatalf("%s: %d forged tokens accepted", batch, n)
+		}
+		if n := ti.jwksFetches.Load(); n != want {
+			t.Errorf("%s: %d key set fetches in all, want %d", batch, n, want)
+		}
+	}
+	// Right after a fetch: none at all.
+	check("300 forged tokens, one after another, right after a fetch", false, 1)
+	// An interval later: one, for the whole concurrent batch.
+	advance(DefaultKeyRefetchInterval)
+	check("300 concurrent forged tokens an interval later", true, 2)
+	check("300 more at the same time", false, 2)
+
+	// A rotation: the new key is found with a single fetch, then kept.
+	ti.rotate(t)
+	advance(DefaultKeyRefetchInterval)
+	for i := 0; i < 3; i++ {
+		u, err := o.Authenticate(ctx, ti.sign(t, ti.claims(clock(), map[string]any{"preferred_username": "rotated-" + strconv.Itoa(i)})))
+		if err != nil || u.Name != "rotated-"+strconv.Itoa(i) {
+			t.Fatalf("token signed with the rotated key: %v %v", u, err)
+		}
+	}
+	if n := ti.jwksFetches.Load(); n != 3 {
+		t.Errorf("%d key set fetches after a rotation, want 3", n)
 	}
 }
 

@@ -63,6 +63,10 @@ type Layer struct {
 	// Name describes the layer in the image's history ("packages", "code").
 	Name  string
 	Files map[string]File
+	// Spooled, when set, is the layer's tar as WriteTar wrote it, read
+	// from where it was spooled (a file that a queued build keeps instead
+	// of the files in memory); Files is then not used.
+	Spooled *io.SectionReader
 }
 
 // CodeLayer returns the layer holding the spec's code parts, given their
@@ -101,6 +105,19 @@ var epoch = time.Unix(0, 0).UTC()
 // path (so each directory comes before its contents), mtime 0, uid and gid 0,
 // no user or group names.
 func (l Layer) Tar() ([]byte, error) {
+	var buf bytes.Buffer
+	if err := l.WriteTar(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteTar writes the layer's tar (see Tar) to w.
+func (l Layer) WriteTar(w io.Writer) error {
+	if l.Spooled != nil {
+		_, err := io.Copy(w, io.NewSectionReader(l.Spooled, 0, l.Spooled.Size()))
+		return err
+	}
 	type entry struct {
 		dir  bool
 		file File
@@ -109,21 +126,21 @@ func (l Layer) Tar() ([]byte, error) {
 	for p, f := range l.Files {
 		clean, err := cleanPath(p)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if e, dup := entries[clean]; dup {
 			if e.dir {
-				return nil, fmt.Errorf("layer %q: %q is both a file and a directory", l.Name, p)
+				return fmt.Errorf("layer %q: %q is both a file and a directory", l.Name, p)
 			}
-			return nil, fmt.Errorf("layer %q: %q is given twice", l.Name, p)
+			return fmt.Errorf("layer %q: %q is given twice", l.Name, p)
 		}
 		if f.Mode&^0o7777 != 0 {
-			return nil, fmt.Errorf("layer %q: %q has mode %o, want permission bits only", l.Name, p, f.Mode)
+			return fmt.Errorf("layer %q: %q has mode %o, want permission bits only", l.Name, p, f.Mode)
 		}
 		entries[clean] = entry{file: f}
 		for d := path.Dir(clean); d != "."; d = path.Dir(d) {
 			if e, ok := entries[d]; ok && !e.dir {
-				return nil, fmt.Errorf("layer %q: %q is both a file and a directory", l.Name, d)
+				return fmt.Errorf("layer %q: %q is both a file and a directory", l.Name, d)
 			}
 			entries[d] = entry{dir: true}
 		}
@@ -134,8 +151,7 @@ func (l Layer) Tar() ([]byte, error) {
 	}
 	slices.Sort(names)
 
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	tw := tar.NewWriter(w)
 	for _, n := range names {
 		e := entries[n]
 		h := &tar.Header{Name: n, ModTime: epoch, Uid: 0, Gid: 0}
@@ -148,18 +164,15 @@ func (l Layer) Tar() ([]byte, error) {
 			}
 		}
 		if err := tw.WriteHeader(h); err != nil {
-			return nil, fmt.Errorf("layer %q: %s: %w", l.Name, n, err)
+			return fmt.Errorf("layer %q: %s: %w", l.Name, n, err)
 		}
 		if !e.dir {
 			if _, err := tw.Write(e.file.Data); err != nil {
-				return nil, fmt.Errorf("layer %q: %s: %w", l.Name, n, err)
+				return fmt.Errorf("layer %q: %s: %w", l.Name, n, err)
 			}
 		}
 	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return tw.Close()
 }
 
 func cleanPath(p string) (string, error) {
@@ -212,13 +225,18 @@ func Assemble(base v1.Image, spec Spec, layers []Layer) (v1.Image, error) {
 
 	adds := make([]mutate.Addendum, 0, len(layers))
 	for i, l := range layers {
-		b, err := l.Tar()
-		if err != nil {
-			return nil, err
+		var open tarball.Opener
+		if l.Spooled != nil {
+			sr := l.Spooled
+			open = func() (io.ReadCloser, error) { return io.NopCloser(io.NewSectionReader(sr, 0, sr.Size())), nil }
+		} else {
+			b, err := l.Tar()
+			if err != nil {
+				return nil, err
+			}
+			open = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 		}
-		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-			return io.NopCloser(bytes.NewReader(b)), nil
-		}, tarball.WithMediaType(layerMT), tarball.WithCompressedCaching)
+		layer, err := tarball.LayerFromOpener(open, tarball.WithMediaType(layerMT), tarball.WithCompressedCaching)
 		if err != nil {
 			return nil, fmt.Errorf("layer %d (%s): %w", i, l.Name, err)
 		}

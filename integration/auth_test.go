@@ -180,13 +180,60 @@ func TestOIDCLoginAndIsolation(t *testing.T) {
 	}
 
 	// Browser: the dashboard redirects to the issuer and back with a session.
-	_, resp, body := browserLogin(t, e.url, "/clusters/"+a.Name+"/info/main/workers.html", "dev")
+	devBrowser, resp, body := browserLogin(t, e.url, "/clusters/"+a.Name+"/info/main/workers.html", "dev")
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Workers") || resp.Request.URL.Path != "/clusters/"+a.Name+"/info/main/workers.html" {
 		t.Fatalf("browser login as dev: %d at %s", resp.StatusCode, resp.Request.URL)
 	}
 	_, resp, _ = browserLogin(t, e.url, "/clusters/"+a.Name+"/info/main/workers.html", "dev2")
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("dev2's browser session on dev's dashboard: %d, want 404", resp.StatusCode)
+	}
+
+	// Browser sessions live in the store: each user lists their own only,
+	// and a revoked one no longer opens the dashboard.
+	dashboard := func(c *http.Client) int {
+		t.Helper()
+		resp, err := c.Get(e.url + "/clusters/" + a.Name + "/info/main/workers.html") // not HTML: no sign-in redirect
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var devSessions, dev2Sessions, adminSessions []struct{ ID, Via string }
+	e.gwJSON(&devSessions, "sessions")
+	dev2.gwJSON(&dev2Sessions, "sessions")
+	admin.gwJSON(&adminSessions, "sessions")
+	if len(devSessions) != 1 || devSessions[0].Via != "login" || len(dev2Sessions) != 1 || dev2Sessions[0].ID == devSessions[0].ID || len(adminSessions) != 0 {
+		t.Fatalf("sessions: dev %v, dev2 %v, admin %v; want one each for dev and dev2, none for admin", devSessions, dev2Sessions, adminSessions)
+	}
+	if code := dashboard(devBrowser); code != http.StatusOK {
+		t.Fatalf("dev's browser session: %d", code)
+	}
+	if out, err := dev2.gw("sessions", "revoke", devSessions[0].ID); err == nil || !strings.Contains(out, "no active session") {
+		t.Errorf("dev2 revoked dev's session: %v %s", err, out)
+	}
+	e.gwOK("sessions", "revoke", devSessions[0].ID)
+	if code := dashboard(devBrowser); code != http.StatusUnauthorized {
+		t.Errorf("revoked browser session on the dashboard: %d, want 401", code)
+	}
+
+	// gateway logout ends the user's browser sessions too. An admin's API
+	// token is admin through the groups of the admin's latest login.
+	adminBrowser, resp, _ := browserLogin(t, e.url, "/clusters/"+a.Name+"/info/main/workers.html", "admin")
+	if resp.StatusCode != http.StatusNotFound { // signed in; not admin's cluster
+		t.Fatalf("admin's browser login: %d", resp.StatusCode)
+	}
+	var adminToken struct{ Token string }
+	admin.gwJSON(&adminToken, "token", "create", "--name", "admin-ci", "--expires", "1h")
+	if code, body := get(t, e.url+"/api/v1/whoami", adminToken.Token); code != http.StatusOK || !strings.Contains(body, `"admin":true`) {
+		t.Errorf("admin's API token: %d %s", code, body)
+	}
+	if out := admin.gwOK("logout"); !strings.Contains(out, "Ended 1 browser session") {
+		t.Errorf("gateway logout: %s", out)
+	}
+	if code := dashboard(adminBrowser); code != http.StatusUnauthorized {
+		t.Errorf("browser session after gateway logout: %d, want 401", code)
 	}
 
 	// API tokens carry the identity, can be read-only, and can be revoked.

@@ -31,7 +31,7 @@ func dockerEnv(t *testing.T, pool *dockertest.Pool, image string) (*env, string)
 	t.Helper()
 	id := fmt.Sprintf("gw-test-%d", time.Now().UnixNano()%1_000_000_000)
 	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
-	doc := fmt.Sprintf("provider: docker\ngateway_id: %s\nproviders:\n  docker:\n    image: %s\nimages:\n  environments:\n    - name: debian-dask\n      image: %s\n      description: Debian bookworm's Dask\n", id, image, image)
+	doc := fmt.Sprintf("provider: docker\ngateway_id: %s\nproviders:\n  docker:\n    image: %s\nimages:\n  allowed_registries: [\"gateway-test/*\"]\n  environments:\n    - name: debian-dask\n      image: %s\n      description: Debian bookworm's Dask\n", id, image, image)
 	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +54,17 @@ func removeContainers(t *testing.T, pool *dockertest.Pool, gatewayID string) {
 	for _, c := range containersOf(t, pool, gatewayID) {
 		_ = pool.Client.RemoveContainer(dc.RemoveContainerOptions{ID: c.ID, Force: true})
 	}
+	// The clusters' networks, once nothing is attached to them.
+	nets, _ := pool.Client.FilteredListNetworks(dc.NetworkFilterOpts{"label": {"io.gateway.id=" + gatewayID: true}})
+	for _, n := range nets {
+		_ = pool.Client.RemoveNetwork(n.ID)
+	}
+}
+
+// hasOnly reports whether a container is on the network name alone.
+func hasOnly(nets map[string]dc.ContainerNetwork, name string) bool {
+	_, ok := nets[name]
+	return ok && len(nets) == 1
 }
 
 // TestDockerEnvironments is the container path end to end, as a user with a
@@ -111,13 +122,30 @@ func TestDockerEnvironments(t *testing.T) {
 		if strings.Contains(string(raw), "PRIVATE KEY") {
 			t.Errorf("container %s carries the TLS key in its config", ci.Names)
 		}
-		if in.HostConfig.NetworkMode != "host" {
-			t.Errorf("container %s network %q, want host", ci.Names, in.HostConfig.NetworkMode)
+		// Each cluster on a network of its own (providers.docker.network:
+		// cluster, the default), named after the gateway and the cluster.
+		if want := "gateway-" + gwID + "-" + first; in.HostConfig.NetworkMode != want || !hasOnly(in.NetworkSettings.Networks, want) {
+			t.Errorf("container %s network %q (%d networks), want %s alone", ci.Names, in.HostConfig.NetworkMode, len(in.NetworkSettings.Networks), want)
 		}
 		envImage = in.Config.Image
 	}
 	if !strings.Contains(envImage, "env-") {
 		t.Errorf("members run %q, not the environment's image", envImage)
+	}
+
+	// Issue 14, finding 1: the environment's image named by a prefix of
+	// its ID (or sha256:<id>) is refused before anything starts, even
+	// with an allow-list, as an ID that matches nothing is.
+	if ii, err := pool.Client.InspectImage(envImage); err != nil {
+		t.Error(err)
+	} else {
+		id := strings.TrimPrefix(ii.ID, "sha256:")
+		for _, img := range []string{id[:4], ii.ID, "0000"} {
+			out, err := e.gw("new-cluster", "--image", img, "--no-wait")
+			if err == nil || !strings.Contains(out, "image ID") {
+				t.Errorf("new-cluster --image %s: accepted or not refused as an image ID:\n%s", img, out)
+			}
+		}
 	}
 
 	// A Dask client, through the gateway, runs the user's code on workers.
@@ -190,6 +218,13 @@ client.close()
 	if left := containersOf(t, pool, gwID); len(left) != 0 {
 		t.Errorf("containers left after every cluster stopped: %d", len(left))
 	}
+	for time.Now().Before(deadline) {
+		if nets, err := pool.Client.FilteredListNetworks(dc.NetworkFilterOpts{"label": {"io.gateway.id=" + gwID: true}}); err == nil && len(nets) == 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Error("cluster networks left after every cluster stopped")
 }
 
 // waitRunning waits until the cluster runs with the wanted workers.

@@ -66,7 +66,7 @@ func TestCopyConn(t *testing.T) {
 				_ = src.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 			}
 			done := make(chan error, 1)
-			go func() { done <- copyConn(dst, src) }()
+			go func() { done <- copyConn(dst, src, nil) }()
 			go func() {
 				_, _ = writer.Write(want[c.early:])
 				if c.closed {
@@ -102,7 +102,7 @@ func TestCopyConn(t *testing.T) {
 func TestCopyConnAllocations(t *testing.T) {
 	writer, src := tcpPair(t)
 	dst, reader := tcpPair(t)
-	go copyConn(dst, src)
+	go copyConn(dst, src, nil)
 	msg, back := make([]byte, 1000), make([]byte, 1000)
 	round := func() {
 		if _, err := writer.Write(msg); err != nil {
@@ -118,4 +118,85 @@ func TestCopyConnAllocations(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, round); n != 0 {
 		t.Errorf("%v allocations per message, want 0", n)
 	}
+}
+
+// scanOnly is an inspector over a handshakeScan that counts everything
+// as said after the server spoke.
+type scanOnly struct{ h *handshakeScan }
+
+func (s scanOnly) next() (int, bool) {
+	if s.h.remaining > 0 {
+		return s.h.remaining, false
+	}
+	return len(s.h.hdr) - s.h.hn, true
+}
+func (s scanOnly) saw(b []byte)  { s.h.feed(b, true) }
+func (s scanOnly) skipped(n int) { s.h.skip(n) }
+func (s scanOnly) done() bool    { return s.h.done }
+
+// copyInspecting passes on exactly the records up to and including the
+// first whole application-data record, reports that, and leaves what
+// follows unread, for copyConn; a stream that ends first is not finished.
+func TestCopyInspecting(t *testing.T) {
+	big := make([]byte, 3000)
+	handshake := append(append([]byte{22, 3, 3, 0x0b, 0xb8}, big...), 20, 3, 3, 0, 1, 1)
+	finished := []byte{23, 3, 3, 0, 4, 'f', 'i', 'n', '!'}
+	after := []byte("after the handshake")
+	for _, kind := range []string{"tcp", "pipe"} {
+		for _, whole := range []bool{true, false} {
+			name := kind + map[bool]string{true: "/in one write", false: "/byte by byte"}[whole]
+			t.Run(name, func(t *testing.T) {
+				var writer, src, dst, reader net.Conn
+				if kind == "tcp" {
+					writer, src = tcpPair(t)
+					dst, reader = tcpPair(t)
+				} else {
+					writer, src = net.Pipe()
+					dst, reader = net.Pipe()
+					t.Cleanup(func() { writer.Close(); src.Close(); dst.Close(); reader.Close() })
+				}
+				all := append(append(append([]byte(nil), handshake...), finished...), after...)
+				go func() {
+					if whole {
+						_, _ = writer.Write(all)
+						return
+					}
+					for i := range all {
+						_, _ = writer.Write(all[i : i+1])
+					}
+				}()
+				want := len(handshake) + len(finished)
+				got := make(chan []byte, 1)
+				go func() {
+					b := make([]byte, want)
+					_, _ = io.ReadFull(reader, b)
+					got <- b
+				}()
+				var h handshakeScan
+				_ = src.SetReadDeadline(time.Now().Add(ioTimeout))
+				ok, err := copyInspecting(dst, src, nil, scanOnly{&h})
+				if !ok || err != nil {
+					t.Fatalf("copyInspecting = %t, %v; want finished", ok, err)
+				}
+				if b := <-got; !bytes.Equal(b, all[:want]) {
+					t.Fatal("the handshake bytes arrived changed")
+				}
+				rest := make([]byte, len(after))
+				if _, err := io.ReadFull(src, rest); err != nil || !bytes.Equal(rest, after) {
+					t.Fatalf("left for copyConn: %q, %v; want %q", rest, err, after)
+				}
+			})
+		}
+	}
+	t.Run("ends first", func(t *testing.T) {
+		writer, src := tcpPair(t)
+		dst, _ := tcpPair(t)
+		_, _ = writer.Write(handshake)
+		writer.Close()
+		var h handshakeScan
+		_ = src.SetReadDeadline(time.Now().Add(ioTimeout))
+		if ok, err := copyInspecting(dst, src, nil, scanOnly{&h}); ok || err != nil {
+			t.Fatalf("copyInspecting = %t, %v; want not finished, no error", ok, err)
+		}
+	})
 }

@@ -2,16 +2,19 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
 // Authenticator resolves the user of an HTTP request.
@@ -23,38 +26,46 @@ const DashboardPrefix = "/clusters/"
 // Dashboard proxies /clusters/<name>/... to the cluster's scheduler HTTP
 // server, for the cluster's owner only. Schedulers are started with this
 // prefix, so paths pass through unchanged and links in their pages resolve.
+// An https dashboard must present the cluster's own certificate
+// (routes.MemberTLS); each cluster has its own connection pool, dropped
+// when its route goes away.
 type Dashboard struct {
-	lookup func(string) (owner string, target string, ok bool)
+	lookup func(string) (routes.Route, bool)
 	authn  Authenticator
 	login  func(next string) string
 	log    *slog.Logger
 	rp     *httputil.ReverseProxy
+	pool   *routes.Pool
 }
 
 // DashboardHandler returns the dashboard proxy.
 func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
-	transport := &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: s.cfg.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: 60 * time.Second,
-	}
-	d := &Dashboard{authn: authn, log: s.log, login: s.loginRedirect}
-	d.lookup = func(name string) (string, string, bool) {
+	dialer := &net.Dialer{Timeout: s.cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	pool := routes.NewPool(func(tc *tls.Config) *http.Transport {
+		return &http.Transport{
+			DialContext:           dialer.DialContext,
+			TLSClientConfig:       tc,
+			TLSHandshakeTimeout:   s.cfg.DialTimeout,
+			MaxIdleConnsPerHost:   64,
+			IdleConnTimeout:       90 * time.Second,
+			ResponseHeaderTimeout: 60 * time.Second,
+		}
+	})
+	s.routes.OnGone(pool.Drop)
+	d := &Dashboard{authn: authn, log: s.log, login: s.loginRedirect, pool: pool}
+	d.lookup = func(name string) (routes.Route, bool) {
 		r, ok := s.routes.Lookup(name)
 		if !ok || r.Dashboard == nil {
-			return "", "", false
+			return routes.Route{}, false
 		}
-		return r.Owner, r.Dashboard.Scheme + "://" + r.Dashboard.Host, true
+		return r, true
 	}
 	d.rp = &httputil.ReverseProxy{
-		Transport: transport,
+		Transport: memberTransport{pool},
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			target, _ := pr.In.Context().Value(targetKey{}).(string)
-			scheme, host, _ := strings.Cut(target, "://")
-			pr.Out.URL.Scheme, pr.Out.URL.Host = scheme, host
-			pr.Out.Host = host
+			t, _ := pr.In.Context().Value(targetKey{}).(target)
+			pr.Out.URL.Scheme, pr.Out.URL.Host = t.route.Dashboard.Scheme, t.route.Dashboard.Host
+			pr.Out.Host = t.route.Dashboard.Host
 			pr.SetXForwarded()
 			// The gateway's credentials are for the gateway, not the scheduler.
 			pr.Out.Header.Del("Authorization")
@@ -66,6 +77,23 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 		},
 	}
 	return d
+}
+
+// target is where one request goes: the cluster and its route.
+type target struct {
+	cluster string
+	route   routes.Route
+}
+
+// memberTransport sends each request through its cluster's transport.
+type memberTransport struct{ pool *routes.Pool }
+
+func (m memberTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t, ok := r.Context().Value(targetKey{}).(target)
+	if !ok {
+		return nil, errors.New("dashboard: request without a cluster")
+	}
+	return m.pool.Transport(t.cluster, t.route.ClusterCert).RoundTrip(r)
 }
 
 type targetKey struct{}
@@ -93,8 +121,20 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		dashError(w, r, http.StatusUnauthorized, msg)
 		return
 	}
-	owner, target, ok := d.lookup(name)
-	if !ok || owner != u.Owner() {
+	if why := crossSite(r); why != "" {
+		// A session cookie rides along on any page's requests to the
+		// gateway: another site's page must not post to a dashboard or
+		// open its websocket as the user. Bearer tokens are not sent by
+		// browsers on their own, so those requests are not checked.
+		d.log.Info("refusing a cross-site dashboard request", "path", r.URL.Path, "method", r.Method, "why", why)
+		dashError(w, r, http.StatusForbidden, "cross-site request refused: "+why)
+		return
+	}
+	rt, ok := d.lookup(name)
+	if !ok {
+		d.pool.Drop(name) // routed from the store until now, perhaps
+	}
+	if !ok || rt.Owner != u.Owner() {
 		// The same answer for "not yours" and "not running", so that
 		// cluster names do not leak.
 		dashError(w, r, http.StatusNotFound, "cluster "+name+" not found or not running")
@@ -109,8 +149,45 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the deadline before the connection is handed over.
 		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	}
-	r = r.WithContext(context.WithValue(r.Context(), targetKey{}, target))
+	r = r.WithContext(context.WithValue(r.Context(), targetKey{}, target{cluster: name, route: rt}))
 	d.rp.ServeHTTP(w, r)
+}
+
+// crossSite says why a request authenticated by the session cookie must
+// not be passed on ("" if it may): a request with an unsafe method, or a
+// websocket upgrade, that a browser marks as coming from another origin
+// (Sec-Fetch-Site, else Origin compared with Host, the way
+// net/http.CrossOriginProtection does; a "null" Origin counts as foreign).
+// Requests with neither header are not from a browser page (browsers send
+// Origin on every POST and websocket) and pass.
+func crossSite(r *http.Request) string {
+	if r.Header.Get("Authorization") != "" {
+		return "" // authenticated by a token, which no other page can make a browser send
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		if r.Header.Get("Upgrade") == "" {
+			return ""
+		}
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		if site == "same-origin" || site == "none" {
+			return ""
+		}
+		return "Sec-Fetch-Site is " + site
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return ""
+	}
+	u, err := url.Parse(origin)
+	if origin == "null" || err != nil || u.Host == "" {
+		return "Origin " + origin + " is not this gateway"
+	}
+	if !strings.EqualFold(u.Host, r.Host) {
+		return "Origin " + origin + " is not this gateway"
+	}
+	return ""
 }
 
 func dashError(w http.ResponseWriter, r *http.Request, status int, msg string) {
@@ -118,6 +195,9 @@ func dashError(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	code := map[int]string{401: "unauthenticated", 403: "read_only", 404: "cluster_not_found", 502: "bad_gateway"}[status]
+	if strings.HasPrefix(msg, "cross-site") {
+		code = "cross_site"
+	}
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg, "code": code, "message": msg})
 }
 

@@ -13,7 +13,11 @@
 //  4. otherwise no limit.
 //
 // For one subject, an entry stored through the admin API overrides the
-// configuration file's entry field by field. The gateway-wide cluster.*
+// configuration file's entry field by field. Below the default entry's
+// file and API layers lie the built-in defaults (BuiltinDefaults: a few
+// clusters and builds per user), so that a gateway nobody configured
+// quotas for is not unbounded; a default entry that sets a field, even to
+// "unlimited", replaces the built-in value of that field. The gateway-wide cluster.*
 // settings bound every cluster whatever the quotas say.
 package quota
 
@@ -153,6 +157,7 @@ type Limits struct {
 	MaxLifetime          *Duration         `json:"max_lifetime,omitempty"`
 	MonthlyVCPUHours     *Amount           `json:"monthly_vcpu_hours,omitempty"`
 	MonthlyGPUHours      *Amount           `json:"monthly_gpu_hours,omitempty"`
+	MaxBuilds            *Amount           `json:"max_builds,omitempty"`
 }
 
 // field is one limit, with what generic code (resolution, set, unset,
@@ -210,6 +215,7 @@ func fields() []field {
 		scalarField("max_lifetime", "longest a cluster may run", func(l *Limits) **Duration { return &l.MaxLifetime }),
 		scalarField("monthly_vcpu_hours", "vCPU-hours per calendar month (UTC)", func(l *Limits) **Amount { return &l.MonthlyVCPUHours }),
 		scalarField("monthly_gpu_hours", "GPU-hours per calendar month (UTC)", func(l *Limits) **Amount { return &l.MonthlyGPUHours }),
+		scalarField("max_builds", "environment image builds queued or running at once", func(l *Limits) **Amount { return &l.MaxBuilds }),
 	}
 }
 

@@ -663,6 +663,7 @@ var sampleValues = map[string]string{
 	"max_lifetime":            `"unlimited"`,
 	"monthly_vcpu_hours":      `100`,
 	"monthly_gpu_hours":       `"unlimited"`,
+	"max_builds":              `2`,
 }
 
 // Every limit, one at a time: it parses, makes the entry non-empty, merges,

@@ -17,7 +17,11 @@ type Who struct {
 // Entry is what one subject has: the configuration file's limits and the
 // limits stored through the admin API (which override field by field).
 type Entry struct {
-	Subject   Subject   `json:"subject"`
+	Subject Subject `json:"subject"`
+	// Builtin is the gateway's own defaults (BuiltinDefaults), on the
+	// default subject only: the lowest layer, so that the configuration
+	// file and the admin API raise or lift them field by field.
+	Builtin   *Limits   `json:"builtin,omitempty"`
 	Config    *Limits   `json:"config,omitempty"`
 	Stored    *Limits   `json:"stored,omitempty"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
@@ -26,19 +30,24 @@ type Entry struct {
 
 // Origins of a limit, as the API reports them.
 const (
-	FromConfig = "config"
-	FromAPI    = "api"
+	FromBuiltin = "built-in"
+	FromConfig  = "config"
+	FromAPI     = "api"
 )
 
-// layer returns the entry's limits (stored over config) and, per field,
-// where each came from.
+// BuiltinSource is the source of a limit that comes from the gateway's
+// built-in defaults rather than from any entry someone wrote.
+const BuiltinSource = "built-in default"
+
+// layer returns the entry's limits (stored over config over built-in) and,
+// per field, where each came from.
 func (e Entry) layer() (Limits, map[string]string) {
 	var l Limits
 	origin := map[string]string{}
 	for _, src := range []struct {
 		lim    *Limits
 		origin string
-	}{{e.Config, FromConfig}, {e.Stored, FromAPI}} {
+	}{{e.Builtin, FromBuiltin}, {e.Config, FromConfig}, {e.Stored, FromAPI}} {
 		if src.lim == nil {
 			continue
 		}
@@ -56,21 +65,22 @@ func (e Entry) layer() (Limits, map[string]string) {
 }
 
 // Origins says, per limit (a GPU type as max_gpus_by_type.<type>), whether
-// the entry's value comes from the configuration file or the admin API.
+// the entry's value comes from the built-in defaults, the configuration
+// file or the admin API.
 func (e Entry) Origins() map[string]string {
 	_, o := e.layer()
 	return o
 }
 
-// Limits returns the entry's limits, stored over config.
+// Limits returns the entry's limits, stored over config over built-in.
 func (e Entry) Limits() Limits {
 	l, _ := e.layer()
 	return l
 }
 
 // Effective is one user's resolved limits and where each came from, as
-// "user:ann (api)", "group:gpu (config)" or "default (config)". A nil field
-// is unlimited.
+// "user:ann (api)", "group:gpu (config)", "default (config)" or
+// BuiltinSource. A nil field is unlimited.
 type Effective struct {
 	Limits  Limits            `json:"limits"`
 	Sources map[string]string `json:"sources"`
@@ -86,6 +96,9 @@ type layered struct {
 }
 
 func (l layered) source(field string) string {
+	if l.origin[field] == FromBuiltin {
+		return BuiltinSource
+	}
 	return string(l.subject) + " (" + l.origin[field] + ")"
 }
 

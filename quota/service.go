@@ -75,16 +75,41 @@ func ParseConfig(list []map[string]any) ([]ConfigEntry, error) {
 	return out, nil
 }
 
-// Service combines the configuration file's entries with those stored
-// through the admin API.
+// Service combines the built-in defaults, the configuration file's entries
+// and those stored through the admin API.
 type Service struct {
+	builtin  Limits
 	config   map[Subject]Limits
 	st       Store
 	onExceed OnExceed
 }
 
-// NewService makes a service.
-func NewService(st Store, config []ConfigEntry, onExceed OnExceed) (*Service, error) {
+// BuiltinDefaults are the limits of every user that no entry (the user's,
+// a group's or the default one) sets: a few clusters and environment
+// builds at once, so that one user cannot take a whole gateway that
+// nobody configured quotas for. The default entry raises or lifts them
+// field by field (gateway admin quota set default max_clusters=20, or
+// quotas.entries: [{subject: default, max_clusters: unlimited}]).
+func BuiltinDefaults() Limits {
+	clusters, builds := Amount(5), Amount(2)
+	return Limits{MaxClusters: &clusters, MaxBuilds: &builds}
+}
+
+// Option adjusts a Service.
+type Option func(*Service)
+
+// WithBuiltinDefaults replaces BuiltinDefaults; an empty Limits turns the
+// built-in layer off (gateway dev, where one developer is every user).
+func WithBuiltinDefaults(l Limits) Option {
+	return func(s *Service) {
+		s.builtin = Limits{}
+		s.builtin.Merge(&l)
+	}
+}
+
+// NewService makes a service, with BuiltinDefaults unless an option says
+// otherwise.
+func NewService(st Store, config []ConfigEntry, onExceed OnExceed, opts ...Option) (*Service, error) {
 	switch onExceed {
 	case "":
 		onExceed = Clamp
@@ -96,7 +121,14 @@ func NewService(st Store, config []ConfigEntry, onExceed OnExceed) (*Service, er
 	for _, e := range config {
 		m[e.Subject] = e.Limits
 	}
-	return &Service{config: m, st: st, onExceed: onExceed}, nil
+	s := &Service{builtin: BuiltinDefaults(), config: m, st: st, onExceed: onExceed}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := s.builtin.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // OnExceed is what a scale beyond quota does.
@@ -109,10 +141,17 @@ func (s *Service) Entries(ctx context.Context) (map[Subject]Entry, error) {
 		return nil, err
 	}
 	out := map[Subject]Entry{}
+	if !s.builtin.Empty() {
+		var b Limits // deep copies: callers must not reach the service's own
+		b.Merge(&s.builtin)
+		out[DefaultSubject] = Entry{Subject: DefaultSubject, Builtin: &b}
+	}
 	for subj, l := range s.config {
-		var c Limits // a deep copy: callers must not reach the configuration
+		var c Limits
 		c.Merge(&l)
-		out[subj] = Entry{Subject: subj, Config: &c}
+		e := out[subj]
+		e.Subject, e.Config = subj, &c
+		out[subj] = e
 	}
 	for _, r := range rows {
 		l, err := ParseLimits([]byte(r.Limits))

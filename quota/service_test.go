@@ -82,9 +82,12 @@ func (f *fakeStore) row(subject string) (store.QuotaRow, bool) {
 
 var root = store.Actor{ID: "id-root", Name: "root"}
 
+// newService makes a service without the built-in defaults, so that tests
+// of entries see only the entries they wrote (TestBuiltinDefaults* cover
+// the built-in layer).
 func newService(t *testing.T, st Store, config ...ConfigEntry) *Service {
 	t.Helper()
-	s, err := NewService(st, config, Clamp)
+	s, err := NewService(st, config, Clamp, WithBuiltinDefaults(Limits{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -707,7 +710,8 @@ func TestServiceEffectiveFromParsedConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"max_clusters": "3", "max_vcpus": "256", "max_gpus": "4", "allowed_providers": `["aws","gcp"]`}
+	// max_builds: no entry sets it, so the built-in default applies.
+	want := map[string]string{"max_clusters": "3", "max_vcpus": "256", "max_gpus": "4", "allowed_providers": `["aws","gcp"]`, "max_builds": "2"}
 	if got := flatten(t, eff.Limits); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("limits = %v, want %v", got, want)
 	}
@@ -716,6 +720,7 @@ func TestServiceEffectiveFromParsedConfig(t *testing.T) {
 		"max_vcpus":         "group:gpu (api)",
 		"max_gpus":          "group:gpu (config)",
 		"allowed_providers": "group:big (config), group:gpu (config)",
+		"max_builds":        BuiltinSource,
 	}
 	if fmt.Sprint(eff.Sources) != fmt.Sprint(wantSources) {
 		t.Errorf("sources = %q, want %q", eff.Sources, wantSources)

@@ -8,6 +8,7 @@ package scheduler
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"sort"
 	"strconv"
@@ -27,6 +29,7 @@ import (
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/catalog"
+	"github.com/gatewayhq/gateway/proxy/routes"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -58,7 +61,9 @@ type Store interface {
 
 // Router publishes where each running cluster's scheduler and dashboard are.
 type Router interface {
-	SetRoute(cluster, owner, schedulerAddr, dashboardURL string)
+	// clusterCert is the cluster's certificate (PEM), which an https
+	// dashboard must present.
+	SetRoute(cluster, owner, schedulerAddr, dashboardURL string, clusterCert []byte)
 	DeleteRoute(cluster string)
 }
 
@@ -141,8 +146,10 @@ type Core struct {
 	router   Router
 	log      *slog.Logger
 	now      func() time.Time
-	http     *http.Client
-	queue    *queue
+	// dash holds a connection pool per cluster for the health poll, each
+	// verifying https dashboards against that cluster's certificate.
+	dash  *routes.Pool
+	queue *queue
 
 	mu        sync.Mutex
 	watchers  map[string]*watch          // per cluster, closed on its next change
@@ -166,7 +173,7 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 	}
 	return &Core{
 		cfg: cfg, store: st, provider: p, router: r, log: log, now: time.Now,
-		http:      &http.Client{Timeout: 3 * time.Second},
+		dash:      routes.NewPool(pollTransport),
 		queue:     newQueue(),
 		watchers:  map[string]*watch{},
 		exits:     map[string]map[string]bool{},
@@ -872,7 +879,7 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 	case sched.State != providers.StateRunning || sched.Address == "":
 		return startPoll(starting, 100*time.Millisecond), nil
 	}
-	c.router.SetRoute(cl.Name, cl.Owner, sched.Address, sched.DashboardURL)
+	c.router.SetRoute(cl.Name, cl.Owner, sched.Address, sched.DashboardURL, cl.TLSCert)
 	_, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
 		if x.Status != store.Starting {
 			return store.Event{}, errStale
@@ -931,7 +938,7 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 			return time.Second, err
 		}
 	}
-	c.router.SetRoute(cl.Name, cl.Owner, cl.SchedulerAddress, cl.DashboardAddress)
+	c.router.SetRoute(cl.Name, cl.Owner, cl.SchedulerAddress, cl.DashboardAddress, cl.TLSCert)
 
 	if cl, err = c.adoptLegacy(ctx, cl, members); errors.Is(err, errStale) {
 		return 1, nil
@@ -1135,6 +1142,19 @@ type schedulerCounts struct {
 // counts one client of its own, for fire-and-forget futures).
 func (s schedulerCounts) busy() bool { return s.Processing > 0 || s.Waiting > 0 || s.Clients > 1 }
 
+const pollTimeout = 3 * time.Second
+
+// pollTransport is one cluster's transport for the health poll.
+func pollTransport(tc *tls.Config) *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: pollTimeout}).DialContext,
+		TLSClientConfig:     tc,
+		TLSHandshakeTimeout: pollTimeout,
+		MaxIdleConnsPerHost: 2,
+		IdleConnTimeout:     90 * time.Second,
+	}
+}
+
 // connectedWorkers asks the scheduler how many workers it has, and notes
 // whether it is busy.
 func (c *Core) connectedWorkers(ctx context.Context, cl *store.Cluster) (schedulerCounts, error) {
@@ -1145,7 +1165,8 @@ func (c *Core) connectedWorkers(ctx context.Context, cl *store.Cluster) (schedul
 	if err != nil {
 		return schedulerCounts{}, err
 	}
-	resp, err := c.http.Do(req)
+	client := &http.Client{Transport: c.dash.Transport(cl.Name, cl.TLSCert), Timeout: pollTimeout}
+	resp, err := client.Do(req)
 	if err != nil {
 		return schedulerCounts{}, err
 	}
@@ -1224,6 +1245,7 @@ func (c *Core) fail(ctx context.Context, cl *store.Cluster, reason string) error
 }
 
 func (c *Core) forget(name string) {
+	c.dash.Drop(name)
 	c.mu.Lock()
 	delete(c.exits, name)
 	delete(c.active, name)

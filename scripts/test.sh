@@ -45,6 +45,9 @@ fi
 # image is built here (once, cached). As root the engine is started when
 # none answers; elsewhere the tests that need one are skipped with a message.
 if [ "$(id -u)" -eq 0 ]; then
+	# The cloud members' boot scripts are run in network namespaces with
+	# iptables; as root they must run, not skip.
+	export GATEWAY_TEST_REQUIRE_SANDBOX=1
 	scripts/docker.sh
 	GATEWAY_TEST_DASK_IMAGE=$(scripts/testimage.sh)
 	export GATEWAY_TEST_DASK_IMAGE GATEWAY_TEST_REQUIRE_DOCKER=1

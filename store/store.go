@@ -150,6 +150,7 @@ type DB struct {
 	dialect dialect
 	now     func() time.Time
 	owners  keylock.Locks // admissions and growth per owner, in this process
+	stmts   stmtCache     // prepared statements of the per-request lookups
 }
 
 // begin starts a transaction. PostgreSQL's is READ COMMITTED whatever the

@@ -22,17 +22,34 @@ type APIToken struct {
 	ExpiresAt time.Time // zero: never
 	LastUsed  time.Time
 	RevokedAt time.Time
+	// Claims are the owner's latest login claims, filled in by TokenByHash;
+	// nil when the owner never logged in with OIDC. Groups above are only
+	// those at the token's creation, kept for the record.
+	Claims *UserClaims
 }
 
 const tokenColumns = `id, owner, owner_name, name, hash, groups, read_only, created_at, expires_at, last_used_at, revoked_at`
 
-func scanToken(r scanner) (*APIToken, error) {
+// tokenColumnsT are tokenColumns of the table alias t, for joins.
+const tokenColumnsT = `t.id, t.owner, t.owner_name, t.name, t.hash, t.groups, t.read_only, t.created_at, t.expires_at, t.last_used_at, t.revoked_at`
+
+func scanToken(r scanner) (*APIToken, error) { return scanTokenClaims(r, false) }
+
+func scanTokenClaims(r scanner, withClaims bool) (*APIToken, error) {
 	var t APIToken
 	var groups string
 	var ro int
 	var created, expires, used, revoked int64
-	if err := r.Scan(&t.ID, &t.Owner, &t.OwnerName, &t.Name, &t.Hash, &groups, &ro, &created, &expires, &used, &revoked); err != nil {
+	dest := []any{&t.ID, &t.Owner, &t.OwnerName, &t.Name, &t.Hash, &groups, &ro, &created, &expires, &used, &revoked}
+	var c rawClaims
+	if withClaims {
+		dest = append(dest, c.dest()...)
+	}
+	if err := r.Scan(dest...); err != nil {
 		return nil, err
+	}
+	if withClaims {
+		t.Claims = c.claims()
 	}
 	_ = json.Unmarshal([]byte(groups), &t.Groups)
 	t.ReadOnly = ro != 0
@@ -61,9 +78,11 @@ func (s *DB) CreateToken(ctx context.Context, t *APIToken) error {
 	return nil
 }
 
-// TokenByHash finds a token by the hash of its value.
+// TokenByHash finds a token by the hash of its value, with its owner's
+// latest login claims.
 func (s *DB) TokenByHash(ctx context.Context, hash string) (*APIToken, error) {
-	t, err := scanToken(s.db.QueryRowContext(ctx, s.rebind(`SELECT `+tokenColumns+` FROM api_tokens WHERE hash = ?`), hash))
+	t, err := scanTokenClaims(s.queryRow(ctx, `SELECT `+tokenColumnsT+`, `+claimsColumns+`
+FROM api_tokens t LEFT JOIN user_claims u ON u.id = t.owner WHERE t.hash = ?`, hash), true)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: token: %w", ErrNotFound)
 	}
@@ -91,20 +110,36 @@ func (s *DB) ListTokens(ctx context.Context, owner string) ([]*APIToken, error) 
 	return out, rows.Err()
 }
 
-// RevokeToken revokes one of the owner's tokens; another owner's token is
-// ErrNotFound.
+// RevokeToken revokes one of the owner's tokens, and the browser sessions
+// its dashboard links made; another owner's token is ErrNotFound.
 func (s *DB) RevokeToken(ctx context.Context, owner, id string) error {
-	res, err := s.db.ExecContext(ctx, s.rebind(`UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND owner = ? AND revoked_at = 0`),
-		s.now().UnixMilli(), id, owner)
+	tx, err := s.begin(ctx)
+	if err != nil {
+		return fmt.Errorf("store: revoke token: %w", err)
+	}
+	defer tx.Rollback()
+	now := s.now().UnixMilli()
+	res, err := tx.ExecContext(ctx, s.rebind(`UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND owner = ? AND revoked_at = 0`), now, id, owner)
 	if err != nil {
 		return fmt.Errorf("store: revoke token: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		var exists int
-		_ = s.db.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM api_tokens WHERE id = ? AND owner = ?`), id, owner).Scan(&exists)
+		if err := tx.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM api_tokens WHERE id = ? AND owner = ?`), id, owner).Scan(&exists); err != nil {
+			return fmt.Errorf("store: revoke token: %w", err)
+		}
 		if exists == 0 {
 			return fmt.Errorf("store: token %s: %w", id, ErrNotFound)
 		}
+	}
+	// Also when the token was revoked already (idempotent). CreateSession
+	// refuses revoked tokens, and locks the token's row while it stores a
+	// session, so no session of the token survives this.
+	if _, err := tx.ExecContext(ctx, s.rebind(`UPDATE sessions SET revoked_at = ? WHERE token_id = ? AND owner = ? AND revoked_at = 0`), now, id, owner); err != nil {
+		return fmt.Errorf("store: revoke token's sessions: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: revoke token: %w", err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ package terraform_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -548,4 +549,150 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(m.Run())
+}
+
+// source is the text of an expression as written.
+func (m *module) source(r hcl.Range) string {
+	text := m.text[r.Filename]
+	if r.End.Byte > len(text) {
+		return ""
+	}
+	return text[r.Start.Byte:r.End.Byte]
+}
+
+// references reports whether an expression refers to root.name (such as
+// aws_iam_role.dask_task or data.aws_iam_policy_document.x, given as
+// "data.aws_iam_policy_document.x").
+func references(e hclsyntax.Expression, path string) bool {
+	for _, tr := range e.Variables() {
+		var parts []string
+		parts = append(parts, tr.RootName())
+		for _, st := range tr[1:] {
+			if a, ok := st.(hcl.TraverseAttr); ok {
+				parts = append(parts, a.Name)
+			}
+		}
+		if strings.HasPrefix(strings.Join(parts, "."), path) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFargateTaskRoleReadsNoSecrets: users' code on Fargate holds the task
+// role's credentials, so that role is granted no read of secrets or
+// parameters by the module, and denies reading the clusters' TLS secrets
+// and parameters whatever policies the operator attaches; the execution
+// role, which ECS alone uses, reads only this gateway's cluster secrets.
+func TestFargateTaskRoleReadsNoSecrets(t *testing.T) {
+	m := load(t, "aws")
+	reads := regexp.MustCompile(`^(secretsmanager|ssm|kms):`)
+	denied := map[string]string{}
+	policies := 0
+	for _, b := range m.blocks("resource") {
+		role := b.Body.Attributes["role"]
+		if b.Labels[0] != "aws_iam_role_policy" || role == nil || !references(role.Expr, "aws_iam_role.dask_task") {
+			continue
+		}
+		policies++
+		pol := b.Body.Attributes["policy"]
+		var doc *hclsyntax.Block
+		for _, d := range m.blocks("data") {
+			if d.Labels[0] == "aws_iam_policy_document" && pol != nil && references(pol.Expr, "data.aws_iam_policy_document."+d.Labels[1]) {
+				doc = d
+			}
+		}
+		if doc == nil {
+			t.Errorf("%s: the task role's policy %s is not an aws_iam_policy_document of the module, so it cannot be checked", b.DefRange(), b.Labels[1])
+			continue
+		}
+		for _, st := range doc.Body.Blocks {
+			if st.Type != "statement" || st.Body.Attributes["actions"] == nil {
+				continue
+			}
+			effect := literalString(st.Body, "effect")
+			resources := ""
+			if r := st.Body.Attributes["resources"]; r != nil {
+				resources = m.source(r.Expr.Range())
+			}
+			for _, act := range literalStrings(t, st.Body.Attributes["actions"]) {
+				switch {
+				case effect != "Deny" && reads.MatchString(act):
+					t.Errorf("%s: the Dask task role is granted %s", st.DefRange(), act)
+				case effect == "Deny":
+					denied[act] += resources
+				}
+			}
+		}
+	}
+	if policies == 0 {
+		t.Fatal("no policy is attached to aws_iam_role.dask_task: nothing denies it the clusters' secrets")
+	}
+	for act, where := range map[string]string{
+		"secretsmanager:GetSecretValue":      "secret:gateway/*",
+		"secretsmanager:BatchGetSecretValue": "secret:gateway/*",
+		"ssm:GetParameter":                   "parameter/gateway/*",
+		"ssm:GetParameters":                  "parameter/gateway/*",
+		"ssm:GetParametersByPath":            "parameter/gateway/*",
+	} {
+		if !strings.Contains(denied[act], where) {
+			t.Errorf("the Dask task role does not deny %s on %s (denied: %v)", act, where, denied)
+		}
+	}
+	// The task definitions never give the task role to anything but Dask:
+	// the gateway passes it as task_role_arn, distinct from the execution role.
+	exec := m.block("data", "aws_iam_policy_document", "dask_execution")
+	if exec == nil {
+		t.Fatal(`no data "aws_iam_policy_document" "dask_execution"`)
+	}
+	found := false
+	for _, st := range exec.Body.Blocks {
+		if st.Type != "statement" || st.Body.Attributes["actions"] == nil || !slices.Contains(literalStrings(t, st.Body.Attributes["actions"]), "secretsmanager:GetSecretValue") {
+			continue
+		}
+		found = true
+		if r := m.source(st.Body.Attributes["resources"].Expr.Range()); !strings.Contains(r, "secret:gateway/${local.gateway_key}/*") {
+			t.Errorf("%s: the Dask execution role reads %s; want this gateway's cluster secrets only (secret:gateway/${local.gateway_key}/*)", st.DefRange(), r)
+		}
+	}
+	if !found {
+		t.Error("the Dask execution role cannot read the clusters' TLS secrets, which ECS needs")
+	}
+	if !regexp.MustCompile(`gateway_key\s*=\s*substr\(sha256\(var\.gateway_id\), 0, 8\)`).MatchString(m.text[filepath.Join("aws", "main.tf")]) {
+		t.Error("local.gateway_key is not substr(sha256(var.gateway_id), 0, 8), the prefix providers/fargate names secrets with")
+	}
+}
+
+// TestMembersAdmitTheGatewayByIdentity: the modules tell the backends to
+// admit the gateway by its security group (AWS) or service account (GCP),
+// never by an address range that other clusters' members share.
+func TestMembersAdmitTheGatewayByIdentity(t *testing.T) {
+	for _, tc := range []struct {
+		dir  string
+		want []*regexp.Regexp
+	}{
+		{"aws", []*regexp.Regexp{
+			regexp.MustCompile(`"GATEWAY_PROVIDERS_EC2_GATEWAY_SECURITY_GROUP"\s*=\s*local\.is_ec2 \? aws_security_group\.gateway\.id`),
+			regexp.MustCompile(`"GATEWAY_PROVIDERS_FARGATE_GATEWAY_SECURITY_GROUP"\s*=\s*local\.is_fargate \? aws_security_group\.gateway\.id`),
+		}},
+		{"gcp", []*regexp.Regexp{
+			regexp.MustCompile(`"GATEWAY_PROVIDERS_GCE_GATEWAY_SERVICE_ACCOUNT"\s*=\s*google_service_account\.gateway\.email`),
+		}},
+	} {
+		m := load(t, tc.dir)
+		all := strings.Join(slices.Collect(maps.Values(m.text)), "\n")
+		for _, re := range tc.want {
+			if !re.MatchString(all) {
+				t.Errorf("terraform/%s does not set %s", tc.dir, re)
+			}
+		}
+		if strings.Contains(all, "_GATEWAY_CIDRS") {
+			t.Errorf("terraform/%s still admits the gateway to members by address range (GATEWAY_CIDRS)", tc.dir)
+		}
+	}
+	// The gateway tasks on AWS run in the group the members admit.
+	m := load(t, "aws")
+	if !strings.Contains(m.text[filepath.Join("aws", "ecs.tf")], "security_groups  = [aws_security_group.gateway.id]") {
+		t.Error("the gateway's ECS service does not run in aws_security_group.gateway")
+	}
 }

@@ -194,12 +194,17 @@ func New(cfg Config) (*Issuer, error) {
 	if i.basePath != "" {
 		i.handler = stripIssuerPath(i.basePath, mux)
 	}
+	// It signs anyone in: only requests addressed to the issuer's own
+	// address are served, never a rebound name's.
+	i.handler = RequireHost(i.handler, issuerHosts(issuerURL.Scheme, issuerURL.Hostname(), issuerURL.Port()), refuseHost)
 	return i, nil
 }
 
 // Handler serves every endpoint of the issuer: discovery, JWKS, authorize,
 // token, device_authorization, userinfo, revoke, end_session and the login
-// and device pages.
+// and device pages. It answers 421 to requests whose Host is not the
+// issuer's (for a loopback issuer: 127.0.0.1, localhost or [::1] with the
+// issuer's port), which shuts out DNS-rebinding pages.
 func (i *Issuer) Handler() http.Handler { return i.handler }
 
 // RotateKey makes a new RS256 signing key (new kid) current. The keys it

@@ -1181,3 +1181,58 @@ func TestUserCodeNormalization(t *testing.T) {
 		}
 	}
 }
+
+// A web page whose name its owner re-points at 127.0.0.1 (DNS rebinding)
+// reaches the issuer's port with its own name in Host: the issuer refuses
+// it, on every endpoint, and answers its own loopback names (issue 14,
+// finding 10).
+func TestRefusesOtherHosts(t *testing.T) {
+	e := newEnv(t, nil)
+	u, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := u.Port()
+	tests := []struct {
+		host string
+		ok   bool
+	}{
+		{"127.0.0.1:" + port, true},
+		{"localhost:" + port, true},
+		{"LOCALHOST:" + port, true},
+		{"[::1]:" + port, true},
+		{"evil.example:" + port, false},
+		{"evil.example", false},
+		{"127.0.0.1", false},          // port 80
+		{"127.0.0.1:1" + port, false}, // another port
+		{"localhost.:" + port, false},
+		{"127.0.0.2:" + port, false},
+	}
+	paths := []struct{ method, path, form string }{
+		{http.MethodGet, "/.well-known/openid-configuration", ""},
+		{http.MethodGet, "/keys", ""},
+		{http.MethodPost, "/device_authorization", "client_id=" + testClientID + "&scope=openid"},
+		{http.MethodPost, "/device", "user_code=BCDF-GHJK&username=admin"},
+		{http.MethodPost, "/oauth/token", "grant_type=refresh_token&refresh_token=x&client_id=" + testClientID},
+	}
+	for _, tt := range tests {
+		for _, p := range paths {
+			req, err := http.NewRequest(p.method, e.url+p.path, strings.NewReader(p.form))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.form != "" {
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			}
+			req.Host = tt.host
+			resp, body := e.do(req)
+			refused := resp.StatusCode == http.StatusMisdirectedRequest
+			if refused == tt.ok {
+				t.Errorf("Host %q %s %s: %s %s", tt.host, p.method, p.path, resp.Status, body)
+			}
+			if refused && !strings.Contains(body, "DNS rebinding") {
+				t.Errorf("Host %q: the refusal does not say why: %s", tt.host, body)
+			}
+		}
+	}
+}

@@ -90,7 +90,7 @@ const (
 // kindOf says how the CLI reads and shows each limit of quota.FieldNames.
 func kindOf(name string) limitKind {
 	switch name {
-	case "max_clusters", "max_workers_per_cluster", "max_gpus":
+	case "max_clusters", "max_workers_per_cluster", "max_gpus", "max_builds":
 		return kindCount
 	case "max_vcpus", "max_memory_gib", "monthly_vcpu_hours", "monthly_gpu_hours":
 		return kindAmount
@@ -452,7 +452,9 @@ func newAdminQuotaCmd(g *globals) *cobra.Command {
 or "group:NAME". Each limit resolves on its own: the user's entry, else the most
 generous of their groups' entries, else the default entry, else no limit.
 Entries come from the configuration file (quotas.entries) and from this API,
-which overrides the file limit by limit.`,
+which overrides the file limit by limit. Under the default entry lie built-in
+defaults (max_clusters 5, max_builds 2; none in gateway dev), listed as
+"built-in": set the default entry's field to raise one, or to "unlimited".`,
 	}
 	cmd.AddCommand(newAdminQuotaListCmd(g), newAdminQuotaGetCmd(g), newAdminQuotaSetCmd(g), newAdminQuotaUnsetCmd(g))
 	return cmd

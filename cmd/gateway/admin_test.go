@@ -156,9 +156,9 @@ func TestPrintQuotaDetail(t *testing.T) {
 			UpdatedAt: &at, UpdatedBy: "root"},
 		Effective: &quota.Effective{
 			Limits: quota.Limits{MaxClusters: amount(2), MaxVCPUs: amount(8), AllowedProviders: []string{"ec2", "local"},
-				MaxGPUsByType: map[string]quota.Amount{"a100": 1}},
+				MaxGPUsByType: map[string]quota.Amount{"a100": 1}, MaxBuilds: amount(2)},
 			Sources: map[string]string{"max_clusters": "group:a (config)", "max_vcpus": "user:ann (api)", "allowed_providers": "group:a (config), group:b (api)",
-				"max_gpus_by_type.a100": "group:b (api)"},
+				"max_gpus_by_type.a100": "group:b (api)", "max_builds": quota.BuiltinSource},
 		},
 		Groups:     []string{},
 		GroupsFrom: "none known: the user has made no cluster; pass ?groups=a,b",
@@ -188,6 +188,7 @@ max_idle_timeout         unlimited  -
 max_lifetime             unlimited  -
 monthly_vcpu_hours       unlimited  -
 monthly_gpu_hours        unlimited  -
+max_builds               2          built-in default
 max_gpus_by_type.a100    1          group:b (api)
 `
 	if b.String() != want {
@@ -336,6 +337,7 @@ func TestAdminQuotaCommands(t *testing.T) {
 		"SUBJECT         LIMIT                    VALUE      FROM",
 		"default         max_clusters             1          config",
 		"default         monthly_vcpu_hours       100        config",
+		"default         max_builds               2          built-in",
 		"group:analysts  max_vcpus                32         config",
 		"group:analysts  max_gpus_by_type.a100    1          api",
 		"group:analysts  max_gpus_by_type.t4      2          config",
@@ -529,6 +531,7 @@ func TestMyUsageAndQuota(t *testing.T) {
 		"max_memory_gib           unlimited  10      -\n",
 		"max_gpus                 unlimited  2       -\n",
 		"monthly_vcpu_hours       100        -       default (config)\n",
+		"max_builds               2          -       built-in default\n",
 		"max_gpus_by_type.t4      2          2       group:analysts (config)\n",
 		"A scale beyond a limit is clamped",
 	} {

@@ -139,10 +139,14 @@ func storeLogin(url string, e client.Entry, caFile string) error {
 }
 
 func newLogoutCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var keepSessions bool
+	cmd := &cobra.Command{
 		Use:   "logout",
-		Short: "Forget the stored login for the gateway",
-		Args:  cobra.NoArgs,
+		Short: "End your browser sessions and forget the stored login for the gateway",
+		Long: `Ends every browser (dashboard) session of yours on the gateway, then forgets
+the login stored on this machine. API tokens keep working: revoke them with
+"gateway token revoke". With --keep-sessions, browser sessions are left alone.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			url, err := g.gatewayURL()
 			if err != nil {
@@ -157,7 +161,21 @@ func newLogoutCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "Not logged in to %s\n", url)
 				return nil
 			}
-			creds.Gateways[url] = client.Entry{CAFile: e.CAFile}
+			if !keepSessions {
+				// A browser signed in with this identity would otherwise
+				// stay signed in for up to auth.session_ttl.
+				n, err := endSessions(cmd.Context(), g)
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: your browser sessions were not ended (%v); end them later with: gateway login && gateway sessions revoke --all\n", err)
+				} else if n > 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "Ended %d browser session(s)\n", n)
+				}
+			}
+			// Loaded again: ending the sessions may have renewed and saved the login.
+			if creds, err = client.LoadCredentials(); err != nil {
+				return err
+			}
+			creds.Gateways[url] = client.Entry{CAFile: creds.Gateways[url].CAFile}
 			if err := creds.Save(); err != nil {
 				return err
 			}
@@ -165,6 +183,18 @@ func newLogoutCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&keepSessions, "keep-sessions", false, "leave browser sessions signed in")
+	return cmd
+}
+
+func endSessions(ctx context.Context, g *globals) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := g.client(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return c.RevokeSessions(ctx)
 }
 
 func newWhoamiCmd(g *globals) *cobra.Command {

@@ -47,7 +47,7 @@ Clusters: gateway new-cluster, list, show, scale, stop, logs`,
 	root.AddCommand(
 		newDevCmd(), newServeCmd(), newConfigCmd(),
 		newNewClusterCmd(g), newInstanceTypesCmd(g), newListCmd(g), newShowCmd(g), newScaleCmd(g), newAdaptCmd(g), newStopCmd(g), newLogsCmd(g),
-		newLoginCmd(g), newLogoutCmd(g), newTokenCmd(g), newWhoamiCmd(g), newPrintTokenCmd(g), newDashboardCmd(g),
+		newLoginCmd(g), newLogoutCmd(g), newTokenCmd(g), newSessionsCmd(g), newWhoamiCmd(g), newPrintTokenCmd(g), newDashboardCmd(g),
 		newUsageCmd(g), newQuotaCmd(g), newAdminCmd(g), newEnvCmd(g),
 	)
 	return root

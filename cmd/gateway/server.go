@@ -80,10 +80,17 @@ func newDevCmd() *cobra.Command {
 		Short: "Run a development gateway: local Dask clusters, plain HTTP, a dev user",
 		Long: `Run a gateway for development on this machine, with embedded defaults:
 SQLite state in the data directory, the local provider (Dask processes on this
-machine), one port on 127.0.0.1:8000 and a dev user whose token is written to
-the CLI's credentials file, so that other gateway commands just work.
+machine), one port on 127.0.0.1:8000, and an embedded OpenID Connect provider on
+another loopback port. The CLI is signed in as the user "dev" through that
+provider's device flow, so that other gateway commands just work; gateway login
+signs in as "dev2" or "admin" (an admin) instead.
 
-Not for production: it serves plain HTTP and trusts one static token.`,
+Not for production: it serves plain HTTP, its identity provider signs anyone on
+this machine in as any of its users without a password, and no built-in quota
+applies (gateway serve gives every user 5 clusters and 2 image builds at once
+unless configured otherwise). It answers only requests addressed to its
+loopback address and port (127.0.0.1, localhost or [::1]), so that web pages
+cannot reach it by pointing their own name at this machine.`,
 		Args: cobra.NoArgs,
 	}
 	sf := addServerFlags(cmd.Flags())
@@ -154,6 +161,7 @@ func devBanner(cmd *cobra.Command, g *gateway.Gateway, cfg *config.Config) error
     dev issuer:    %s  (loopback only; identities: %s)
     data dir:      %s
     CLI signed in: as "dev" (credentials in %s)
+    quotas:        configured ones only (gateway serve adds built-in defaults: max_clusters 5, max_builds 2 per user)
     next, in another shell:  gateway new-cluster --workers 2
     as someone else:         gateway login   (approve in the browser as dev2 or admin)
 

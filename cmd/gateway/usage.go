@@ -180,7 +180,8 @@ func newQuotaCmd(g *globals) *cobra.Command {
 		Short: "Show the limits that apply to you, where each comes from, and what you use now",
 		Long: `Show your effective limits: for each, its value, what your active clusters
 hold of it now, and the quota entry it comes from (your own, one of your groups',
-or the default; set in the configuration file or through the admin API).
+or the default; set in the configuration file or through the admin API), or
+"built-in default" for the gateway's own defaults, which an admin can raise.
 "unlimited" and "any" mean no limit applies.`,
 		Example: `  gateway quota
   gateway quota -o json`,

@@ -109,8 +109,14 @@ type Config struct {
 	// directory under os.TempDir()).
 	LogDir string
 	// MaxConcurrentBuilds is how many builds run at once (default 2);
-	// further builds wait for a slot.
+	// further builds wait for a slot, and one owner runs one build at a
+	// time.
 	MaxConcurrentBuilds int
+	// SpoolDir holds the code of queued and running builds, one mode-0600
+	// file each, removed when the build ends (default: LogDir/spool).
+	SpoolDir string
+	// Now is the clock of the garbage collector's ages (default time.Now).
+	Now func() time.Time
 	// SourceBuilds lets pip build packages from source distributions,
 	// which runs their build scripts (arbitrary code from the index) in the
 	// build; by default only wheels are installed.
@@ -181,7 +187,6 @@ type Builder struct {
 	repo   *name.Repository // nil: the local engine only
 	bases  []Base
 	logger *slog.Logger
-	sem    chan struct{}
 	auth   *registryAuth
 	secret *redactor
 
@@ -199,12 +204,21 @@ type Builder struct {
 	inspectMu sync.Mutex
 	inspected map[string]images.Spec // by image ID or manifest digest
 
+	// The build queue (see acquire).
+	schedMu   sync.Mutex
+	queue     []*job
+	slotsUsed int
+	runningBy map[string]int
+
 	started atomic.Int64 // builds started, for tests
 }
 
 // New checks cfg and returns a Builder.
 func New(cfg Config) (*Builder, error) {
-	b := &Builder{cfg: cfg, docker: cfg.Docker, jobs: map[string]*job{}, inspected: map[string]images.Spec{}}
+	b := &Builder{cfg: cfg, docker: cfg.Docker, jobs: map[string]*job{}, inspected: map[string]images.Spec{}, runningBy: map[string]int{}}
+	if b.cfg.Now == nil {
+		b.cfg.Now = time.Now
+	}
 	if b.cfg.Python == "" {
 		b.cfg.Python = "python3"
 	}
@@ -227,6 +241,14 @@ func New(cfg Config) (*Builder, error) {
 	if err := os.MkdirAll(b.cfg.LogDir, 0o750); err != nil {
 		return nil, fmt.Errorf("build log directory: %w", err)
 	}
+	if b.cfg.SpoolDir == "" {
+		b.cfg.SpoolDir = filepath.Join(b.cfg.LogDir, "spool")
+	}
+	// Users' code: readable by the gateway alone.
+	if err := os.MkdirAll(b.cfg.SpoolDir, 0o700); err != nil {
+		return nil, fmt.Errorf("build spool directory: %w", err)
+	}
+	sweepSpool(b.cfg.SpoolDir, time.Now())
 	for i, base := range cfg.Bases {
 		nb, err := normalizeBase(base)
 		if err != nil {
@@ -256,7 +278,6 @@ func New(cfg Config) (*Builder, error) {
 		return nil, err
 	}
 	b.auth = auth
-	b.sem = make(chan struct{}, b.cfg.MaxConcurrentBuilds)
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b, nil
 }
@@ -294,14 +315,22 @@ func (b *Builder) Ref(hash string) string {
 	return b.repo.Tag(tag).String()
 }
 
-// Ensure makes sure an image of spec exists and returns its status without
+// Ensure is EnsureFor with no owner: no per-owner cap or slot rule.
+func (b *Builder) Ensure(ctx context.Context, spec images.Spec, code map[string][]byte) (Status, error) {
+	return b.EnsureFor(ctx, Owner{}, spec, code)
+}
+
+// EnsureFor makes sure an image of spec exists and returns its status without
 // waiting for a build: ready when an image tagged images.TagForHash(hash)
 // exists (Built false), the running build's status when one is running for
 // that hash, and else the status of a build it starts (building; failed at
 // once when no base matches). code has the bytes of the spec's code parts
 // by name; they are only needed for a build (ErrNeedCode otherwise). An
-// invalid spec gives an error wrapping images.ErrInvalidSpec.
-func (b *Builder) Ensure(ctx context.Context, spec images.Spec, code map[string][]byte) (Status, error) {
+// invalid spec gives an error wrapping images.ErrInvalidSpec. A new build
+// for an owner with MaxBuilds builds queued or running already is refused
+// with a *TooManyBuildsError (ErrTooManyBuilds). The code is spooled to a
+// file (SpoolDir) for as long as the build waits and runs.
+func (b *Builder) EnsureFor(ctx context.Context, owner Owner, spec images.Spec, code map[string][]byte) (Status, error) {
 	n, err := spec.Normalize()
 	if err != nil {
 		return Status{}, err
@@ -323,7 +352,16 @@ func (b *Builder) Ensure(ctx context.Context, spec images.Spec, code map[string]
 		now := time.Now()
 		st := Status{Hash: hash, Ref: ref, State: StateReady, Contents: n, Started: now, Finished: now}
 		b.remember(st)
+		b.Used(hash)
 		return st, nil
+	}
+	// Refuse over the cap before the code is read or spooled; checked
+	// again below, where it counts.
+	b.mu.Lock()
+	err = b.checkCap(owner)
+	b.mu.Unlock()
+	if err != nil {
+		return Status{}, err
 	}
 
 	var missing []string
@@ -340,17 +378,23 @@ func (b *Builder) Ensure(ctx context.Context, spec images.Spec, code map[string]
 		return Status{}, fmt.Errorf("%w: image %s does not exist; missing code parts: %s", ErrNeedCode, ref, strings.Join(missing, ", "))
 	}
 	var layers []images.Layer
+	var sp *spooled
 	if len(n.Code) > 0 {
 		l, err := images.CodeLayer(n, parts)
 		if err != nil {
 			return Status{}, err
 		}
+		if sp, l, err = b.spool(hash, l); err != nil {
+			return Status{}, err
+		}
 		layers = append(layers, l)
 	}
+	clear(parts)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
+		sp.remove()
 		return Status{}, ErrClosed
 	}
 	b.forgetOldJobs()
@@ -359,14 +403,22 @@ func (b *Builder) Ensure(ctx context.Context, spec images.Spec, code map[string]
 		// Running, or it ended ready since the lookup above: no second
 		// build.
 		if st.State == StateBuilding || (st.State == StateReady && st.Finished.After(checked)) {
+			sp.remove()
 			return st, nil
 		}
 	}
-	j, err := b.newJob(n, hash, ref)
-	if err != nil {
+	if err := b.checkCap(owner); err != nil {
+		sp.remove()
 		return Status{}, err
 	}
+	j, err := b.newJob(n, hash, ref)
+	if err != nil {
+		sp.remove()
+		return Status{}, err
+	}
+	j.owner, j.layers, j.spool = owner.ID, layers, sp
 	b.jobs[hash] = j
+	b.Used(hash)
 	base, ok := b.baseFor(n)
 	if !ok {
 		j.fail(b, errors.New(b.noBaseMessage(n)))
@@ -376,7 +428,7 @@ func (b *Builder) Ensure(ctx context.Context, spec images.Spec, code map[string]
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		b.run(j, base, layers)
+		b.run(j, base)
 	}()
 	return j.snapshot(), nil
 }

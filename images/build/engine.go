@@ -40,6 +40,23 @@ const probeTimeout = 2 * time.Minute
 
 func isEngineNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
 
+// RegistryError is a registry's or an engine's failure to give an image.
+// Its message is a summary ("registry refused the image: 500"): what an
+// arbitrary server answered is never repeated to the user who named it,
+// only logged; Unwrap gives the cause.
+type RegistryError struct {
+	Ref, Summary string
+	Err          error
+}
+
+func (e *RegistryError) Error() string { return "image " + e.Ref + ": " + e.Summary }
+func (e *RegistryError) Unwrap() error { return e.Err }
+
+func (b *Builder) registryError(ref, summary string, err error) error {
+	b.logger.Warn("image lookup failed", "image", ref, "summary", summary, "err", b.secret.redact(err.Error()))
+	return &RegistryError{Ref: ref, Summary: summary, Err: err}
+}
+
 // engineImage inspects ref in the engine; ok is false when the engine does
 // not have it.
 func (b *Builder) engineImage(ctx context.Context, ref string) (image.InspectResponse, bool, error) {
@@ -89,7 +106,7 @@ func (b *Builder) inspect(ctx context.Context, ref string, probe bool, j *job) (
 		if images.IsNotFound(err) {
 			return images.Spec{}, fmt.Errorf("image %s: %w (neither the engine nor its registry has it)", ref, images.ErrNotFound)
 		}
-		return images.Spec{}, fmt.Errorf("look up %s: %w", ref, b.describeRegistryError(r.Context().Registry, err))
+		return images.Spec{}, b.registryError(ref, images.SummarizeRegistryError(err), b.describeRegistryError(r.Context().Registry, err))
 	}
 	key := "digest:" + desc.Digest.String()
 	if s, ok := b.cached(key); ok {
@@ -108,7 +125,7 @@ func (b *Builder) inspect(ctx context.Context, ref string, probe bool, j *job) (
 		return images.Spec{}, fmt.Errorf("image %s has no valid %s label, and probing what it contains needs a Docker engine (none is configured)", ref, images.LabelSpec)
 	}
 	if err := b.pull(ctx, ref, j); err != nil {
-		return images.Spec{}, err
+		return images.Spec{}, b.registryError(ref, images.SummarizePullError(err.Error()), err)
 	}
 	ii, ok, err := b.engineImage(ctx, ref)
 	if err != nil {

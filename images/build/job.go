@@ -26,6 +26,13 @@ type job struct {
 	ref    string
 	secret *redactor
 	done   chan struct{}
+	owner  string        // who started it ("" for none)
+	slot   chan struct{} // closed when it may run (acquire)
+
+	// layers are the layers to add (the code, spooled); spool is their
+	// file. Both are dropped when the build ends.
+	layers []images.Layer
+	spool  *spooled
 
 	mu           sync.Mutex
 	st           Status
@@ -161,26 +168,24 @@ func (j *job) closeLocked() {
 		_ = j.file.Close()
 		j.file = nil
 	}
+	j.spool.remove()
+	j.spool, j.layers = nil, nil
 }
 
 // run is a build, from waiting for a slot to the stored image.
-func (b *Builder) run(j *job, base Base, layers []images.Layer) {
+func (b *Builder) run(j *job, base Base) {
 	ctx := b.ctx
-	b.logger.Info("environment image build started", "hash", j.hash, "ref", j.ref, "base", base.Image)
-	select {
-	case b.sem <- struct{}{}:
-	default:
-		j.step("waiting for a build slot (%d builds run at once)", cap(b.sem))
-		select {
-		case b.sem <- struct{}{}:
-		case <-ctx.Done():
-			j.fail(b, errors.New("cancelled before it started: the image builder was closed"))
-			return
-		}
+	b.logger.Info("environment image build started", "hash", j.hash, "ref", j.ref, "base", base.Image, "owner", j.owner)
+	if err := b.acquire(ctx, j); err != nil {
+		j.fail(b, errors.New("cancelled before it started: the image builder was closed"))
+		return
 	}
-	defer func() { <-b.sem }()
+	defer b.release(j)
 	bctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
+	j.mu.Lock()
+	layers := j.layers
+	j.mu.Unlock()
 	contents, err := b.produce(bctx, j, base, layers)
 	if err != nil {
 		switch {
@@ -275,6 +280,9 @@ func (b *Builder) produce(ctx context.Context, j *job, base Base, layers []image
 	j.step("assembling the image (%s)", plural(len(spec.Code), "code part"))
 	img, err := images.Assemble(src, spec, layers)
 	if err != nil {
+		return images.Spec{}, fmt.Errorf("assemble: %w", err)
+	}
+	if img, err = withBuiltLabel(img); err != nil {
 		return images.Spec{}, fmt.Errorf("assemble: %w", err)
 	}
 	if err := b.store(ctx, j, img); err != nil {

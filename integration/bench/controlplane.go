@@ -55,7 +55,7 @@ const (
 	cpReapGrace        = 2 * time.Minute  // cluster.reap_grace
 	cpIdleTimeout      = 20 * time.Minute // cluster.idle_timeout
 	cpFailedPerMinute  = 30               // auth.failed_per_minute
-	cpSessionTTL       = 12 * time.Hour   // auth.session_ttl
+	cpSessionTTL       = 8 * time.Hour    // auth.session_ttl
 )
 
 const (

@@ -73,7 +73,8 @@ type Config struct {
 		} `mapstructure:"oidc"`
 		AdminGroups     []string      `mapstructure:"admin_groups" doc:"members of these groups are admins"`
 		AdminUsers      []string      `mapstructure:"admin_users" doc:"these users are admins"`
-		SessionTTL      time.Duration `mapstructure:"session_ttl" doc:"lifetime of a browser session (dashboards)"`
+		SessionTTL      time.Duration `mapstructure:"session_ttl" doc:"lifetime of a browser session (dashboards); sessions are kept in the store and end at logout or revocation"`
+		GroupsMaxAge    time.Duration `mapstructure:"groups_max_age" doc:"how long the groups of a user's last OIDC login count for their API tokens and browser sessions; after it they keep no group-derived admin or quota until the next login"`
 		FailedPerMinute int           `mapstructure:"failed_per_minute" doc:"failed authentications allowed per client address per minute before 429"`
 		DevIssuerListen string        `mapstructure:"dev_issuer_listen" doc:"loopback address of the development OIDC issuer that gateway dev embeds"`
 	} `mapstructure:"auth"`
@@ -97,13 +98,16 @@ type Config struct {
 			TLSKey    string        `mapstructure:"tls_key" doc:"client key for a remote engine"`
 			Image     string        `mapstructure:"image" doc:"container image when a cluster names none and builds none (needs python3 with distributed)"`
 			Python    string        `mapstructure:"python" doc:"interpreter inside images that starts Dask"`
-			Host      string        `mapstructure:"host" doc:"address containers' schedulers and workers bind to (host networking)"`
+			Host      string        `mapstructure:"host" doc:"address the gateway reaches members on: schedulers' ports are published there (network cluster), or members bind it (network host)"`
 			StopGrace time.Duration `mapstructure:"stop_grace" doc:"time a container gets after SIGTERM before SIGKILL"`
+			Network   string        `mapstructure:"network" doc:"cluster (a bridge network per cluster, isolated from the others) or host (the host's network, shared by every cluster's members)"`
+			Egress    bool          `mapstructure:"egress" doc:"network cluster: let members reach beyond their cluster as the engine routes (clusters then kept apart by the engine's iptables rules alone); false turns forwarding off on each cluster's bridge (needs root on the engine's host)"`
 		} `mapstructure:"docker"`
 		EC2 struct {
 			Region          string   `mapstructure:"region" doc:"AWS region of the subnets, e.g. us-east-1"`
 			Subnets         []string `mapstructure:"subnets" doc:"subnets members run in, tried in order when one has no capacity (one VPC)"`
-			GatewayCIDRs    []string `mapstructure:"gateway_cidrs" doc:"the gateway's address range: the only source allowed to the schedulers' ports"`
+			GatewayCIDRs    []string `mapstructure:"gateway_cidrs" doc:"fallback to gateway_security_group: the gateway's address range, admitted to the schedulers' ports (shared with whatever else runs there)"`
+			GatewaySG       string   `mapstructure:"gateway_security_group" doc:"security group of the gateway's tasks or instances: the only source admitted to the schedulers' ports"`
 			AMI             string   `mapstructure:"ami" doc:"AMI every member boots (default: the Amazon Linux 2023 ECS-optimized image from SSM, per architecture and GPU)"`
 			InstanceProfile string   `mapstructure:"instance_profile" doc:"instance profile members run as (needs ssm:GetParameter on /gateway/<gateway_id>/*)"`
 			VolumeGiB       int      `mapstructure:"volume_gib" doc:"root volume of each member, GiB"`
@@ -115,7 +119,8 @@ type Config struct {
 			Region           string   `mapstructure:"region" doc:"AWS region of the ECS cluster"`
 			Cluster          string   `mapstructure:"cluster" doc:"ECS cluster (name or ARN) tasks run in"`
 			Subnets          []string `mapstructure:"subnets" doc:"subnets tasks run in, tried in order (one VPC)"`
-			GatewayCIDRs     []string `mapstructure:"gateway_cidrs" doc:"the gateway's address range: the only source allowed to the schedulers' ports"`
+			GatewayCIDRs     []string `mapstructure:"gateway_cidrs" doc:"fallback to gateway_security_group: the gateway's address range, admitted to the schedulers' ports (shared with whatever else runs there)"`
+			GatewaySG        string   `mapstructure:"gateway_security_group" doc:"security group of the gateway's tasks or instances: the only source admitted to the schedulers' ports"`
 			ExecutionRoleArn string   `mapstructure:"execution_role_arn" doc:"role ECS pulls images and reads each cluster's TLS secret with"`
 			TaskRoleArn      string   `mapstructure:"task_role_arn" doc:"role the Dask processes run as (empty: none)"`
 			AssignPublicIP   bool     `mapstructure:"assign_public_ip" doc:"give tasks a public IP (public subnets without NAT only)"`
@@ -130,7 +135,8 @@ type Config struct {
 			Zones           []string `mapstructure:"zones" doc:"zones members run in, tried in order (one region)"`
 			Network         string   `mapstructure:"network" doc:"VPC network (default: default)"`
 			Subnetwork      string   `mapstructure:"subnetwork" doc:"subnetwork (empty: the network's auto subnet)"`
-			GatewayCIDRs    []string `mapstructure:"gateway_cidrs" doc:"the gateway's address range: the only source allowed to the schedulers' ports"`
+			GatewayCIDRs    []string `mapstructure:"gateway_cidrs" doc:"fallback to gateway_service_account: the gateway's address range, admitted to the schedulers' ports (shared with whatever else runs there)"`
+			GatewaySA       string   `mapstructure:"gateway_service_account" doc:"service account the gateway's instances run as: the only source admitted to the schedulers' ports"`
 			ServiceAccount  string   `mapstructure:"service_account" doc:"service account members run as (it reads its cluster's TLS secret)"`
 			Image           string   `mapstructure:"image" doc:"boot image for CPU members (default: Container-Optimized OS)"`
 			GPUImage        string   `mapstructure:"gpu_image" doc:"boot image for GPU members (default: a Deep Learning VM image with NVIDIA drivers)"`
@@ -154,7 +160,22 @@ type Config struct {
 		BuildNetwork string           `mapstructure:"build_network" doc:"Docker network builds run in: host (an index on the gateway host's loopback works) or bridge (builds cannot reach the host's loopback)"`
 		SourceBuilds bool             `mapstructure:"source_builds" doc:"let builds install source distributions, which runs their build scripts; by default only wheels are installed"`
 		Environments []map[string]any `mapstructure:"environments" doc:"environments published to every user: a list of {name: <name>, image: <ref>, description: <text>}"`
+		// AllowedRegistries is the admin's allow-list for images users name
+		// themselves; the environment repository and published images are
+		// always allowed (to those entitled to them).
+		AllowedRegistries []string      `mapstructure:"allowed_registries" doc:"images users may name with --image, as globs over the full reference (registry/repository:tag or @digest; * matches any characters including /), e.g. ghcr.io/myorg/*; Docker Hub images match as python:3.11 or docker.io/library/python:3.11; published images and the provider's default image are always allowed, environment images only to the users who asked for them; image IDs never"`
+		Retention         time.Duration `mapstructure:"retention" doc:"built environment images that no cluster uses and nobody asked for within this long are removed from the engine (checked hourly; 0: never)"`
 	} `mapstructure:"images"`
+
+	// Proxy bounds the Dask (TLS passthrough) connections the public port
+	// holds, so that a flood cannot exhaust the gateway's descriptors.
+	Proxy struct {
+		HandshakeTimeout         time.Duration `mapstructure:"handshake_timeout" doc:"a passthrough connection must finish its TLS handshake with the scheduler within this (under TLS 1.2: and send its first data)"`
+		IdleTimeout              time.Duration `mapstructure:"idle_timeout" doc:"a passthrough connection with no bytes either way this long is closed (Dask clients may sit idle: keep it long)"`
+		MaxConnections           int           `mapstructure:"max_connections" doc:"most passthrough connections at once in total (0: a third of the descriptor limit, as each holds two descriptors)"`
+		MaxConnectionsPerCluster int           `mapstructure:"max_connections_per_cluster" doc:"most passthrough connections at once to one cluster (0: no cap)"`
+		MaxConnectionsPerSource  int           `mapstructure:"max_connections_per_source" doc:"most passthrough connections at once from one client IP address (0: no cap)"`
+	} `mapstructure:"proxy"`
 
 	Cluster struct {
 		MaxWorkers       int           `mapstructure:"max_workers" doc:"most workers one cluster may have (scale requests are clamped)"`
@@ -222,7 +243,8 @@ func defaults() map[string]any {
 		"auth.oidc.clock_skew":                      "30s",
 		"auth.admin_groups":                         []string{},
 		"auth.admin_users":                          []string{},
-		"auth.session_ttl":                          "12h",
+		"auth.session_ttl":                          "8h",
+		"auth.groups_max_age":                       "24h",
 		"auth.failed_per_minute":                    30,
 		"auth.dev_issuer_listen":                    "127.0.0.1:0",
 		"provider":                                  "local",
@@ -239,6 +261,8 @@ func defaults() map[string]any {
 		"providers.docker.python":                   "python3",
 		"providers.docker.host":                     "127.0.0.1",
 		"providers.docker.stop_grace":               "10s",
+		"providers.docker.network":                  "cluster",
+		"providers.docker.egress":                   false,
 		"images.repository":                         "",
 		"images.auth":                               "auto",
 		"images.username":                           "",
@@ -251,9 +275,17 @@ func defaults() map[string]any {
 		"images.build_network":                      "host",
 		"images.source_builds":                      false,
 		"images.environments":                       []map[string]any{},
+		"images.allowed_registries":                 []string{},
+		"images.retention":                          "168h",
+		"proxy.handshake_timeout":                   "10s",
+		"proxy.idle_timeout":                        "4h",
+		"proxy.max_connections":                     0,
+		"proxy.max_connections_per_cluster":         1000,
+		"proxy.max_connections_per_source":          500,
 		"providers.ec2.region":                      "",
 		"providers.ec2.subnets":                     []string{},
 		"providers.ec2.gateway_cidrs":               []string{},
+		"providers.ec2.gateway_security_group":      "",
 		"providers.ec2.ami":                         "",
 		"providers.ec2.instance_profile":            "",
 		"providers.ec2.volume_gib":                  40,
@@ -264,6 +296,7 @@ func defaults() map[string]any {
 		"providers.fargate.cluster":                 "",
 		"providers.fargate.subnets":                 []string{},
 		"providers.fargate.gateway_cidrs":           []string{},
+		"providers.fargate.gateway_security_group":  "",
 		"providers.fargate.execution_role_arn":      "",
 		"providers.fargate.task_role_arn":           "",
 		"providers.fargate.assign_public_ip":        false,
@@ -277,6 +310,7 @@ func defaults() map[string]any {
 		"providers.gce.network":                     "",
 		"providers.gce.subnetwork":                  "",
 		"providers.gce.gateway_cidrs":               []string{},
+		"providers.gce.gateway_service_account":     "",
 		"providers.gce.service_account":             "",
 		"providers.gce.image":                       "",
 		"providers.gce.gpu_image":                   "",
@@ -465,6 +499,9 @@ func (c *Config) finish() error {
 		if d.StopGrace < 0 {
 			problems = append(problems, "providers.docker.stop_grace must not be negative")
 		}
+		if d.Network != "cluster" && d.Network != "host" {
+			problems = append(problems, fmt.Sprintf("providers.docker.network %q must be cluster (a network per cluster) or host (the host's network, shared by every cluster)", d.Network))
+		}
 	}
 	switch c.Cluster.OnShutdown {
 	case "stop", "leave":
@@ -482,6 +519,12 @@ func (c *Config) finish() error {
 	}
 	if c.Auth.OIDC.ClientID == "" {
 		problems = append(problems, "auth.oidc.client_id must not be empty")
+	}
+	if c.Auth.SessionTTL <= 0 {
+		problems = append(problems, "auth.session_ttl must be positive (e.g. 8h)")
+	}
+	if c.Auth.GroupsMaxAge <= 0 {
+		problems = append(problems, "auth.groups_max_age must be positive (e.g. 24h)")
 	}
 	if c.Auth.FailedPerMinute < 1 {
 		problems = append(problems, "auth.failed_per_minute must be at least 1")
@@ -503,6 +546,12 @@ func (c *Config) finish() error {
 	}
 	if c.Cluster.WorkerRestarts < 0 {
 		problems = append(problems, "cluster.worker_restarts must not be negative")
+	}
+	if c.Proxy.HandshakeTimeout <= 0 || c.Proxy.IdleTimeout <= 0 {
+		problems = append(problems, "proxy.handshake_timeout and proxy.idle_timeout must be positive durations, e.g. 10s and 4h")
+	}
+	if c.Proxy.MaxConnections < 0 || c.Proxy.MaxConnectionsPerCluster < 0 || c.Proxy.MaxConnectionsPerSource < 0 {
+		problems = append(problems, "proxy.max_connections, max_connections_per_cluster and max_connections_per_source must not be negative (0: see each key)")
 	}
 	if c.Cluster.StartTimeout != 0 && c.Cluster.StartTimeout < time.Second {
 		problems = append(problems, "cluster.start_timeout must be at least 1s (or 0 for the backend's default)")
@@ -561,7 +610,10 @@ func isLoopback(host string) bool {
 var ErrInvalid = errors.New("invalid configuration")
 
 // Redacted returns the configuration as a nested map keyed like the YAML
-// file, with secrets replaced.
+// file, with secrets replaced: keys tagged secret, and in every other value
+// (strings, lists, the maps of list entries) what a URL may carry of
+// credentials, as RedactURL does. Whatever key an operator puts a URL
+// with a password in, it is not printed.
 func (c *Config) Redacted() map[string]any {
 	return structToMap(reflect.ValueOf(*c))
 }
@@ -586,7 +638,7 @@ func structToMap(v reflect.Value) map[string]any {
 		case fv.Type() == reflect.TypeOf(time.Duration(0)):
 			out[key] = fv.Interface().(time.Duration).String()
 		default:
-			out[key] = fv.Interface()
+			out[key] = redactValue(fv.Interface())
 		}
 	}
 	return out
@@ -598,13 +650,123 @@ func redact(s string) string {
 	if s == "" {
 		return ""
 	}
-	if u, err := url.Parse(s); err == nil && u.Scheme != "" && strings.Contains(s, "://") {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "REDACTED")
-		}
-		return u.String()
+	if strings.Contains(s, "://") {
+		return RedactURL(s)
 	}
-	return "REDACTED"
+	return redactedMark
+}
+
+// redactedMark replaces what is hidden.
+const redactedMark = "REDACTED"
+
+// redactValue redacts the URLs found anywhere in a value of a non-secret
+// key, and the values of map entries whose names say they are secret
+// ({password: ...} in a list of maps).
+func redactValue(v any) any {
+	switch x := v.(type) {
+	case string:
+		return RedactURL(x)
+	case []string:
+		out := make([]string, len(x))
+		for i, s := range x {
+			out[i] = RedactURL(s)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = redactValue(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if sensitiveName(k) {
+				out[k] = redactedMark
+				continue
+			}
+			out[k] = redactValue(e)
+		}
+		return out
+	case []map[string]any:
+		out := make([]map[string]any, len(x))
+		for i, m := range x {
+			out[i] = redactValue(m).(map[string]any)
+		}
+		return out
+	}
+	return v
+}
+
+// RedactURL hides the credentials a URL may carry, and returns any other
+// string unchanged: the password of its user-info (or the whole user-info
+// when there is no password, since a token is often given as the user
+// name, as in https://<token>@host/simple), and the values of query and
+// fragment parameters whose names say they are secret (password, token,
+// key, X-Amz-Signature...; case does not matter). A string that looks like
+// a URL but does not parse is hidden whole. For printing and logging
+// configuration values, never for using them.
+func RedactURL(s string) string {
+	if !strings.Contains(s, "://") {
+		return s
+	}
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil || u.Scheme == "" {
+		return redactedMark
+	}
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), redactedMark)
+		} else if u.User.Username() != "" {
+			u.User = url.User(redactedMark)
+		}
+	}
+	u.RawQuery = redactParams(u.RawQuery)
+	// Implicit-flow style fragments carry tokens (#access_token=...).
+	if frag := u.EscapedFragment(); frag != "" && redactParams(frag) != frag {
+		u.Fragment, u.RawFragment = redactedMark, ""
+	}
+	return u.String()
+}
+
+// redactParams replaces the values of sensitive parameters in an encoded
+// query, keeping the order and the spelling of everything else.
+func redactParams(raw string) string {
+	if raw == "" {
+		return raw
+	}
+	parts := strings.Split(raw, "&")
+	for i, p := range parts {
+		name, _, hasValue := strings.Cut(p, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		if sensitiveName(name) {
+			if hasValue {
+				parts[i] = url.QueryEscape(name) + "=" + redactedMark
+			} else {
+				parts[i] = redactedMark
+			}
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+// sensitiveName says whether a parameter or map key names a secret:
+// PostgreSQL's password and sslpassword, tokens, API keys, AWS and Azure
+// signed-URL parameters.
+func sensitiveName(name string) bool {
+	n := strings.ToLower(strings.TrimSpace(name))
+	switch n {
+	case "pwd", "pass", "passwd", "key", "sig", "auth", "authorization", "code", "apikey", "x-amz-credential":
+		return true
+	}
+	for _, part := range []string{"password", "passwd", "secret", "token", "signature", "api_key", "api-key", "apikey", "access_key", "private_key", "credential"} {
+		if strings.Contains(n, part) {
+			return true
+		}
+	}
+	return false
 }
 
 // Docs returns each key with its description, for `gateway config keys`.

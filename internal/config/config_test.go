@@ -98,6 +98,9 @@ func TestInvalid(t *testing.T) {
 		{"zero workers", "cluster:\n  max_workers: 0\n", nil, "max_workers must be at least 1"},
 		{"tiny memory limit", "cluster:\n  max_worker_memory: 0.1\n", nil, "max_worker_memory must be at least 0.25"},
 		{"no threads", "cluster:\n  max_worker_threads: 0\n", nil, "max_worker_threads must be at least 1"},
+		{"no handshake timeout", "proxy:\n  handshake_timeout: 0s\n", nil, "proxy.handshake_timeout and proxy.idle_timeout must be positive"},
+		{"negative idle timeout", "proxy:\n  idle_timeout: -1h\n", nil, "proxy.handshake_timeout and proxy.idle_timeout must be positive"},
+		{"negative connection cap", "proxy:\n  max_connections_per_source: -1\n", nil, "max_connections_per_source must not be negative"},
 		{"bad public url", "public_url: ftp://x\n", nil, "public_url"},
 		{"not yaml", "listen: [\n", nil, "read"},
 		{"no issuer outside dev", "listen: 127.0.0.1:1\n", nil, "auth.oidc.issuer must name"},
@@ -105,6 +108,7 @@ func TestInvalid(t *testing.T) {
 		{"images.max_code_mib zero", "images:\n  max_code_mib: 0\n", nil, "images.max_code_mib must be between 1 and 1024"},
 		{"docker without an image", "provider: docker\n", nil, "providers.docker.image must name the image"},
 		{"docker half TLS", "provider: docker\nproviders:\n  docker:\n    image: x\n    tls_cert: /c\n", nil, "tls_cert and providers.docker.tls_key must be set together"},
+		{"docker network unknown", "provider: docker\nproviders:\n  docker:\n    image: x\n    network: bridge\n", nil, `providers.docker.network "bridge" must be cluster`},
 		{"local provider for untrusted users", "auth:\n  oidc:\n    issuer: https://idp.example\n", nil, "set providers.local.trust_users: true only if"},
 	}
 	for _, tc := range cases {

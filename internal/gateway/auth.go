@@ -54,15 +54,16 @@ func (g *Gateway) startDevIssuer() (string, error) {
 }
 
 // setupAuth builds the authenticators: the gateway's API tokens, then OIDC
-// ID tokens from the configured (or, in dev, embedded) issuer.
-func (g *Gateway) setupAuth(ctx context.Context) (auth.Authenticator, *auth.OIDC, error) {
+// ID tokens from the configured (or, in dev, embedded) issuer; and what
+// stored credentials (tokens, browser sessions) grant.
+func (g *Gateway) setupAuth(ctx context.Context) (auth.Authenticator, *auth.OIDC, auth.Access, error) {
 	cfg := g.cfg
 	issuer := cfg.Auth.OIDC.Issuer
 	adminGroups := cfg.Auth.AdminGroups
 	if issuer == "" && cfg.Dev {
 		var err error
 		if issuer, err = g.startDevIssuer(); err != nil {
-			return nil, nil, err
+			return nil, nil, auth.Access{}, err
 		}
 		if len(adminGroups) == 0 {
 			adminGroups = []string{DevAdminGroup}
@@ -73,12 +74,15 @@ func (g *Gateway) setupAuth(ctx context.Context) (auth.Authenticator, *auth.OIDC
 		Issuer: issuer, ClientID: cfg.Auth.OIDC.ClientID, Audience: cfg.Auth.OIDC.Audience,
 		UsernameClaims: cfg.Auth.OIDC.UsernameClaims, GroupsClaim: cfg.Auth.OIDC.GroupsClaim,
 		AdminGroups: adminGroups, AdminUsers: cfg.Auth.AdminUsers, ClockSkew: cfg.Auth.OIDC.ClockSkew,
+		Users: g.store, // each login's claims, for the user's tokens and sessions
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, auth.Access{}, err
 	}
 	tokens := auth.NewAPITokens(g.store, cfg.Auth.AdminUsers, adminGroups)
-	return auth.Chain{tokens, o}, o, nil
+	tokens.SetGroupsMaxAge(cfg.Auth.GroupsMaxAge)
+	access := auth.Access{AdminUsers: cfg.Auth.AdminUsers, AdminGroups: adminGroups, GroupsMaxAge: cfg.Auth.GroupsMaxAge}
+	return auth.Chain{tokens, o}, o, access, nil
 }
 
 // browserLogin is the dashboards' sign-in with the identity provider.
@@ -102,11 +106,15 @@ func dashboardAuth(authn auth.Authenticator, sessions *auth.Sessions, limiter *a
 		if err != nil {
 			ip = r.RemoteAddr
 		}
+		if limiter.Blocked(ip) { // before any verification work
+			return nil, fmt.Errorf("%w: too many failed authentications from your address; wait a minute", auth.ErrInvalid)
+		}
 		u, err := api.Authenticate(r, authn)
 		if errors.Is(err, auth.ErrNoCredentials) {
 			u, err = sessions.FromRequest(r)
 		}
-		if errors.Is(err, auth.ErrInvalid) && limiter.Fail(ip) {
+		// Ended sessions and tokens are genuine, not guesses: not counted.
+		if errors.Is(err, auth.ErrInvalid) && !errors.Is(err, auth.ErrEnded) && limiter.Fail(ip) {
 			return nil, fmt.Errorf("%w: too many failed authentications from your address; wait a minute", auth.ErrInvalid)
 		}
 		return u, err

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,11 +26,15 @@ import (
 	"github.com/gatewayhq/gateway/providers/gce"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
+	"github.com/gatewayhq/gateway/store"
 )
 
 // envBuilder is what the environment service needs of the image builder.
 type envBuilder interface {
-	Ensure(ctx context.Context, spec images.Spec, code map[string][]byte) (build.Status, error)
+	EnsureFor(ctx context.Context, owner build.Owner, spec images.Spec, code map[string][]byte) (build.Status, error)
+	// Used records that the environment of hash was asked for (the image
+	// garbage collector keeps it for images.retention from now).
+	Used(hash string)
 	Status(hash string) (build.Status, bool)
 	Logs(hash string) ([]byte, error)
 	Inspect(ctx context.Context, ref string) (images.Spec, error)
@@ -49,6 +54,15 @@ type envService struct {
 	maxCode   int64
 	// noBuild, when set, says why images are looked into but not built.
 	noBuild string
+	// defaultImage is the backend's image for clusters that name none;
+	// allowed are images.allowed_registries' globs (see mayRun).
+	defaultImage string
+	allowed      []*regexp.Regexp
+	// quotas gives each user's max_builds (nil: defaultMaxBuilds).
+	quotas buildQuotas
+	// envRepo is the environment repository's full name when there is no
+	// builder to ask (its images are still users' code).
+	envRepo string
 
 	mu     sync.Mutex
 	askers map[string]map[string]bool // hash -> owner ids that asked for it
@@ -71,6 +85,43 @@ var (
 
 func newEnvService(b envBuilder, published []api.PublishedEnv, maxCode int64) *envService {
 	return &envService{builder: b, published: published, maxCode: maxCode, askers: map[string]map[string]bool{}, versions: map[string]publishedVersions{}}
+}
+
+// buildQuotas is what the environment service needs of the quota service.
+type buildQuotas interface {
+	Effective(ctx context.Context, who quota.Who) (quota.Effective, error)
+}
+
+// defaultMaxBuilds is max_builds without a quota service: the built-in
+// default's value.
+const defaultMaxBuilds = 2
+
+// compileAllowed reads images.allowed_registries: globs over a full image
+// reference, where * matches any run of characters (including '/') and ?
+// one character.
+func compileAllowed(globs []string) ([]*regexp.Regexp, error) {
+	var out []*regexp.Regexp
+	for i, g := range globs {
+		g = strings.TrimSpace(g)
+		if g == "" || strings.ContainsAny(g, " \t\n") {
+			return nil, fmt.Errorf("images.allowed_registries[%d] %q must be a glob over image references, like ghcr.io/myorg/*", i, g)
+		}
+		var sb strings.Builder
+		sb.WriteString("^")
+		for _, r := range g {
+			switch r {
+			case '*':
+				sb.WriteString(".*")
+			case '?':
+				sb.WriteString(".")
+			default:
+				sb.WriteString(regexp.QuoteMeta(string(r)))
+			}
+		}
+		sb.WriteString("$")
+		out = append(out, regexp.MustCompile(sb.String()))
+	}
+	return out, nil
 }
 
 // parsePublished reads images.environments.
@@ -170,15 +221,51 @@ func (e *envService) Ensure(ctx context.Context, who quota.Who, spec images.Spec
 	if total > e.maxCode {
 		return api.EnvStatus{}, fmt.Errorf("%w: the code is %d MiB, more than this gateway's limit of %d MiB (images.max_code_mib)", images.ErrInvalidSpec, total>>20, e.maxCode>>20)
 	}
-	st, err := e.builder.Ensure(ctx, spec, code)
+	owner, src, err := e.buildOwner(ctx, who)
+	if err != nil {
+		return api.EnvStatus{}, err
+	}
+	st, err := e.builder.EnsureFor(ctx, owner, spec, code)
 	if errors.Is(err, build.ErrNeedCode) {
 		return api.EnvStatus{}, fmt.Errorf("%w: %v", api.ErrCodeRequired, err)
+	}
+	var tooMany *build.TooManyBuildsError
+	if errors.As(err, &tooMany) {
+		short := make([]string, len(tooMany.Hashes))
+		for i, h := range tooMany.Hashes {
+			short[i] = h[:16]
+		}
+		sort.Strings(short)
+		user := who.Name
+		if user == "" {
+			user = "NAME"
+		}
+		return api.EnvStatus{}, &quota.ExceededError{Limit: "max_builds", Source: src, Msg: fmt.Sprintf(
+			"%d environment builds of yours are queued or running (%s), and your limit is %d (max_builds, from %s): wait for one to end (gateway env logs <hash> shows its progress), or ask an admin to raise it (gateway admin quota set user:%s --max-builds N)",
+			tooMany.Active, strings.Join(short, ", "), tooMany.Max, src, user)}
 	}
 	if err != nil {
 		return api.EnvStatus{}, err
 	}
 	e.note(who, st.Hash)
 	return statusJSON(st), nil
+}
+
+// buildOwner is who's build.Owner: their id and max_builds, and where that
+// limit comes from.
+func (e *envService) buildOwner(ctx context.Context, who quota.Who) (build.Owner, string, error) {
+	if e.quotas == nil {
+		return build.Owner{ID: who.ID, MaxBuilds: defaultMaxBuilds}, quota.BuiltinSource, nil
+	}
+	eff, err := e.quotas.Effective(ctx, who)
+	if err != nil {
+		return build.Owner{}, "", err
+	}
+	m := eff.Limits.MaxBuilds
+	if m == nil || m.IsUnlimited() {
+		return build.Owner{ID: who.ID, MaxBuilds: -1}, eff.Source("max_builds"), nil
+	}
+	return build.Owner{ID: who.ID, MaxBuilds: int(*m)}, eff.Source("max_builds"), nil
 }
 
 // Status implements api.Envs.
@@ -260,55 +347,116 @@ func (e *envService) Resolve(ctx context.Context, who quota.Who, image, env stri
 			case st.State != build.StateReady:
 				return "", images.Spec{}, false, fmt.Errorf("%w: environment %.16s is %s, not ready (gateway env logs %s)", scheduler.ErrInvalid, env, st.State, env)
 			}
+			e.builder.Used(st.Hash)
 			return st.Ref, st.Contents, true, nil
 		}
 	}
-	ref, err := name.ParseReference(image)
+	// Decided before any engine or registry hears of the image: a refusal
+	// must not depend on whether it exists, and a registry that is not
+	// allowed must not be contacted.
+	ref, err := e.mayRun(who, image)
 	if err != nil {
-		return "", images.Spec{}, false, fmt.Errorf("%w: image %q: %v", scheduler.ErrInvalid, image, err)
+		return "", images.Spec{}, false, err
 	}
 	if e.builder == nil {
 		return image, images.Spec{}, false, nil
 	}
-	if env == "" && !e.mayRun(who, ref) {
-		return "", images.Spec{}, false, fmt.Errorf("%w: image %s is another user's environment (--env auto builds yours)", scheduler.ErrInvalid, image)
+	if hash, ok := e.askedHash(who, ref.Identifier()); ok && ref.Context().Name() == e.envRepoName() {
+		// Kept by the image collector from now on, as if asked for again.
+		e.builder.Used(hash)
 	}
 	spec, err := e.builder.Inspect(ctx, image)
+	var rerr *build.RegistryError
 	switch {
 	case errors.Is(err, images.ErrNotFound):
-		return "", images.Spec{}, false, fmt.Errorf("%w: %v", scheduler.ErrInvalid, err)
+		return "", images.Spec{}, false, fmt.Errorf("%w: image %s: no such image in its registry or the engine", scheduler.ErrInvalid, image)
 	case errors.Is(err, images.ErrNoSpec) || errors.Is(err, images.ErrInvalidSpec):
 		// An image made elsewhere: it runs, and its members check their
 		// versions at start.
 		return image, images.Spec{}, false, nil
+	case errors.As(err, &rerr):
+		// Only the summary: what a registry answered is not repeated.
+		return "", images.Spec{}, false, fmt.Errorf("%w: cannot look into image %s: %s", scheduler.ErrUnavailable, image, rerr.Summary)
 	case err != nil:
 		return "", images.Spec{}, false, fmt.Errorf("%w: cannot look into image %s: %v", scheduler.ErrUnavailable, image, err)
 	}
 	return image, spec, true, nil
 }
 
-// mayRun says whether the user may run an image by its reference. Images
-// of the environment repository hold users' code: each is run only by the
-// users who asked for its environment (or by everyone when published),
-// whoever learnt its tag.
-func (e *envService) mayRun(who quota.Who, ref name.Reference) bool {
-	envRepo, err := name.ParseReference(e.builder.Ref(strings.Repeat("0", 64)))
-	if err != nil || ref.Context().Name() != envRepo.Context().Name() {
-		return true
+// mayRun is the one policy for images that users name: whether who may
+// run raw, decided from the reference alone. raw must be a repository
+// reference (never an image ID or a prefix of one, which an engine would
+// resolve against every image it holds). An image of the environment
+// repository holds users' code: it runs only for the users who asked for
+// its environment, or for everyone when it is published; the allow-list
+// does not open it. Published images and the backend's default image are
+// always allowed; anything else only when images.allowed_registries
+// matches it. Every refusal has the same message, whether the image
+// exists or not.
+func (e *envService) mayRun(who quota.Who, raw string) (name.Reference, error) {
+	ref, err := images.ParseUserReference(raw)
+	if errors.Is(err, images.ErrImageID) {
+		return nil, fmt.Errorf("%w: an image ID or a prefix of one is not accepted as an image: name the image by repository and tag (registry/repository:tag)", scheduler.ErrInvalid)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", scheduler.ErrInvalid, err)
+	}
+	// The same words for every refusal: they say nothing of whether the
+	// image exists.
+	refused := fmt.Errorf("%w: you may not run that image: name your own environment (--env auto), a published one (gateway env list), or an image that images.allowed_registries allows (ask an admin)", scheduler.ErrInvalid)
 	for _, p := range e.published {
-		if pr, err := name.ParseReference(p.Image); err == nil && pr.Name() == ref.Name() {
-			return true
+		if sameImage(p.Image, ref) {
+			return ref, nil
 		}
 	}
+	if ref.Context().Name() == e.envRepoName() {
+		if _, ok := e.askedHash(who, ref.Identifier()); ok {
+			return ref, nil
+		}
+		return nil, refused
+	}
+	if e.defaultImage != "" && sameImage(e.defaultImage, ref) {
+		return ref, nil
+	}
+	for _, re := range e.allowed {
+		for _, n := range images.ReferenceNames(ref) {
+			if re.MatchString(n) {
+				return ref, nil
+			}
+		}
+	}
+	return nil, refused
+}
+
+// envRepoName is the environment repository's full name.
+func (e *envService) envRepoName() string {
+	repo := e.envRepo
+	if e.builder != nil {
+		repo = e.builder.Ref(strings.Repeat("0", 64))
+	}
+	r, err := name.ParseReference(repo)
+	if err != nil {
+		return build.LocalRepository // never empty: the local repository is always the environments'
+	}
+	return r.Context().Name()
+}
+
+// sameImage reports whether the configured reference cfg names ref.
+func sameImage(cfg string, ref name.Reference) bool {
+	c, err := name.ParseReference(cfg)
+	return err == nil && c.Name() == ref.Name()
+}
+
+// askedHash finds the environment who asked for whose image has this tag.
+func (e *envService) askedHash(who quota.Who, tag string) (string, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for hash, owners := range e.askers {
-		if owners[who.ID] && ref.Identifier() == images.TagForHash(hash) {
-			return true
+		if owners[who.ID] && tag == images.TagForHash(hash) {
+			return hash, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // defaultImage is the configured backend's image for clusters that name
@@ -371,6 +519,18 @@ func setupEnvs(ctx context.Context, cfg *config.Config, log *slog.Logger) (*envS
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway: %w", err)
 	}
+	allowed, err := compileAllowed(cfg.Images.AllowedRegistries)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gateway: %w", err)
+	}
+	policy := func(svc *envService) *envService {
+		svc.defaultImage, svc.allowed = defaultImage(cfg), allowed
+		svc.envRepo = build.LocalRepository + ":x"
+		if cfg.Images.Repository != "" {
+			svc.envRepo = strings.TrimSuffix(cfg.Images.Repository, "/") + ":x"
+		}
+		return svc
+	}
 	bases, err := parseBases(cfg.Images.Bases)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway: %w", err)
@@ -380,7 +540,7 @@ func setupEnvs(ctx context.Context, cfg *config.Config, log *slog.Logger) (*envS
 	cli, err := docker.NewClient(ctx, docker.Config{Endpoint: d.Endpoint, TLSCACert: d.TLSCACert, TLSCert: d.TLSCert, TLSKey: d.TLSKey})
 	if err != nil {
 		log.Warn("no Docker engine to build environments with: clusters run the images they name, unchecked", "err", err)
-		return newEnvService(nil, published, maxCode), nil, nil
+		return policy(newEnvService(nil, published, maxCode)), nil, nil
 	}
 	bcfg := build.Config{
 		Docker: cli, Repository: cfg.Images.Repository, Python: d.Python, PipIndexURL: cfg.Images.PipIndexURL,
@@ -410,7 +570,7 @@ func setupEnvs(ctx context.Context, cfg *config.Config, log *slog.Logger) (*envS
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway: image builder: %w", err)
 	}
-	svc := newEnvService(b, published, maxCode)
+	svc := policy(newEnvService(b, published, maxCode))
 	if cfg.Provider != docker.Name && cfg.Images.Repository == "" {
 		// Images built into the gateway's engine cannot be pulled by
 		// machines in the cloud.
@@ -418,4 +578,40 @@ func setupEnvs(ctx context.Context, cfg *config.Config, log *slog.Logger) (*envS
 		log.Warn("environments are not built: set images.repository", "provider", cfg.Provider)
 	}
 	return svc, b, nil
+}
+
+// clusterLister is what the image garbage collector needs of the store.
+type clusterLister interface {
+	ListClusters(ctx context.Context, f store.Filter) ([]*store.Cluster, error)
+}
+
+// imagesInUse lists the images of the active clusters (those that hold or
+// may soon hold containers).
+func imagesInUse(ctx context.Context, st clusterLister) ([]string, error) {
+	cls, err := st.ListClusters(ctx, store.Filter{Statuses: store.ActiveStatuses})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, c := range cls {
+		var o struct {
+			Image string `json:"image"`
+		}
+		if err := json.Unmarshal([]byte(c.Options), &o); err != nil {
+			return nil, fmt.Errorf("cluster %s: options: %w", c.Name, err)
+		}
+		if o.Image != "" {
+			out = append(out, o.Image)
+		}
+	}
+	return out, nil
+}
+
+// imageGCInterval is how often built images are collected.
+const imageGCInterval = time.Hour
+
+// startImageGC removes, every imageGCInterval, the built environment images
+// that no active cluster uses and nobody asked for within retention.
+func startImageGC(b *build.Builder, st clusterLister, retention time.Duration) {
+	b.StartGC(imageGCInterval, retention, func(ctx context.Context) ([]string, error) { return imagesInUse(ctx, st) })
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -22,9 +23,14 @@ import (
 type fakeBuilder struct {
 	builds map[string]build.Status // hash -> status
 	images map[string]images.Spec  // ref -> recorded spec
+	owners []build.Owner           // of each EnsureFor
+	used   []string                // hashes Used was told of
 }
 
-func (f *fakeBuilder) Ensure(_ context.Context, spec images.Spec, code map[string][]byte) (build.Status, error) {
+func (f *fakeBuilder) Used(hash string) { f.used = append(f.used, hash) }
+
+func (f *fakeBuilder) EnsureFor(_ context.Context, owner build.Owner, spec images.Spec, code map[string][]byte) (build.Status, error) {
+	f.owners = append(f.owners, owner)
 	hash, err := spec.Hash()
 	if err != nil {
 		return build.Status{}, err
@@ -56,7 +62,7 @@ func (f *fakeBuilder) Inspect(_ context.Context, ref string) (images.Spec, error
 	case "reg/unlabelled:1":
 		return images.Spec{}, fmt.Errorf("%w: no label", images.ErrNoSpec)
 	case "down.example/x:1":
-		return images.Spec{}, errors.New("registry down.example answered 503")
+		return images.Spec{}, &build.RegistryError{Ref: ref, Summary: "registry refused the image: 503", Err: errors.New("registry down.example answered 503: <html>the registry's page</html>")}
 	}
 	spec, ok := f.images[ref]
 	if !ok {
@@ -141,6 +147,7 @@ func TestEnvServiceResolve(t *testing.T) {
 	team := images.Spec{Python: "3.11", Platform: "linux/amd64", Packages: []images.Package{{Name: "dask", Version: "2024.8.0"}}}
 	fb := &fakeBuilder{builds: map[string]build.Status{}, images: map[string]images.Spec{"reg/team:1": team, "reg/other:2": team}}
 	svc := newEnvService(fb, []api.PublishedEnv{{Name: "team", Image: "reg/team:1"}}, 1<<20)
+	svc.allowed = mustAllowed(t, "reg/*", "down.example/*")
 	building, err := svc.Ensure(ctx, alice, images.Spec{Python: "3.12", Platform: "linux/amd64"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -171,14 +178,14 @@ func TestEnvServiceResolve(t *testing.T) {
 		{"a published name", alice, "", "team", "reg/team:1", team, true, ""},
 		{"an image is looked into", alice, "reg/other:2", "", "reg/other:2", team, true, ""},
 		{"an image that does not exist", alice, "reg/missing:1", "", "", images.Spec{}, false, "image reg/missing:1"},
-		{"an image reference that is not one", alice, "reg/UPPER:1", "", "", images.Spec{}, false, `image "reg/UPPER:1"`},
+		{"an image reference that is not one", alice, "reg/UPPER:1", "", "", images.Spec{}, false, `not an image reference: "reg/UPPER:1"`},
 		{"an image made elsewhere runs, checked by its members", alice, "reg/unlabelled:1", "", "reg/unlabelled:1", images.Spec{}, false, ""},
 		{"an unknown name", alice, "", "nope", "", images.Spec{}, false, `no environment "nope"`},
 		{"a ready build of one's own", alice, "", ready.Hash, "gateway-env:ready", readySpec, true, ""},
 		{"someone else's build", bob, "", ready.Hash, "", images.Spec{}, false, "no environment"},
 		{"one's own environment image by its tag", alice, readyRef, "", readyRef, readySpec, true, ""},
-		{"another user's environment image by its tag", bob, readyRef, "", "", images.Spec{}, false, "is another user's environment"},
-		{"another user's environment image by digest", bob, "gateway-env@sha256:" + strings.Repeat("a", 64), "", "", images.Spec{}, false, "is another user's environment"},
+		{"another user's environment image by its tag", bob, readyRef, "", "", images.Spec{}, false, "you may not run that image"},
+		{"another user's environment image by digest", bob, "gateway-env@sha256:" + strings.Repeat("a", 64), "", "", images.Spec{}, false, "you may not run that image"},
 		{"a build still running", alice, "", building.Hash, "", images.Spec{}, false, "is building, not ready"},
 		{"a failed build", alice, "", failed.Hash, "", images.Spec{}, false, "is failed, not ready"},
 	}
@@ -197,15 +204,26 @@ func TestEnvServiceResolve(t *testing.T) {
 		})
 	}
 
-	if _, _, _, err := svc.Resolve(ctx, alice, "down.example/x:1", ""); !errors.Is(err, scheduler.ErrUnavailable) || !strings.Contains(err.Error(), "answered 503") {
-		t.Errorf("a registry that is down: %v, want ErrUnavailable with the reason", err)
+	if _, _, _, err := svc.Resolve(ctx, alice, "down.example/x:1", ""); !errors.Is(err, scheduler.ErrUnavailable) || !strings.Contains(err.Error(), "registry refused the image: 503") || strings.Contains(err.Error(), "html") {
+		t.Errorf("a registry that is down: %v, want ErrUnavailable with the summary only", err)
 	}
 
-	// Without an engine, an image runs as named, unchecked.
-	ref, _, known, err := newEnvService(nil, nil, 1<<20).Resolve(ctx, alice, "reg/any:1", "")
+	// Without an engine, an allowed image runs as named, unchecked.
+	noEngine := newEnvService(nil, nil, 1<<20)
+	noEngine.allowed = mustAllowed(t, "reg/*")
+	ref, _, known, err := noEngine.Resolve(ctx, alice, "reg/any:1", "")
 	if err != nil || ref != "reg/any:1" || known {
 		t.Errorf("no engine: %q %v %v", ref, known, err)
 	}
+}
+
+func mustAllowed(t *testing.T, globs ...string) []*regexp.Regexp {
+	t.Helper()
+	re, err := compileAllowed(globs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return re
 }
 
 func TestParsePublishedAndBases(t *testing.T) {

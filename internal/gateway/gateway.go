@@ -28,7 +28,6 @@ import (
 	"github.com/gatewayhq/gateway/providers/local"
 	"github.com/gatewayhq/gateway/proxy"
 	"github.com/gatewayhq/gateway/proxy/routes"
-	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -101,13 +100,15 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		return nil, err
 	}
 
-	quotaEntries, err := quota.ParseConfig(cfg.Quotas.Entries)
+	quotas, err := newQuotas(cfg, g.store)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	quotas, err := quota.NewService(g.store, quotaEntries, quota.OnExceed(cfg.Quotas.OnExceed))
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+	if envs != nil {
+		envs.quotas = quotas
+	}
+	if b, ok := g.builder.(*build.Builder); ok {
+		startImageGC(b, g.store, cfg.Images.Retention)
 	}
 	price, err := pricing(cfg)
 	if err != nil {
@@ -147,9 +148,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		if err != nil || cl.Status != store.Running || cl.SchedulerAddress == "" {
 			return routes.Route{}, false
 		}
-		return routes.RouteFrom(cl.Owner, cl.SchedulerAddress, cl.DashboardAddress), true
+		return routes.RouteFrom(cl.Owner, cl.SchedulerAddress, cl.DashboardAddress, cl.TLSCert), true
 	})
-	g.proxy = proxy.New(proxy.Config{TLS: tlsCfg, AllowPlainHTTP: cfg.TLS.AllowPlainHTTP, ClusterDomain: cfg.TLS.ClusterDomain, Logger: log}, g.routes)
+	g.proxy = proxy.New(proxy.Config{TLS: tlsCfg, AllowPlainHTTP: cfg.TLS.AllowPlainHTTP, ClusterDomain: cfg.TLS.ClusterDomain, Logger: log,
+		HandshakeTimeout: cfg.Proxy.HandshakeTimeout, IdleTimeout: cfg.Proxy.IdleTimeout, MaxConnections: cfg.Proxy.MaxConnections,
+		MaxConnectionsPerCluster: cfg.Proxy.MaxConnectionsPerCluster, MaxConnectionsPerSource: cfg.Proxy.MaxConnectionsPerSource}, g.routes)
 
 	if g.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("gateway: listen on %s: %w (is another gateway running? set listen or --listen)", cfg.Listen, err)
@@ -161,7 +164,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		g.PublicURL = u.String()
 	}
 
-	authn, oidcAuth, err := g.setupAuth(ctx)
+	authn, oidcAuth, access, err := g.setupAuth(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +178,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if err != nil {
 		return nil, err
 	}
+	sessions.SetStore(g.store, access)
 	limiter := auth.NewFailureLimiter(cfg.Auth.FailedPerMinute)
 	apiSrv := api.New(api.Config{Version: version, PublicURL: g.PublicURL, Issuer: g.Issuer, ClientID: cfg.Auth.OIDC.ClientID,
 		OnExceed: cfg.Quotas.OnExceed}, g.core, authn, sessions, log)
 	apiSrv.SetAdmin(quotas, g.store)
 	apiSrv.SetTokenStore(g.store)
+	apiSrv.SetSessionStore(g.store)
 	apiSrv.SetFailureLimiter(limiter)
 	apiSrv.SetBrowserLogin(g.browserLogin(oidcAuth))
 	if envs != nil {
@@ -196,8 +201,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		}
 		log.Info("metrics", "url", "http://"+mln.Addr().String()+"/metrics")
 	}
+	var handler http.Handler = mux
+	if cfg.Dev {
+		handler = devHostGuard(mux, g.ln.Addr(), g.PublicURL)
+	}
 	g.http = &http.Server{
-		Handler:           mux,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		// Bounds slow request bodies; dashboard websockets clear it when
 		// they upgrade.
@@ -269,7 +278,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 			errc <- err
 		}
 	}()
-	g.log.Info("gateway listening", "addr", g.ln.Addr().String(), "public_url", g.PublicURL, "provider", g.provider.Name(), "data_dir", g.cfg.DataDir)
+	g.log.Info("gateway listening", "addr", g.ln.Addr().String(), "public_url", config.RedactURL(g.PublicURL), "provider", g.provider.Name(), "data_dir", g.cfg.DataDir)
 
 	var runErr error
 	select {

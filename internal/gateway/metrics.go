@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gatewayhq/gateway/proxy"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -54,6 +55,12 @@ func (g *Gateway) metricsRegistry() *prometheus.Registry {
 			Help: "Open Dask connections passed through to schedulers."},
 			func() float64 { return float64(g.proxy.ActivePassthrough()) }),
 	)
+	for _, reason := range proxy.Reasons() {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_scheduler_connections_ended_total",
+			Help:        "Dask connections the gateway refused (over a cap, or offering 0-RTT data) or closed (handshake or idle timeout), by reason.",
+			ConstLabels: prometheus.Labels{"reason": reason}},
+			func() float64 { return float64(g.proxy.Counted(reason)) }))
+	}
 	return reg
 }
 

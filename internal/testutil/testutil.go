@@ -5,9 +5,11 @@ package testutil
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -62,4 +64,33 @@ func MemberPIDs(cluster string) []int {
 		}
 	}
 	return pids
+}
+
+// EnvRequireSandbox, set to 1 by the test command where it runs as root,
+// turns the skips of tests that need root, network namespaces and
+// iptables into failures, so that CI cannot pass them by skipping.
+const EnvRequireSandbox = "GATEWAY_TEST_REQUIRE_SANDBOX"
+
+// NeedSandbox skips (or, under EnvRequireSandbox, fails) a test that
+// needs root and the named tools.
+func NeedSandbox(t testing.TB, tools ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		SandboxMissing(t, "needs root for a network namespace and iptables")
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			SandboxMissing(t, "needs "+tool)
+		}
+	}
+}
+
+// SandboxMissing skips the test with why, or fails it under
+// EnvRequireSandbox.
+func SandboxMissing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv(EnvRequireSandbox) == "1" {
+		t.Fatalf("%s (%s=1)", why, EnvRequireSandbox)
+	}
+	t.Skip(why)
 }

@@ -15,6 +15,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/go-connections/nat"
 
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/logtail"
@@ -35,6 +36,9 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 		return nil, err
 	}
 	p.prune(list, cluster)
+	if len(list) > 0 {
+		p.keepIsolated(cluster)
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
@@ -50,7 +54,11 @@ func (p *Provider) List(ctx context.Context) ([]providers.Member, error) {
 		return nil, err
 	}
 	p.prune(list, "")
-	return out, nil
+	nets, err := p.leftoverNetworks(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, nets...), nil
 }
 
 // containers lists this gateway's containers, of one cluster and one member
@@ -144,7 +152,13 @@ func (p *Provider) member(ctx context.Context, c container.Summary, listing bool
 		m.State = providers.StateRunning
 		if m.Role == providers.RoleScheduler {
 			m.State = providers.StatePending
-			if addr, dash, ok := p.schedulerAddress(ctx, c.ID, s); ok {
+			addr, dash, refused, ok := p.schedulerAddress(ctx, c.ID, s)
+			switch {
+			case refused != "":
+				// Not routed to: the cluster fails with the reason (and
+				// stopping it removes the container).
+				m.State, m.Reason = providers.StateStopped, refused
+			case ok:
 				m.State, m.Address, m.DashboardURL = providers.StateRunning, addr, dash
 			}
 		}
@@ -189,6 +203,14 @@ func (p *Provider) facts(ctx context.Context, id, cluster string, exited bool) (
 		known = seen{cluster: cluster}
 	}
 	known.started = parseTime(insp.State.StartedAt)
+	known.hostNet = insp.HostConfig != nil && insp.HostConfig.NetworkMode.IsHost()
+	if ns := insp.NetworkSettings; ns != nil {
+		if ep := ns.Networks[networkName(p.cfg.GatewayID, cluster)]; ep != nil {
+			known.ip = ep.IPAddress
+		}
+		known.schedPort = publishedPort(ns.Ports, schedulerPort)
+		known.dashPort = publishedPort(ns.Ports, dashboardPort)
+	}
 	if insp.State.Status == "exited" || insp.State.Status == "dead" {
 		known.exited = true
 		known.reason = p.exitReason(ctx, id, insp.Config.Labels[labelMember], insp.State)
@@ -245,27 +267,70 @@ func reasonTail(text string) string {
 	return strings.Join(lines[max(from, 0):], "\n")
 }
 
-// schedulerAddress reads the scheduler's file from inside its container
-// (host networking and port 0: only the scheduler knows its ports) and
-// caches what it says.
-func (p *Provider) schedulerAddress(ctx context.Context, id string, s seen) (addr, dash string, ok bool) {
+// schedulerAddress is where the gateway reaches a running scheduler, once
+// its file says that it listens; refused says why what the file says is
+// not routed to. The file is written inside the user's container, so it
+// decides nothing: with a cluster network the gateway routes to the ports
+// the engine published, and the file must name the container's own
+// address there and the fixed ports; on the host's network it must name
+// Host. What it says is cached, refusals too.
+func (p *Provider) schedulerAddress(ctx context.Context, id string, s seen) (addr, dash, refused string, ok bool) {
+	if s.refused != "" {
+		return "", "", s.refused, false
+	}
 	if s.addr != "" {
-		return s.addr, s.dash, true
+		return s.addr, s.dash, "", true
 	}
 	b, err := p.readFile(ctx, id, schedulerFile, 1<<20)
 	if err != nil {
-		return "", "", false // not written yet
+		return "", "", "", false // not written yet
 	}
-	addr, dash, err = parseSchedulerFile(b, p.cfg.Host)
+	f, err := parseSchedulerFile(b)
 	if err != nil {
-		return "", "", false // written but not complete yet
+		return "", "", "", false // written but not complete yet
+	}
+	if s.hostNet {
+		addr, dash, err = f.onHost(p.cfg.Host)
+	} else {
+		addr, dash, err = f.onNetwork(s, routeHost(p.cfg.Host))
 	}
 	p.mu.Lock()
 	if c := p.seen[id]; c != nil {
-		c.addr, c.dash = addr, dash
+		if err != nil {
+			c.refused = err.Error()
+		} else {
+			c.addr, c.dash = addr, dash
+		}
 	}
 	p.mu.Unlock()
-	return addr, dash, true
+	if err != nil {
+		p.log.Warn("scheduler reported an address the gateway does not route to", "container", id, "err", err)
+		return "", "", err.Error(), false
+	}
+	return addr, dash, "", true
+}
+
+// publishedPort is the host port the engine published a container port
+// on, "" when none.
+func publishedPort(ports nat.PortMap, port int) string {
+	for _, b := range ports[nat.Port(strconv.Itoa(port)+"/tcp")] {
+		if b.HostPort != "" {
+			return b.HostPort
+		}
+	}
+	return ""
+}
+
+// routeHost is the address the gateway dials for ports published on host:
+// loopback when they are published on every interface.
+func routeHost(host string) string {
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if ip.To4() != nil {
+			return "127.0.0.1"
+		}
+		return "::1"
+	}
+	return strings.Trim(host, "[]")
 }
 
 // readFile reads one file out of a container (a tar stream of one entry),
@@ -287,43 +352,83 @@ func (p *Provider) readFile(ctx context.Context, id, path string, limit int64) (
 	return io.ReadAll(io.LimitReader(tr, limit))
 }
 
+// schedFile is what the gateway reads of a Dask scheduler file.
+type schedFile struct {
+	raw       string // the address as written
+	host      string
+	port      int
+	dashboard int // 0: none
+}
+
 // parseSchedulerFile reads the address and dashboard port Dask writes into
-// its scheduler file. The dashboard is on the scheduler's host, which is
-// host unless that is a wildcard.
-func parseSchedulerFile(b []byte, host string) (addr, dashboard string, err error) {
+// its scheduler file.
+func parseSchedulerFile(b []byte) (schedFile, error) {
 	var f struct {
 		Address  string         `json:"address"`
 		Services map[string]int `json:"services"`
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
-		return "", "", err
+		return schedFile{}, err
 	}
-	addr = strings.TrimPrefix(f.Address, "tls://")
+	addr := strings.TrimPrefix(f.Address, "tls://")
 	if addr == "" || addr == f.Address {
-		return "", "", fmt.Errorf("scheduler file has no tls address: %q", f.Address)
+		return schedFile{}, fmt.Errorf("scheduler file has no tls address: %q", f.Address)
 	}
-	// The file is written inside the user's container: the gateway routes
-	// to what it says only on the members' own host, at ports a member can
-	// bind (members have no capability to bind privileged ports).
 	h, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", "", fmt.Errorf("scheduler file address %q: %w", f.Address, err)
+		return schedFile{}, fmt.Errorf("scheduler file address %q: %w", f.Address, err)
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1024 || n > 65535 {
-		return "", "", fmt.Errorf("scheduler file address %q: port out of range", f.Address)
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return schedFile{}, fmt.Errorf("scheduler file address %q: port out of range", f.Address)
 	}
-	if ip := net.ParseIP(host); (ip == nil || !ip.IsUnspecified()) && h != strings.Trim(host, "[]") {
-		return "", "", fmt.Errorf("scheduler file address %q is not on %s", f.Address, host)
-	}
-	if port := f.Services["dashboard"]; port > 0 {
-		if port < 1024 || port > 65535 {
-			return "", "", fmt.Errorf("scheduler file dashboard port %d out of range", port)
+	sf := schedFile{raw: f.Address, host: h, port: n}
+	if d := f.Services["dashboard"]; d != 0 {
+		if d < 1 || d > 65535 {
+			return schedFile{}, fmt.Errorf("scheduler file dashboard port %d out of range", d)
 		}
-		dashHost := host
-		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-			dashHost = h // the address was split and checked above
+		sf.dashboard = d
+	}
+	return sf, nil
+}
+
+// onNetwork checks a scheduler file against what the engine assigned the
+// container on its cluster network (its address there; the fixed ports)
+// and answers the published ports on route, the host's address for them.
+func (f schedFile) onNetwork(s seen, route string) (addr, dashboard string, err error) {
+	if s.ip == "" || s.schedPort == "" || s.dashPort == "" {
+		return "", "", fmt.Errorf("the engine reports no address on the cluster network or no published ports for the scheduler (address %q, ports %q, %q)", s.ip, s.schedPort, s.dashPort)
+	}
+	if f.host != s.ip || f.port != schedulerPort {
+		return "", "", fmt.Errorf("the scheduler reported the address %s, not %s where the engine put it on the cluster's network: the gateway routes nothing to it", f.raw, joinHostPort(s.ip, strconv.Itoa(schedulerPort)))
+	}
+	if f.dashboard != 0 && f.dashboard != dashboardPort {
+		return "", "", fmt.Errorf("the scheduler reported its dashboard on port %d, not %d: the gateway routes nothing to it", f.dashboard, dashboardPort)
+	}
+	addr = net.JoinHostPort(route, s.schedPort)
+	if f.dashboard != 0 {
+		dashboard = "https://" + net.JoinHostPort(route, s.dashPort)
+	}
+	return addr, dashboard, nil
+}
+
+// onHost checks a scheduler file of a member on the host's network: the
+// address must be on host (members bind it), at a port a member can bind
+// (they have no capability for privileged ports). With a wildcard host the
+// gateway dials loopback at the file's ports, never the file's host.
+func (f schedFile) onHost(host string) (addr, dashboard string, err error) {
+	if f.port < 1024 || (f.dashboard != 0 && f.dashboard < 1024) {
+		return "", "", fmt.Errorf("the scheduler reported the address %s (dashboard port %d), a privileged port no member binds: the gateway routes nothing to it", f.raw, f.dashboard)
+	}
+	route := routeHost(host)
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		if fh := net.ParseIP(f.host); f.host != route && (fh == nil || !fh.Equal(net.ParseIP(route))) {
+			return "", "", fmt.Errorf("the scheduler reported the address %s, which is not on %s where members bind: the gateway routes nothing to it", f.raw, host)
 		}
-		dashboard = "http://" + net.JoinHostPort(dashHost, strconv.Itoa(port))
+	}
+	addr = net.JoinHostPort(route, strconv.Itoa(f.port))
+	if f.dashboard != 0 {
+		dashboard = "https://" + net.JoinHostPort(route, strconv.Itoa(f.dashboard))
 	}
 	return addr, dashboard, nil
 }

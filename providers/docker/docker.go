@@ -53,15 +53,24 @@ type Config struct {
 	// Python is the interpreter inside the images, which runs the launcher
 	// and then Dask; default "python3" (looked up on the image's PATH).
 	Python string
-	// Host is the address members bind to and the gateway reaches them on;
-	// default 127.0.0.1, which with host networking keeps schedulers off
-	// every other interface (the gateway is their only door).
+	// Host is the address the gateway reaches members on; default
+	// 127.0.0.1. With NetworkCluster the schedulers' ports are published
+	// there (random host ports), with NetworkHost members bind it: on
+	// loopback, the gateway is their only door from outside the machine.
 	Host string
-	// Network is the Docker network of the containers; default "host", so
-	// that members bind Host on this machine with ports chosen at start.
-	// With another network, Host must be an address members can bind to
-	// there and that the gateway can reach.
+	// Network is how members are networked: NetworkCluster (the default),
+	// a bridge network of its own per cluster, or NetworkHost, the
+	// host's network, which every member of every cluster shares.
 	Network string
+	// Egress, with NetworkCluster, leaves the clusters' bridges forwarding
+	// as the engine set them up: members reach what the engine routes
+	// (the internet through its NAT), and clusters are kept apart only by
+	// the engine's iptables rules (dockerd's default, not --iptables=false).
+	// Without it the provider turns IPv4 forwarding off on each cluster's
+	// bridge, which keeps clusters apart whatever the engine's rules, at
+	// the price of any traffic beyond the cluster and the engine's host;
+	// that needs the engine on this host and root (CAP_NET_ADMIN).
+	Egress bool
 	// PullAuth, when set, gives the credentials for pulling an image (the
 	// engine's encoded X-Registry-Auth; "" for none): the image builder's,
 	// so that environment images in a private registry can be pulled.
@@ -79,7 +88,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Ownership labels on every container.
+// Values of Config.Network.
+const (
+	NetworkCluster = "cluster"
+	NetworkHost    = "host"
+)
+
+// Ownership labels on every container (and, but for member and role, on
+// every cluster network).
 const (
 	labelGateway = "io.gateway.id"
 	labelCluster = "io.gateway.cluster"
@@ -120,13 +136,27 @@ type Provider struct {
 	// when it started, the scheduler's address once written, and the
 	// reason of an exit.
 	seen map[string]*seen
+	// netLeftoverAge is how old a cluster network without containers must
+	// be before List reports it for the reaper (leftoverAge; tests
+	// shorten it).
+	netLeftoverAge time.Duration
 }
 
 type seen struct {
 	cluster string
 	started time.Time
-	addr    string
-	dash    string
+	// ip and ports are what the engine assigned a running container on
+	// its cluster network: its address there, and the host ports its
+	// scheduler and dashboard ports are published on ("" when not).
+	hostNet   bool // on the host's network (as clusters are with NetworkHost)
+	ip        string
+	schedPort string
+	dashPort  string
+	addr      string
+	dash      string
+	// refused says why the address the scheduler reported is not routed
+	// to (not where the engine put it); such a scheduler is failed.
+	refused string
 	exited  bool
 	reason  string
 }
@@ -145,8 +175,17 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if cfg.Host == "" {
 		cfg.Host = "127.0.0.1"
 	}
-	if cfg.Network == "" {
-		cfg.Network = "host"
+	switch cfg.Network {
+	case "":
+		cfg.Network = NetworkCluster
+	case NetworkCluster, NetworkHost:
+	default:
+		return nil, fmt.Errorf("docker provider: providers.docker.network is %q; want %q (a network per cluster) or %q (the host's, shared by every cluster)", cfg.Network, NetworkCluster, NetworkHost)
+	}
+	if cfg.Network == NetworkCluster && !cfg.Egress {
+		if err := canIsolate(); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 10 * time.Second
@@ -167,6 +206,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	p := &Provider{
 		cfg: cfg, cli: cli, log: cfg.Logger.With("provider", Name),
 		stopping: map[string]int{}, starting: map[string]bool{}, seen: map[string]*seen{},
+		netLeftoverAge: leftoverAge,
 	}
 	p.log.Info("connected to the Docker engine", "endpoint", cli.DaemonHost(), "api", cli.ClientVersion())
 	return p, nil
@@ -207,14 +247,26 @@ func (p *Provider) stopAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Networks of clusters without containers too, however young.
+	nets, err := p.networks(ctx, "")
+	if err != nil {
+		return err
+	}
+	clusters := make([]string, 0, len(members)+len(nets))
+	for _, m := range members {
+		clusters = append(clusters, m.Cluster)
+	}
+	for _, n := range nets {
+		clusters = append(clusters, n.Labels[labelCluster])
+	}
 	done := map[string]bool{}
 	var errs []error
-	for _, m := range members {
-		if done[m.Cluster] {
+	for _, c := range clusters {
+		if done[c] {
 			continue
 		}
-		done[m.Cluster] = true
-		if err := p.StopCluster(ctx, m.Cluster); err != nil {
+		done[c] = true
+		if err := p.StopCluster(ctx, c); err != nil {
 			errs = append(errs, err)
 		}
 	}

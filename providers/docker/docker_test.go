@@ -6,9 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +49,7 @@ func TestClusterLifecycle(t *testing.T) {
 		t.Fatalf("Describe right after StartScheduler = %+v, %v; want the scheduler, pending or running", ms, err)
 	}
 	sched := waitMember(t, p, cluster, "scheduler", "running with an address", schedulerRunning)
-	if !strings.HasPrefix(sched.Address, "127.0.0.1:") || !strings.HasPrefix(sched.DashboardURL, "http://127.0.0.1:") {
+	if !strings.HasPrefix(sched.Address, "127.0.0.1:") || !strings.HasPrefix(sched.DashboardURL, "https://127.0.0.1:") {
 		t.Errorf("scheduler address %q, dashboard %q; want both on 127.0.0.1", sched.Address, sched.DashboardURL)
 	}
 	if sched.Owner != "ann" || sched.Role != providers.RoleScheduler || sched.StartedAt.IsZero() || time.Since(sched.StartedAt) > time.Minute {
@@ -61,13 +64,12 @@ func TestClusterLifecycle(t *testing.T) {
 		waitMember(t, p, cluster, w, "running", running)
 	}
 
-	// The workers really joined the scheduler at the reported address: a
-	// Dask client computes there (run inside the scheduler's container,
-	// which has Dask and the cluster's TLS files).
-	out, code := e.exec(ctx, containerName(e.gatewayID, cluster, "scheduler"), "python3", "-c", fmt.Sprintf(clientScript, sched.Address))
-	if code != 0 || !strings.Contains(out, "workers 2") || !strings.Contains(out, "result 42") {
-		t.Fatalf("Dask client on %s: exit %d:\n%s", sched.Address, code, out)
-	}
+	// The workers really joined the scheduler (on the cluster's network),
+	// and the gateway's side reaches it at the reported address, the port
+	// the engine published on loopback: a Dask client on this host
+	// computes there.
+	hostClient(t, spec, sched.Address, 2)
+	net := networkName(e.gatewayID, cluster)
 
 	t.Run("container configuration", func(t *testing.T) {
 		s := e.inspect(cluster, "scheduler")
@@ -93,8 +95,23 @@ func TestClusterLifecycle(t *testing.T) {
 			if hc.NanoCPUs != c.nano || hc.Memory != c.mem {
 				t.Errorf("%s: NanoCPUs %d, Memory %d; want %d, %d", c.member, hc.NanoCPUs, hc.Memory, c.nano, c.mem)
 			}
-			if hc.Init == nil || !*hc.Init || hc.AutoRemove || !hc.RestartPolicy.IsNone() || hc.NetworkMode != "host" || len(hc.DeviceRequests) != 0 {
-				t.Errorf("%s: host config %+v; want init, no auto-remove, no restarts, host network, no devices", c.member, hc)
+			if hc.Init == nil || !*hc.Init || hc.AutoRemove || !hc.RestartPolicy.IsNone() || string(hc.NetworkMode) != net || len(hc.DeviceRequests) != 0 {
+				t.Errorf("%s: host config %+v; want init, no auto-remove, no restarts, network %s, no devices", c.member, hc, net)
+			}
+			if nets := insp.NetworkSettings.Networks; len(nets) != 1 || nets[net] == nil {
+				t.Errorf("%s: networks %v; want %s alone", c.member, slices.Collect(maps.Keys(nets)), net)
+			}
+			published := 0
+			for port, bs := range insp.NetworkSettings.Ports {
+				for _, b := range bs {
+					published++
+					if b.HostIP != "127.0.0.1" || (port != "8786/tcp" && port != "8787/tcp") {
+						t.Errorf("%s: port %s published on %s:%s; want 8786 and 8787 on 127.0.0.1 alone", c.member, port, b.HostIP, b.HostPort)
+					}
+				}
+			}
+			if want := map[providers.Role]int{providers.RoleScheduler: 2, providers.RoleWorker: 0}[c.role]; published != want {
+				t.Errorf("%s: %d ports published, want %d: %v", c.member, published, want, insp.NetworkSettings.Ports)
 			}
 			if len(insp.Config.Entrypoint) < 4 || insp.Config.Entrypoint[0] != "python3" || insp.Config.Entrypoint[1] != "-c" ||
 				insp.Config.Entrypoint[2] != images.LauncherScript || insp.Config.Entrypoint[3] != string(c.role) || len(insp.Config.Cmd) != 0 {
@@ -108,14 +125,14 @@ func TestClusterLifecycle(t *testing.T) {
 			}
 		}
 		args := strings.Join(w.Config.Entrypoint[4:], " ")
-		for _, want := range []string{"tls://" + sched.Address + " ", "--host 127.0.0.1", "--name worker-0", "--nthreads 1", "--memory-limit 1073741824",
+		for _, want := range []string{"tls://scheduler:8786 ", "--host worker ", "--name worker-0", "--nthreads 1", "--memory-limit 1073741824",
 			"--no-nanny", "--tls-key " + keyPath, "--local-directory " + spaceDir, "--death-timeout 60", "--no-dashboard"} {
 			if !strings.Contains(args+" ", want) {
 				t.Errorf("worker arguments %q lack %q", args, want)
 			}
 		}
 		args = strings.Join(s.Config.Entrypoint[4:], " ")
-		for _, want := range []string{"--host 127.0.0.1 --port 0 --protocol tls", "--dashboard-address 127.0.0.1:0", "--scheduler-file " + schedulerFile,
+		for _, want := range []string{"--host scheduler --port 8786 --protocol tls", "--dashboard-address :8787", "--scheduler-file " + schedulerFile,
 			"--no-show", "--dashboard-prefix /clusters/" + cluster} {
 			if !strings.Contains(args, want) {
 				t.Errorf("scheduler arguments %q lack %q", args, want)
@@ -206,6 +223,9 @@ func TestClusterLifecycle(t *testing.T) {
 	if left := e.containers(ctx, cluster); len(left) != 0 {
 		t.Errorf("containers after StopCluster: %d", len(left))
 	}
+	if left := e.networks(ctx, cluster); len(left) != 0 {
+		t.Errorf("networks after StopCluster: %v", left)
+	}
 	if ms := describe(t, p2, cluster); len(ms) != 0 {
 		t.Errorf("Describe after StopCluster = %+v", ms)
 	}
@@ -248,19 +268,52 @@ func TestClusterLifecycle(t *testing.T) {
 	}
 }
 
-// clientScript connects a Dask client to the scheduler at %s with the
-// cluster's TLS files and computes 41+1 on a worker.
+// clientScript connects a Dask client to the scheduler at argv[1] with the
+// cluster's TLS files (argv[2], argv[3]), waits for argv[4] workers and
+// computes 41+1 on one.
 const clientScript = `
+import sys
 from distributed import Client
 from distributed.security import Security
-sec = Security(tls_ca_file="/run/gateway/tls.crt", tls_client_cert="/run/gateway/tls.crt",
-               tls_client_key="/run/gateway/tls.key", require_encryption=True)
-c = Client("tls://%s", security=sec, timeout=30)
-c.wait_for_workers(2, timeout=30)
+addr, cert, key, n = sys.argv[1:5]
+sec = Security(tls_ca_file=cert, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
+c = Client("tls://" + addr, security=sec, timeout=30)
+c.wait_for_workers(int(n), timeout=30)
 print("workers", len(c.scheduler_info()["workers"]))
 print("result", c.submit(lambda x: x + 1, 41).result(timeout=30))
 c.close()
 `
+
+// hostClient runs a Dask client on this host (Debian's python3, the
+// gateway's side of the published ports) against addr, and checks that it
+// sees n workers and computes.
+func hostClient(t *testing.T, spec providers.ClusterSpec, addr string, n int) {
+	t.Helper()
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(cert, spec.TLSCert, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, spec.TLSKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, hostPython(t), "-c", clientScript, addr, cert, key, strconv.Itoa(n)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("workers %d", n)) || !strings.Contains(string(out), "result 42") {
+		t.Fatalf("Dask client on this host to %s: %v:\n%s", addr, err, out)
+	}
+}
+
+// hostPython is this host's Python with distributed, or skips the test.
+func hostPython(t *testing.T) string {
+	t.Helper()
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import distributed").Run(); err != nil {
+		t.Skipf("no Python with distributed on this host (%s: %v): apt-get install python3-distributed", py, err)
+	}
+	return py
+}
 
 // TestEnvMismatch checks that a member whose image differs from the
 // client's stops at once, with the launcher's table intact in its reason.
@@ -354,6 +407,10 @@ func TestGPURequests(t *testing.T) {
 	spec := e.spec(cluster, "ann")
 	spec.Worker = providers.Machine{VCPUs: 2, MemoryGiB: 2, GPUs: 1, GPUType: "t4"}
 
+	if err := p.ensureNetwork(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.StopCluster(context.Background(), cluster) })
 	cfg, hc := p.containerConfig(spec, "worker-0", providers.RoleWorker, e.image, []string{"tls://127.0.0.1:9"})
 	name := containerName(e.gatewayID, cluster, "gpu-probe")
 	resp, err := e.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
@@ -443,6 +500,9 @@ func TestLeftoversAndClose(t *testing.T) {
 	spec := e.spec(cluster, "bob")
 
 	// The crash: created, never started.
+	if err := p.ensureNetwork(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
 	ccfg, hc := p.containerConfig(spec, "scheduler", providers.RoleScheduler, e.image, []string{"--no-show"})
 	left, err := e.cli.ContainerCreate(ctx, ccfg, hc, nil, nil, containerName(e.gatewayID, cluster, "scheduler"))
 	if err != nil {
@@ -478,6 +538,9 @@ func TestLeftoversAndClose(t *testing.T) {
 	}
 	if n := len(e.containers(ctx, "")); n != 0 {
 		t.Errorf("containers after Close(leave=false): %d, want 0", n)
+	}
+	if n := e.networks(ctx, ""); len(n) != 0 {
+		t.Errorf("networks after Close(leave=false): %v, want none", n)
 	}
 }
 
@@ -546,6 +609,9 @@ func TestNewRefuses(t *testing.T) {
 	}
 	if _, err := New(ctx, Config{Endpoint: "unix://" + sock}); err == nil || !strings.Contains(err.Error(), "gateway id") {
 		t.Errorf("New without a gateway id: %v", err)
+	}
+	if _, err := New(ctx, Config{Endpoint: "unix://" + sock, GatewayID: "gw", Network: "bridge"}); err == nil || !strings.Contains(err.Error(), "providers.docker.network") || !strings.Contains(err.Error(), `"cluster"`) {
+		t.Errorf("New with network bridge: %v; want an error naming the key and its values", err)
 	}
 	if _, err := New(ctx, Config{Endpoint: "tcp://127.0.0.1:9", GatewayID: "gw", TLSCert: "/x/cert.pem"}); err == nil || !strings.Contains(err.Error(), "tls_key") {
 		t.Errorf("New with a certificate and no key: %v", err)

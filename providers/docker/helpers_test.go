@@ -11,6 +11,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
 	"github.com/gatewayhq/gateway/internal/pki"
@@ -20,8 +21,8 @@ import (
 )
 
 // These tests run real containers on the Docker engine of this machine
-// (testdocker skips them when there is none), with host networking and
-// members bound to 127.0.0.1. Every test uses a gateway id of its own, and
+// (testdocker skips them when there is none), each cluster on a network of
+// its own (host networking where a test says so). Every test uses a gateway id of its own, and
 // a cleanup removes every container that carries it.
 
 const (
@@ -69,6 +70,11 @@ func newEngine(t *testing.T) *engine {
 				t.Logf("cleanup: remove %v: %v", c.Names, err)
 			}
 		}
+		for _, n := range e.networks(ctx, "") {
+			if err := cli.NetworkRemove(ctx, n.ID); err != nil {
+				t.Logf("cleanup: remove network %s: %v", n.Name, err)
+			}
+		}
 		_ = cli.Close()
 	})
 	return e
@@ -110,6 +116,21 @@ func (e *engine) containers(ctx context.Context, cluster string) []container.Sum
 	list, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		e.t.Fatalf("list containers: %v", err)
+	}
+	return list
+}
+
+// networks lists the networks labelled with the test's gateway id (of one
+// cluster when not empty).
+func (e *engine) networks(ctx context.Context, cluster string) []network.Summary {
+	e.t.Helper()
+	f := filters.NewArgs(filters.Arg("label", labelGateway+"="+e.gatewayID))
+	if cluster != "" {
+		f.Add("label", labelCluster+"="+cluster)
+	}
+	list, err := e.cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		e.t.Fatalf("list networks: %v", err)
 	}
 	return list
 }

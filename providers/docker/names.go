@@ -21,7 +21,12 @@ const maxNameLen = 128
 // that two members never share a name. The ownership labels, not the name,
 // say whose a container is.
 func containerName(gatewayID, cluster, member string) string {
-	raw := "gw-" + gatewayID + "-" + cluster + "-" + member
+	return safeName("gw-"+gatewayID+"-"+cluster+"-"+member, gatewayID+"\x00"+cluster+"\x00"+member)
+}
+
+// safeName is raw with the characters Docker refuses in names replaced,
+// and cut to maxNameLen, a short hash of key appended whenever it changed.
+func safeName(raw, key string) string {
 	var b strings.Builder
 	for _, r := range raw {
 		switch {
@@ -35,7 +40,7 @@ func containerName(gatewayID, cluster, member string) string {
 	if name == raw && len(name) <= maxNameLen {
 		return name
 	}
-	sum := sha256.Sum256([]byte(gatewayID + "\x00" + cluster + "\x00" + member))
+	sum := sha256.Sum256([]byte(key))
 	suffix := "-" + hex.EncodeToString(sum[:4])
 	if len(name) > maxNameLen-len(suffix) {
 		name = name[:maxNameLen-len(suffix)]

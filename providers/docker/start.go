@@ -16,6 +16,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/go-connections/nat"
 
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/providers"
@@ -42,16 +44,25 @@ func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpe
 	if err := checkCluster(spec.Name); err != nil {
 		return err
 	}
-	args := []string{
-		"--host", p.cfg.Host, "--port", "0", "--protocol", "tls",
-		"--tls-ca-file", certPath, "--tls-cert", certPath, "--tls-key", keyPath,
-		"--dashboard-address", joinHostPort(p.cfg.Host, "0"),
-		"--scheduler-file", schedulerFile, "--no-show",
+	// With a network of its own the scheduler listens on fixed ports on
+	// its interface there; on the host's network it binds Host, with ports
+	// chosen at start.
+	listen := []string{"--host", p.cfg.Host, "--port", "0"}
+	dashboard := joinHostPort(p.cfg.Host, "0")
+	mode := p.cfg.Network
+	if mode == NetworkCluster {
+		listen = []string{"--host", schedulerAlias, "--port", strconv.Itoa(schedulerPort)}
+		dashboard = ":" + strconv.Itoa(dashboardPort)
 	}
+	args := append(listen, "--protocol", "tls",
+		"--tls-ca-file", certPath, "--tls-cert", certPath, "--tls-key", keyPath,
+		"--dashboard-address", dashboard,
+		"--scheduler-file", schedulerFile, "--no-show",
+	)
 	if spec.DashboardPrefix != "" {
 		args = append(args, "--dashboard-prefix", spec.DashboardPrefix)
 	}
-	return p.start(ctx, spec, "scheduler", providers.RoleScheduler, args)
+	return p.startIn(ctx, mode, spec, "scheduler", providers.RoleScheduler, args)
 }
 
 // StartWorker implements providers.Provider.
@@ -72,9 +83,16 @@ func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, 
 	if threads <= 0 {
 		threads = 1
 	}
-	args := []string{
-		"tls://" + schedulerAddress,
-		"--host", p.cfg.Host,
+	// On the cluster's network workers reach the scheduler by its alias
+	// there (schedulerAddress is where the gateway reaches it), and bind
+	// their own host name, which is their address on it: the one they
+	// advertise to the others.
+	mode := p.clusterNetwork(ctx, spec.Name)
+	args := []string{"tls://" + schedulerAddress, "--host", p.cfg.Host}
+	if mode == NetworkCluster {
+		args = []string{"tls://" + joinHostPort(schedulerAlias, strconv.Itoa(schedulerPort)), "--host", workerHostname}
+	}
+	args = append(args,
 		"--tls-ca-file", certPath, "--tls-cert", certPath, "--tls-key", keyPath,
 		"--nthreads", strconv.Itoa(threads), "--name", worker,
 		"--no-dashboard",
@@ -82,14 +100,14 @@ func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, 
 		// A worker whose scheduler is gone exits by itself: no orphans
 		// even if the gateway is not there to stop it.
 		"--death-timeout", "60",
-	}
+	)
 	if spec.WorkerMemory > 0 {
 		args = append(args, "--memory-limit", strconv.FormatInt(spec.WorkerMemory, 10))
 	}
 	// The container is the unit the engine supervises: a nanny process
 	// would only double the Python processes per worker.
 	args = append(args, "--no-nanny")
-	return p.start(ctx, spec, worker, providers.RoleWorker, args)
+	return p.startIn(ctx, mode, spec, worker, providers.RoleWorker, args)
 }
 
 func joinHostPort(host, port string) string {
@@ -104,6 +122,12 @@ func joinHostPort(host, port string) string {
 // "created" one is the leftover of a crash, an exited one is restarted
 // afresh (its log saved first).
 func (p *Provider) start(ctx context.Context, spec providers.ClusterSpec, member string, role providers.Role, daskArgs []string) error {
+	return p.startIn(ctx, p.cfg.Network, spec, member, role, daskArgs)
+}
+
+// startIn is start with the cluster's networking mode (NetworkCluster or
+// NetworkHost).
+func (p *Provider) startIn(ctx context.Context, mode string, spec providers.ClusterSpec, member string, role providers.Role, daskArgs []string) error {
 	img := spec.Image
 	if img == "" {
 		img = p.cfg.Image
@@ -111,8 +135,18 @@ func (p *Provider) start(ctx context.Context, spec providers.ClusterSpec, member
 	if img == "" {
 		return errors.New("docker provider: no image: set providers.docker.image, or name one for the cluster (--image)")
 	}
+	if images.LooksLikeImageID(img) {
+		// The engine would resolve it against every image it holds,
+		// whoever built it: only references reach containers.
+		return fmt.Errorf("docker provider: image %q looks like an image ID; name it by repository and tag", img)
+	}
 	if len(spec.TLSCert) == 0 || len(spec.TLSKey) == 0 {
 		return fmt.Errorf("docker provider: cluster %s has no TLS certificate and key", spec.Name)
+	}
+	if mode == NetworkCluster {
+		if err := p.ensureNetwork(ctx, spec); err != nil {
+			return err
+		}
 	}
 	key := memberKey(spec.Name, member)
 	unlock, err := p.locks.Lock(ctx, key)
@@ -148,8 +182,8 @@ func (p *Provider) start(ctx context.Context, spec providers.ClusterSpec, member
 
 	p.setStarting(key, true)
 	defer p.setStarting(key, false)
-	cfg, hostCfg := p.containerConfig(spec, member, role, img, daskArgs)
-	id, err := p.create(ctx, cfg, hostCfg, name)
+	cfg, hostCfg := p.containerConfigIn(mode, spec, member, role, img, daskArgs)
+	id, err := p.create(ctx, cfg, hostCfg, p.networkingConfigIn(mode, spec, role), name)
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
 			// Another gateway process created it between our inspect and
@@ -169,8 +203,8 @@ func (p *Provider) start(ctx context.Context, spec providers.ClusterSpec, member
 
 // create makes the container, pulling the image first when the engine does
 // not have it (as `docker run` would).
-func (p *Provider) create(ctx context.Context, cfg *container.Config, hostCfg *container.HostConfig, name string) (string, error) {
-	resp, err := p.cli.ContainerCreate(ctx, cfg, hostCfg, nil, nil, name)
+func (p *Provider) create(ctx context.Context, cfg *container.Config, hostCfg *container.HostConfig, netCfg *network.NetworkingConfig, name string) (string, error) {
+	resp, err := p.cli.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name)
 	if err == nil {
 		return resp.ID, nil
 	}
@@ -179,9 +213,12 @@ func (p *Provider) create(ctx context.Context, cfg *container.Config, hostCfg *c
 	}
 	p.log.Info("pulling image", "image", cfg.Image)
 	if perr := p.pull(ctx, cfg.Image); perr != nil {
-		return "", fmt.Errorf("image %s is not on the engine, and pulling it failed (pull or build it on the engine first): %w", cfg.Image, perr)
+		// The user sees a summary: the registry's own answer is not
+		// repeated to them.
+		p.log.Warn("pulling image failed", "image", cfg.Image, "err", perr)
+		return "", fmt.Errorf("image %s is not on the engine, and pulling it failed: %s (pull or build it on the engine first)", cfg.Image, images.SummarizePullError(perr.Error()))
 	}
-	resp, err = p.cli.ContainerCreate(ctx, cfg, hostCfg, nil, nil, name)
+	resp, err = p.cli.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name)
 	if err != nil {
 		return "", err
 	}
@@ -300,7 +337,21 @@ func machine(spec providers.ClusterSpec, role providers.Role) providers.Machine 
 // entrypoint (whatever the image's own is) so that the member checks the
 // image's software against the client's before Dask starts.
 func (p *Provider) containerConfig(spec providers.ClusterSpec, member string, role providers.Role, img string, daskArgs []string) (*container.Config, *container.HostConfig) {
+	return p.containerConfigIn(p.cfg.Network, spec, member, role, img, daskArgs)
+}
+
+// containerConfigIn is containerConfig with the cluster's networking mode
+// (NetworkCluster or NetworkHost).
+func (p *Provider) containerConfigIn(mode string, spec providers.ClusterSpec, member string, role providers.Role, img string, daskArgs []string) (*container.Config, *container.HostConfig) {
 	env := []string{"PYTHONUNBUFFERED=1"}
+	if role == providers.RoleScheduler {
+		// The dashboard is served over TLS with the cluster's certificate,
+		// which the gateway verifies (routes.MemberTLS): nothing but that
+		// cluster's scheduler can answer for it, and nothing on the way
+		// reads it. Paths, not the key, are in the environment.
+		env = append(env, "DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT="+certPath,
+			"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__KEY="+keyPath)
+	}
 	if spec.EnvExpect != "" {
 		env = append(env, images.ExpectEnv+"="+spec.EnvExpect)
 	}
@@ -332,9 +383,33 @@ func (p *Provider) containerConfig(spec providers.ClusterSpec, member string, ro
 	if m.GPUs > 0 {
 		res.DeviceRequests = []container.DeviceRequest{{Driver: "nvidia", Count: m.GPUs, Capabilities: [][]string{{"gpu"}}}}
 	}
+	netMode := container.NetworkMode(NetworkHost)
+	var ports nat.PortMap
+	if mode == NetworkCluster {
+		netMode = container.NetworkMode(networkName(p.cfg.GatewayID, spec.Name))
+		// The engine maps a container's host name to its address on the
+		// network (/etc/hosts): what Dask binds and advertises.
+		cfg.Hostname = workerHostname
+		if role == providers.RoleScheduler {
+			cfg.Hostname = schedulerAlias
+		}
+		if role == providers.RoleScheduler {
+			// Published on Host only, at ports the engine picks: the
+			// gateway's door to the scheduler, which it reads back from
+			// the engine (never from the member).
+			ports = nat.PortMap{}
+			cfg.ExposedPorts = nat.PortSet{}
+			for _, port := range []int{schedulerPort, dashboardPort} {
+				cp := nat.Port(strconv.Itoa(port) + "/tcp")
+				ports[cp] = []nat.PortBinding{{HostIP: p.cfg.Host}}
+				cfg.ExposedPorts[cp] = struct{}{}
+			}
+		}
+	}
 	init := true
 	hostCfg := &container.HostConfig{
-		NetworkMode: container.NetworkMode(p.cfg.Network),
+		NetworkMode:  netMode,
+		PortBindings: ports,
 		// tini as PID 1 passes SIGTERM on to Python (which, as PID 1,
 		// would ignore it) and reaps whatever user code forks.
 		Init: &init,
@@ -355,6 +430,37 @@ func (p *Provider) containerConfig(spec providers.ClusterSpec, member string, ro
 		CapDrop: []string{"ALL"},
 	}
 	return cfg, hostCfg
+}
+
+// clusterNetwork is how a cluster's members are networked: as its
+// scheduler is, when it has one (a cluster started before
+// providers.docker.network changed keeps its way), else as configured.
+func (p *Provider) clusterNetwork(ctx context.Context, cluster string) string {
+	insp, err := p.cli.ContainerInspect(ctx, containerName(p.cfg.GatewayID, cluster, "scheduler"))
+	if err != nil || insp.HostConfig == nil || !p.owns(insp.Config.Labels, cluster, "scheduler") {
+		return p.cfg.Network
+	}
+	switch {
+	case insp.HostConfig.NetworkMode.IsHost():
+		return NetworkHost
+	case string(insp.HostConfig.NetworkMode) == networkName(p.cfg.GatewayID, cluster):
+		return NetworkCluster
+	}
+	return p.cfg.Network
+}
+
+// networkingConfig gives the scheduler its alias on the cluster's network.
+func (p *Provider) networkingConfig(spec providers.ClusterSpec, role providers.Role) *network.NetworkingConfig {
+	return p.networkingConfigIn(p.cfg.Network, spec, role)
+}
+
+func (p *Provider) networkingConfigIn(mode string, spec providers.ClusterSpec, role providers.Role) *network.NetworkingConfig {
+	if mode != NetworkCluster || role != providers.RoleScheduler {
+		return nil
+	}
+	return &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+		networkName(p.cfg.GatewayID, spec.Name): {Aliases: []string{schedulerAlias}},
+	}}
 }
 
 // stopSeconds is the engine's stop timeout for a grace period, in whole

@@ -31,7 +31,7 @@ func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error
 }
 
 // StopCluster implements providers.Provider: every container of the
-// cluster is stopped and removed, workers first.
+// cluster is stopped and removed, workers first, then its network.
 func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 	list, err := p.containers(ctx, cluster, "")
 	if err != nil {
@@ -79,6 +79,10 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 		stop(c)
 	}
 	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// The network goes last, once nothing is attached to it.
+	if err := p.removeNetworks(ctx, cluster); err != nil {
 		return err
 	}
 	if len(list) > 0 {

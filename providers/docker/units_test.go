@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/go-connections/nat"
 
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/providers"
@@ -45,25 +46,73 @@ func TestContainerName(t *testing.T) {
 	}
 }
 
-func TestParseSchedulerFile(t *testing.T) {
+// TestSchedulerFileChecks checks that the address a scheduler writes into
+// its file (from inside the user's container) is routed to only where the
+// engine put the member: on a cluster network, the ports the engine
+// published, the file confirming the container's own address and the
+// fixed ports; on the host's network, Host (loopback for a wildcard).
+func TestSchedulerFileChecks(t *testing.T) {
 	t.Parallel()
-	addr, dash, err := parseSchedulerFile([]byte(`{"type":"Scheduler","address":"tls://127.0.0.1:41234","services":{"dashboard":8787}}`), "127.0.0.1")
-	if err != nil || addr != "127.0.0.1:41234" || dash != "http://127.0.0.1:8787" {
-		t.Errorf("parse = %q, %q, %v", addr, dash, err)
-	}
-	// A wildcard bind address: the dashboard is where the scheduler says it is.
-	_, dash, _ = parseSchedulerFile([]byte(`{"address":"tls://172.17.0.2:41234","services":{"dashboard":8787}}`), "0.0.0.0")
-	if dash != "http://172.17.0.2:8787" {
-		t.Errorf("dashboard for a wildcard host = %q", dash)
-	}
-	for _, bad := range []string{``, `{"address":`, `{"address":"tcp://127.0.0.1:1"}`, `{}`,
-		// written by code in the user's image: only the members' host, at
-		// ports a member can bind
-		`{"address":"tls://127.0.0.2:41234"}`, `{"address":"tls://10.0.0.1:41234"}`, `{"address":"tls://127.0.0.1:22"}`,
-		`{"address":"tls://127.0.0.1:41234","services":{"dashboard":80}}`, `{"address":"tls://127.0.0.1"}`} {
-		if _, _, err := parseSchedulerFile([]byte(bad), "127.0.0.1"); err == nil {
+	for _, bad := range []string{``, `{"address":`, `{"address":"tcp://127.0.0.1:1"}`, `{}`, `{"address":"tls://127.0.0.1"}`,
+		`{"address":"tls://127.0.0.1:0"}`, `{"address":"tls://127.0.0.1:70000"}`, `{"address":"tls://127.0.0.1:1","services":{"dashboard":-1}}`} {
+		if _, err := parseSchedulerFile([]byte(bad)); err == nil {
 			t.Errorf("parseSchedulerFile(%q) accepted", bad)
 		}
+	}
+	assigned := seen{ip: "172.18.0.2", schedPort: "49153", dashPort: "49154"}
+	tests := []struct {
+		name, file string
+		network    bool
+		host       string
+		s          seen
+		addr, dash string
+		refused    string // in the error; "" for accepted
+	}{
+		{"cluster network", `{"address":"tls://172.18.0.2:8786","services":{"dashboard":8787}}`, true, "127.0.0.1", assigned,
+			"127.0.0.1:49153", "https://127.0.0.1:49154", ""},
+		{"cluster network, no dashboard", `{"address":"tls://172.18.0.2:8786"}`, true, "127.0.0.1", assigned, "127.0.0.1:49153", "", ""},
+		{"cluster network, published on every interface", `{"address":"tls://172.18.0.2:8786","services":{"dashboard":8787}}`, true, "0.0.0.0", assigned,
+			"127.0.0.1:49153", "https://127.0.0.1:49154", ""},
+		{"cluster network, another host", `{"address":"tls://127.0.0.2:8786","services":{"dashboard":8787}}`, true, "127.0.0.1", assigned, "", "", "127.0.0.2:8786"},
+		{"cluster network, another container", `{"address":"tls://172.18.0.3:8786"}`, true, "127.0.0.1", assigned, "", "", "172.18.0.3:8786"},
+		{"cluster network, a name", `{"address":"tls://example.com:8786"}`, true, "127.0.0.1", assigned, "", "", "example.com:8786"},
+		{"cluster network, another port", `{"address":"tls://172.18.0.2:9999"}`, true, "127.0.0.1", assigned, "", "", "172.18.0.2:9999"},
+		{"cluster network, another dashboard port", `{"address":"tls://172.18.0.2:8786","services":{"dashboard":9999}}`, true, "127.0.0.1", assigned, "", "", "dashboard on port 9999"},
+		{"cluster network, nothing published", `{"address":"tls://172.18.0.2:8786"}`, true, "127.0.0.1", seen{ip: "172.18.0.2"}, "", "", "no published ports"},
+		{"host network", `{"address":"tls://127.0.0.1:41234","services":{"dashboard":41235}}`, false, "127.0.0.1", seen{},
+			"127.0.0.1:41234", "https://127.0.0.1:41235", ""},
+		{"host network, another host", `{"address":"tls://127.0.0.2:41234"}`, false, "127.0.0.1", seen{}, "", "", "127.0.0.2:41234"},
+		{"host network, another machine", `{"address":"tls://10.0.0.1:41234"}`, false, "127.0.0.1", seen{}, "", "", "10.0.0.1:41234"},
+		{"host network, privileged port", `{"address":"tls://127.0.0.1:22"}`, false, "127.0.0.1", seen{}, "", "", "privileged"},
+		{"host network, privileged dashboard", `{"address":"tls://127.0.0.1:41234","services":{"dashboard":80}}`, false, "127.0.0.1", seen{}, "", "", "privileged"},
+		// A wildcard bind address: the gateway dials loopback, whatever
+		// host the file names.
+		{"host network, wildcard", `{"address":"tls://10.9.9.9:41234","services":{"dashboard":41235}}`, false, "0.0.0.0", seen{},
+			"127.0.0.1:41234", "https://127.0.0.1:41235", ""},
+		{"host network, IPv6 wildcard", `{"address":"tls://[fd00::9]:41234"}`, false, "::", seen{}, "[::1]:41234", "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := parseSchedulerFile([]byte(tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var addr, dash string
+			if tc.network {
+				addr, dash, err = f.onNetwork(tc.s, routeHost(tc.host))
+			} else {
+				addr, dash, err = f.onHost(tc.host)
+			}
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) || addr != "" || dash != "" {
+					t.Errorf("= %q, %q, %v; want refused, naming %q", addr, dash, err, tc.refused)
+				}
+				return
+			}
+			if err != nil || addr != tc.addr || dash != tc.dash {
+				t.Errorf("= %q, %q, %v; want %q, %q", addr, dash, err, tc.addr, tc.dash)
+			}
+		})
 	}
 }
 
@@ -143,7 +192,7 @@ func TestTLSArchive(t *testing.T) {
 
 func TestContainerConfig(t *testing.T) {
 	t.Parallel()
-	p := &Provider{cfg: Config{GatewayID: "gw", Python: "/opt/py/bin/python", Network: "host", StopGrace: 1500 * time.Millisecond}}
+	p := &Provider{cfg: Config{GatewayID: "gw", Python: "/opt/py/bin/python", Network: NetworkHost, StopGrace: 1500 * time.Millisecond}}
 	spec := providers.ClusterSpec{Name: "c1", Owner: "ann", EnvExpect: `{"dask":"2024.1.0"}`,
 		Scheduler: providers.Machine{VCPUs: 0.25, MemoryGiB: 0.5},
 		Worker:    providers.Machine{VCPUs: 4, MemoryGiB: 16, GPUs: 2}}
@@ -179,6 +228,39 @@ func TestContainerConfig(t *testing.T) {
 	cfg, hc = p.containerConfig(spec, "worker-1", providers.RoleWorker, "img:1", nil)
 	if len(cfg.Env) != 1 || hc.NanoCPUs != 0 || hc.Memory != 0 || hc.MemorySwap != 0 || hc.DeviceRequests != nil {
 		t.Errorf("unsized worker: env %q, resources %+v", cfg.Env, hc.Resources)
+	}
+}
+
+// TestClusterNetworkConfig checks the containers of a cluster network:
+// the scheduler's two ports published on Host alone (the engine picks the
+// host ports), its alias and host name, workers with nothing published.
+func TestClusterNetworkConfig(t *testing.T) {
+	t.Parallel()
+	p := &Provider{cfg: Config{GatewayID: "gw", Python: "python3", Network: NetworkCluster, Host: "127.0.0.1", StopGrace: time.Second}}
+	spec := providers.ClusterSpec{Name: "c1", Owner: "ann"}
+	net := networkName("gw", "c1")
+	cfg, hc := p.containerConfig(spec, "scheduler", providers.RoleScheduler, "img:1", nil)
+	if string(hc.NetworkMode) != net || cfg.Hostname != "scheduler" || len(cfg.ExposedPorts) != 2 || len(hc.PortBindings) != 2 {
+		t.Errorf("scheduler: network %q, host name %q, exposed %v, bindings %v", hc.NetworkMode, cfg.Hostname, cfg.ExposedPorts, hc.PortBindings)
+	}
+	for _, port := range []string{"8786/tcp", "8787/tcp"} {
+		if b := hc.PortBindings[nat.Port(port)]; len(b) != 1 || b[0].HostIP != "127.0.0.1" || b[0].HostPort != "" {
+			t.Errorf("scheduler port %s bound %v; want 127.0.0.1 and a port the engine picks", port, b)
+		}
+	}
+	if nc := p.networkingConfig(spec, providers.RoleScheduler); nc == nil || fmt.Sprint(nc.EndpointsConfig[net].Aliases) != "[scheduler]" {
+		t.Errorf("scheduler networking config %+v; want the alias scheduler on %s", nc, net)
+	}
+	cfg, hc = p.containerConfig(spec, "worker-0", providers.RoleWorker, "img:1", nil)
+	if string(hc.NetworkMode) != net || cfg.Hostname != "worker" || len(cfg.ExposedPorts) != 0 || len(hc.PortBindings) != 0 || p.networkingConfig(spec, providers.RoleWorker) != nil {
+		t.Errorf("worker: network %q, host name %q, exposed %v, bindings %v", hc.NetworkMode, cfg.Hostname, cfg.ExposedPorts, hc.PortBindings)
+	}
+	// Names: valid for Docker, distinct per cluster, bridges within IFNAMSIZ.
+	if !dockerName.MatchString(net) || net != "gateway-gw-c1" || networkName("gw", "c2") == net || networkName("g w", "c1") == networkName("g_w", "c1") {
+		t.Errorf("network names %q, %q", net, networkName("g w", "c1"))
+	}
+	if b := bridgeName("gw", "c1"); len(b) > 15 || b == bridgeName("gw", "c2") {
+		t.Errorf("bridge name %q", b)
 	}
 }
 

@@ -21,6 +21,7 @@ type ec2API interface {
 	DescribeSecurityGroups(ctx context.Context, in *awsec2.DescribeSecurityGroupsInput, opts ...func(*awsec2.Options)) (*awsec2.DescribeSecurityGroupsOutput, error)
 	DescribeSpotInstanceRequests(ctx context.Context, in *awsec2.DescribeSpotInstanceRequestsInput, opts ...func(*awsec2.Options)) (*awsec2.DescribeSpotInstanceRequestsOutput, error)
 	DescribeSubnets(ctx context.Context, in *awsec2.DescribeSubnetsInput, opts ...func(*awsec2.Options)) (*awsec2.DescribeSubnetsOutput, error)
+	RevokeSecurityGroupIngress(ctx context.Context, in *awsec2.RevokeSecurityGroupIngressInput, opts ...func(*awsec2.Options)) (*awsec2.RevokeSecurityGroupIngressOutput, error)
 	RunInstances(ctx context.Context, in *awsec2.RunInstancesInput, opts ...func(*awsec2.Options)) (*awsec2.RunInstancesOutput, error)
 	TerminateInstances(ctx context.Context, in *awsec2.TerminateInstancesInput, opts ...func(*awsec2.Options)) (*awsec2.TerminateInstancesOutput, error)
 }

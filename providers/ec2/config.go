@@ -53,8 +53,16 @@ type Config struct {
 	// VPC, private ones preferably (members need outbound access to pull
 	// the image and reach SSM, through a NAT gateway or VPC endpoints).
 	Subnets []string
-	// GatewayCIDRs is the gateway's address range: the only source allowed
-	// to reach the schedulers' TLS port (8786) and dashboard (8787).
+	// GatewaySecurityGroup is the security group the gateway's own tasks
+	// or instances are in (sg-..., in the subnets' VPC): the only source
+	// admitted to the schedulers' TLS port (8786) and dashboard (8787).
+	// Admitting a group rather than an address range keeps other clusters'
+	// members, which may share the gateway's subnets, out.
+	GatewaySecurityGroup string
+	// GatewayCIDRs is the fallback when the gateway is in no security group
+	// of the VPC: its address range is admitted instead, and with it
+	// anything else in that range (members in the same subnets included).
+	// Only one of the two may be set.
 	GatewayCIDRs []string
 
 	// AMI is the image every member boots; when empty the image is read
@@ -145,6 +153,7 @@ var (
 	reRegion       = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
 	reSubnet       = regexp.MustCompile(`^subnet-[0-9a-f]{8}([0-9a-f]{9})?$`)
 	reAMI          = regexp.MustCompile(`^ami-[0-9a-f]{8}([0-9a-f]{9})?$`)
+	reGroup        = regexp.MustCompile(`^sg-[0-9a-f]{8}([0-9a-f]{9})?$`)
 	reGatewayID    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 	reProfileName  = regexp.MustCompile(`^[\w+=,.@-]{1,128}$`)
 	reProfileARN   = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:instance-profile/[\w+=,.@/-]{1,128}$`)
@@ -251,8 +260,13 @@ func (c Config) validate() []string {
 		seen[s] = true
 	}
 
-	if len(c.GatewayCIDRs) == 0 {
-		add("gateway_cidrs is empty; set it to the gateway's address range, e.g. 10.0.0.0/24: it is the only source allowed to reach schedulers")
+	switch {
+	case c.GatewaySecurityGroup == "" && len(c.GatewayCIDRs) == 0:
+		add("gateway_security_group is empty; set it to the security group of the gateway's tasks or instances (sg-...): it is the only source allowed to reach schedulers")
+	case c.GatewaySecurityGroup != "" && len(c.GatewayCIDRs) > 0:
+		add("gateway_security_group and gateway_cidrs are both set; set only gateway_security_group (gateway_cidrs would also admit everything else in those ranges)")
+	case c.GatewaySecurityGroup != "" && !reGroup.MatchString(c.GatewaySecurityGroup):
+		add("gateway_security_group %q is not a security group id; use one like sg-0123456789abcdef0", c.GatewaySecurityGroup)
 	}
 	for _, s := range c.GatewayCIDRs {
 		pfx, err := netip.ParsePrefix(s)

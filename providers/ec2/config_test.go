@@ -45,6 +45,10 @@ func TestNewValidConfigAndDefaults(t *testing.T) {
 	if _, err := New(context.Background(), cfg); err != nil {
 		t.Errorf("explicit AMI, profile ARN and IPv6 range: %v", err)
 	}
+	cfg.GatewayCIDRs, cfg.GatewaySecurityGroup = nil, "sg-0123456789abcdef0"
+	if _, err := New(context.Background(), cfg); err != nil {
+		t.Errorf("gateway security group: %v", err)
+	}
 }
 
 func TestNewRejects(t *testing.T) {
@@ -58,7 +62,9 @@ func TestNewRejects(t *testing.T) {
 		{"no subnets", func(c *Config) { c.Subnets = nil }, []string{"subnets is empty"}},
 		{"bad subnet", func(c *Config) { c.Subnets = []string{"sn-1"} }, []string{`"sn-1" is not a subnet id`}},
 		{"duplicate subnet", func(c *Config) { c.Subnets = []string{"subnet-0123456789abcdef0", "subnet-0123456789abcdef0"} }, []string{"listed twice"}},
-		{"no CIDRs", func(c *Config) { c.GatewayCIDRs = nil }, []string{"gateway_cidrs is empty"}},
+		{"no gateway source", func(c *Config) { c.GatewayCIDRs = nil }, []string{"gateway_security_group is empty"}},
+		{"group and CIDRs", func(c *Config) { c.GatewaySecurityGroup = "sg-0123456789abcdef0" }, []string{"both set", "only gateway_security_group"}},
+		{"bad group", func(c *Config) { c.GatewayCIDRs, c.GatewaySecurityGroup = nil, "gateway" }, []string{`"gateway" is not a security group id`}},
 		{"open to the world", func(c *Config) { c.GatewayCIDRs = []string{"0.0.0.0/0"} }, []string{"much of the internet"}},
 		{"open to the IPv6 world", func(c *Config) { c.GatewayCIDRs = []string{"::/0"} }, []string{"much of the internet"}},
 		{"the internet in halves", func(c *Config) { c.GatewayCIDRs = []string{"0.0.0.0/1", "128.0.0.0/1"} }, []string{`"0.0.0.0/1" would open`, `"128.0.0.0/1" would open`}},
@@ -83,7 +89,7 @@ func TestNewRejects(t *testing.T) {
 		{"bad delays", func(c *Config) { c.BaseDelay, c.MaxDelay = time.Second, time.Millisecond }, []string{"base_delay"}},
 		{"negative TTL", func(c *Config) { c.CacheTTL = -time.Second }, []string{"cache_ttl"}},
 		{"everything at once", func(c *Config) { *c = Config{VolumeGiB: 1} }, []string{
-			"problems", "(1) ", "region is empty", "gateway id is empty", "subnets is empty", "gateway_cidrs is empty", "instance_profile is empty", "volume_gib is 1",
+			"problems", "(1) ", "region is empty", "gateway id is empty", "subnets is empty", "gateway_security_group is empty", "instance_profile is empty", "volume_gib is 1",
 		}},
 	}
 	for _, tc := range tests {

@@ -207,7 +207,8 @@ func (p *Provider) member(ctx context.Context, cluster string, in types.Instance
 		if p.schedulerReady(ctx, cluster, id, addr, probe) {
 			m.State = providers.StateRunning
 			m.Address = addr
-			m.DashboardURL = "http://" + net.JoinHostPort(ip, fmt.Sprint(dashboardPort))
+			// Served over TLS with the cluster's certificate (userdata.go).
+			m.DashboardURL = "https://" + net.JoinHostPort(ip, fmt.Sprint(dashboardPort))
 		}
 	default: // stopping, stopped, shutting-down, terminated
 		m.State = providers.StateStopped

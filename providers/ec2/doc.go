@@ -6,11 +6,15 @@
 // For each cluster:
 //
 //   - a security group in the subnets' VPC, named gateway-<gateway-id>-<cluster>,
-//     that lets the gateway's address ranges (GatewayCIDRs) reach the
-//     scheduler's TLS port 8786 and dashboard 8787, and lets the cluster's
-//     members reach each other on every TCP port. Nothing is opened to
-//     0.0.0.0/0; outbound traffic keeps EC2's default (allowed), which
-//     members need to pull their image and reach SSM;
+//     that lets the gateway's security group (GatewaySecurityGroup, a
+//     source-group rule) reach the scheduler's TLS port 8786 and dashboard
+//     8787, and lets the cluster's own members reach each other on every
+//     TCP port (a rule referencing the group itself). No address range is
+//     admitted, so members of different clusters sharing subnets cannot
+//     reach each other; GatewayCIDRs is a fallback that admits ranges
+//     instead (and with them whatever else is there). Outbound traffic keeps
+//     EC2's default (allowed), which members need to pull their image and
+//     reach SSM;
 //   - an SSM SecureString parameter /gateway/<gateway-id>/<cluster>/tls
 //     holding the cluster's certificate and key, which members read at boot
 //     (user data is not secret: it never holds the key);
@@ -21,8 +25,9 @@
 //
 // A member's user data installs nothing secret and starts the cluster's
 // container image with host networking in a systemd unit: "dask scheduler"
-// with TLS on 8786 and the dashboard on 8787 under the cluster's dashboard
-// prefix, or "dask worker tls://<scheduler>". When Dask exits, or the
+// with TLS on 8786 and the dashboard over HTTPS with the cluster's
+// certificate on 8787 under the cluster's dashboard prefix (DashboardURL
+// is https://<private ip>:8787), or "dask worker tls://<scheduler>". When Dask exits, or the
 // set-up fails, the instance powers off and so terminates: nothing runs on
 // idle, and Describe reports the member stopped with the reason.
 //
@@ -50,7 +55,8 @@
 //	CreateSecurityGroup), ec2:TerminateInstances, ec2:DescribeInstances,
 //	ec2:DescribeSubnets, ec2:DescribeImages, ec2:DescribeInstanceTypes,
 //	ec2:DescribeSpotInstanceRequests, ec2:CreateSecurityGroup,
-//	ec2:AuthorizeSecurityGroupIngress, ec2:DescribeSecurityGroups,
+//	ec2:AuthorizeSecurityGroupIngress, ec2:RevokeSecurityGroupIngress,
+//	ec2:DescribeSecurityGroups,
 //	ec2:DeleteSecurityGroup, iam:PassRole (the instance profile's role),
 //	ssm:PutParameter, ssm:DeleteParameter, ssm:AddTagsToResource on
 //	arn:aws:ssm:<region>:<account>:parameter/gateway/<gateway-id>/*,
@@ -61,8 +67,10 @@
 //
 // The members' instance profile can read every cluster's parameter (one
 // role for all members), so a member cuts itself off from the instance
-// metadata service once it has its key and its image: users' code, which
-// runs with the host's network, never gets the role's credentials.
+// metadata service once it has its key and its image, before any code of
+// the image runs (pulling runs none): users' code, which runs with the
+// host's network and without the capability to undo it, never gets the
+// role's credentials.
 //
 // The members' instance profile needs ssm:GetParameter on
 // arn:aws:ssm:<region>:<account>:parameter/gateway/<gateway-id>/* and

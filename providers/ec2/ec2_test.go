@@ -39,7 +39,7 @@ func TestRoundTrip(t *testing.T) {
 	sched, ok := memberByName(ms, "scheduler")
 	schedInst, _ := e.ec2.Instance("c1", "scheduler")
 	if !ok || sched.State != providers.StateRunning || sched.Role != providers.RoleScheduler || sched.Owner != "alice" ||
-		sched.Address != schedInst.PrivateIP+":8786" || sched.DashboardURL != "http://"+schedInst.PrivateIP+":8787" || sched.StartedAt.IsZero() {
+		sched.Address != schedInst.PrivateIP+":8786" || sched.DashboardURL != "https://"+schedInst.PrivateIP+":8787" || sched.StartedAt.IsZero() {
 		t.Fatalf("scheduler = %+v", sched)
 	}
 	if !slices.Contains(e.probes.addrs, sched.Address) {
@@ -144,9 +144,9 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 
-	// The security group: the gateway's ranges to 8786-8787, the group to
-	// itself, and nothing open to the world.
-	groups := e.ec2.SecurityGroups()
+	// The security group: the gateway's group to 8786-8787, the group to
+	// itself, and nothing open to any address range.
+	groups := e.groups()
 	if len(groups) != 2 {
 		t.Fatalf("%d security groups for 2 clusters", len(groups))
 	}
@@ -155,8 +155,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("group %+v", g)
 	}
 	want := []ec2test.Rule{
-		{Protocol: "tcp", From: 8786, To: 8787, CIDR: "10.0.0.0/24"},
-		{Protocol: "tcp", From: 8786, To: 8787, CIDR: "fd00:1::/64"},
+		{Protocol: "tcp", From: 8786, To: 8787, GroupID: testGatewayGroup},
 		{Protocol: "tcp", From: 0, To: 65535, GroupID: g.ID},
 	}
 	if len(g.Ingress) != len(want) {
@@ -170,8 +169,8 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 	for _, r := range g.Ingress {
-		if r.CIDR == "0.0.0.0/0" || r.CIDR == "::/0" {
-			t.Errorf("ingress open to the world: %+v", r)
+		if r.CIDR != "" {
+			t.Errorf("ingress admits an address range: %+v", r)
 		}
 	}
 	for _, r := range e.ec2.Requests("") {
@@ -230,7 +229,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("c2's %s is %s after stopping c1", in.Tags["gateway-member"], in.State)
 		}
 	}
-	if gs := e.ec2.SecurityGroups(); len(gs) != 1 || gs[0].Tags["gateway-cluster"] != "c2" {
+	if gs := e.groups(); len(gs) != 1 || gs[0].Tags["gateway-cluster"] != "c2" {
 		t.Errorf("groups after StopCluster: %+v", gs)
 	}
 	if _, ok := e.ssm.Parameter("/gateway/gw-test/c1/tls"); ok {

@@ -331,7 +331,7 @@ func TestStopClusterWaits(t *testing.T) {
 	if len(e.sleeps.waits) < 2 {
 		t.Errorf("StopCluster waited %v for the instance to terminate", e.sleeps.waits)
 	}
-	if len(e.ec2.SecurityGroups()) != 0 {
+	if len(e.groups()) != 0 {
 		t.Error("security group left")
 	}
 }
@@ -347,7 +347,7 @@ func TestStopClusterTimesOut(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not terminated after 3s") {
 		t.Fatalf("err = %v", err)
 	}
-	if len(e.ec2.SecurityGroups()) != 1 {
+	if len(e.groups()) != 1 {
 		t.Error("the security group was deleted while its instance still ran")
 	}
 	// The next try finishes the job.
@@ -355,7 +355,7 @@ func TestStopClusterTimesOut(t *testing.T) {
 	if err := e.p.StopCluster(c, "c1"); err != nil {
 		t.Fatal(err)
 	}
-	if len(e.ec2.SecurityGroups()) != 0 {
+	if len(e.groups()) != 0 {
 		t.Error("security group left")
 	}
 }
@@ -373,7 +373,7 @@ func TestDependencyViolationRetried(t *testing.T) {
 	if n := len(e.ec2.Requests("DeleteSecurityGroup")); n != 3 {
 		t.Errorf("DeleteSecurityGroup called %d times", n)
 	}
-	if len(e.ec2.SecurityGroups()) != 0 {
+	if len(e.groups()) != 0 {
 		t.Error("security group left")
 	}
 	if _, ok := e.ssm.Parameter("/gateway/gw-test/c1/tls"); ok {
@@ -600,8 +600,8 @@ func TestSecurityGroupRecovery(t *testing.T) {
 	if err := p2.StartScheduler(c, spec("c1")); err != nil {
 		t.Fatal(err)
 	}
-	gs := e.ec2.SecurityGroups()
-	if len(gs) != 1 || len(gs[0].Ingress) != 3 {
+	gs := e.groups()
+	if len(gs) != 1 || len(gs[0].Ingress) != 2 {
 		t.Fatalf("groups = %+v", gs)
 	}
 	if n := len(e.ec2.Requests("CreateSecurityGroup")); n != 1 {
@@ -614,7 +614,7 @@ func TestSecurityGroupRecovery(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not tagged as this gateway's") {
 		t.Fatalf("err = %v", err)
 	}
-	if gs := e3.ec2.SecurityGroups(); len(gs) != 1 || len(gs[0].Ingress) != 0 {
+	if gs := e3.groups(); len(gs) != 1 || len(gs[0].Ingress) != 0 {
 		t.Errorf("the foreign group was changed: %+v", gs)
 	}
 }

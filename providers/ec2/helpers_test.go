@@ -19,6 +19,9 @@ import (
 
 const testRegion = "eu-west-1"
 
+// testGatewayGroup is the security group the gateway's tasks are in.
+const testGatewayGroup = "sg-0e000000000000001"
+
 func TestMain(m *testing.M) {
 	// Belt and braces: nothing here may reach instance metadata, and the
 	// SDK must not read a developer's AWS set-up.
@@ -82,21 +85,21 @@ func (s *sleepLog) count() int {
 // metadata), instant waits, and a scheduler probe that never dials.
 func testConfig(f *ec2test.EC2, s *ec2test.SSM) Config {
 	return Config{
-		Region:          testRegion,
-		Subnets:         []string{"subnet-0a000000000000001", "subnet-0b000000000000002"},
-		GatewayCIDRs:    []string{"10.0.0.0/24", "fd00:1::/64"},
-		InstanceProfile: "dask-member",
-		GatewayID:       "gw-test",
-		ExtraTags:       map[string]string{"team": "data"},
-		Credentials:     credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
-		HTTPClient:      loopbackOnly{},
-		EC2Endpoint:     f.URL,
-		SSMEndpoint:     s.URL,
-		MaxAttempts:     4,
-		BaseDelay:       100 * time.Millisecond,
-		MaxDelay:        time.Second,
-		PollInterval:    time.Second,
-		StopTimeout:     time.Minute,
+		Region:               testRegion,
+		Subnets:              []string{"subnet-0a000000000000001", "subnet-0b000000000000002"},
+		GatewaySecurityGroup: testGatewayGroup,
+		InstanceProfile:      "dask-member",
+		GatewayID:            "gw-test",
+		ExtraTags:            map[string]string{"team": "data"},
+		Credentials:          credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		HTTPClient:           loopbackOnly{},
+		EC2Endpoint:          f.URL,
+		SSMEndpoint:          s.URL,
+		MaxAttempts:          4,
+		BaseDelay:            100 * time.Millisecond,
+		MaxDelay:             time.Second,
+		PollInterval:         time.Second,
+		StopTimeout:          time.Minute,
 	}
 }
 
@@ -104,6 +107,8 @@ func newEnv(t *testing.T, edit ...func(*Config)) *env {
 	t.Helper()
 	e := &env{ec2: ec2test.NewEC2(t, testRegion), ssm: nil, logs: &syncBuffer{}, sleeps: &sleepLog{}, probes: &sleepLog{}}
 	e.ssm = ec2test.NewSSM(t, testRegion)
+	// The gateway's own group, in the subnets' VPC, as Terraform makes it.
+	e.ec2.AddSecurityGroup(ec2test.SecurityGroup{ID: testGatewayGroup, Name: "gateway", Description: "the gateway's tasks", VPC: "vpc-0c000000000000001"})
 	cfg := testConfig(e.ec2, e.ssm)
 	cfg.Sleep = e.sleeps.sleep
 	cfg.ProbeScheduler = func(ctx context.Context, addr string) error {
@@ -189,4 +194,15 @@ func (loopbackOnly) Do(r *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("test request to %s refused: tests talk to 127.0.0.1 only", r.URL.Host)
 	}
 	return http.DefaultClient.Do(r)
+}
+
+// groups returns the fake's security groups but the gateway's own.
+func (e *env) groups() []ec2test.SecurityGroup {
+	var out []ec2test.SecurityGroup
+	for _, g := range e.ec2.SecurityGroups() {
+		if g.ID != testGatewayGroup {
+			out = append(out, g)
+		}
+	}
+	return out
 }

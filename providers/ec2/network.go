@@ -73,10 +73,11 @@ func (p *Provider) network(ctx context.Context) (*network, error) {
 }
 
 // ensureGroup returns the cluster's security group, making it on the first
-// start: TLS and dashboard ports from the gateway's ranges, and all TCP
-// between the cluster's own members. It is found by its tags afterwards, so
-// a crash between creating it and using it loses nothing; rules missing
-// after such a crash (or added to GatewayCIDRs since) are added.
+// start: TLS and dashboard ports from the gateway's security group, and all
+// TCP between the cluster's own members. It is found by its tags
+// afterwards, so a crash between creating it and using it loses nothing;
+// rules missing after such a crash (or wanted since a configuration
+// change) are added, and rules no longer wanted are removed.
 func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string, n *network) (string, error) {
 	p.mu.Lock()
 	id := p.groups[cluster]
@@ -134,14 +135,71 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string, n *ne
 			return p.ec2.AuthorizeSecurityGroupIngress(ctx, &awsec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(id), IpPermissions: missing})
 		})
 		// A duplicate means another process added the rules meanwhile.
-		if err != nil && errorCode(err) != codePermissionDuplicate {
+		switch {
+		case err != nil && errorCode(err) == codeGroupNotFound && p.cfg.GatewaySecurityGroup != "":
+			return "", fmt.Errorf("ec2 provider: the gateway's security group %s is not in %s, the subnets' VPC (%s); set gateway_security_group to the group of the gateway's tasks or instances in that VPC: %w",
+				p.cfg.GatewaySecurityGroup, n.vpc, errorMessage(err), err)
+		case err != nil && errorCode(err) != codePermissionDuplicate:
 			return "", p.apiError("AuthorizeSecurityGroupIngress", err)
 		}
+	}
+	if stale := p.staleRules(id, sg.IpPermissions); len(stale) > 0 {
+		// A group made under an earlier configuration (gateway_cidrs, or
+		// another gateway group) keeps no source that is no longer wanted.
+		_, err := call(ctx, p, "RevokeSecurityGroupIngress", func(ctx context.Context) (*awsec2.RevokeSecurityGroupIngressOutput, error) {
+			return p.ec2.RevokeSecurityGroupIngress(ctx, &awsec2.RevokeSecurityGroupIngressInput{GroupId: aws.String(id), IpPermissions: stale})
+		})
+		// Not found means another process removed them meanwhile.
+		if err != nil && errorCode(err) != codePermissionNotFound {
+			return "", p.apiError("RevokeSecurityGroupIngress", err)
+		}
+		p.log.Info("removed ingress rules no longer wanted", "cluster", cluster, "group", id, "rules", len(stale))
 	}
 	p.mu.Lock()
 	p.groups[cluster] = id
 	p.mu.Unlock()
 	return id, nil
+}
+
+// staleRules is what the group admits beyond wantedRules: each source of
+// each permission that no wanted rule has.
+func (p *Provider) staleRules(groupID string, have []types.IpPermission) []types.IpPermission {
+	want := p.wantedRules(groupID)
+	wanted := func(h types.IpPermission, match func(types.IpPermission) bool) bool {
+		return slices.ContainsFunc(want, func(w types.IpPermission) bool {
+			return aws.ToString(w.IpProtocol) == aws.ToString(h.IpProtocol) && aws.ToInt32(w.FromPort) == aws.ToInt32(h.FromPort) &&
+				aws.ToInt32(w.ToPort) == aws.ToInt32(h.ToPort) && match(w)
+		})
+	}
+	var out []types.IpPermission
+	for _, h := range have {
+		stale := types.IpPermission{IpProtocol: h.IpProtocol, FromPort: h.FromPort, ToPort: h.ToPort}
+		for _, r := range h.IpRanges {
+			if !wanted(h, func(w types.IpPermission) bool {
+				return slices.ContainsFunc(w.IpRanges, func(x types.IpRange) bool { return aws.ToString(x.CidrIp) == aws.ToString(r.CidrIp) })
+			}) {
+				stale.IpRanges = append(stale.IpRanges, types.IpRange{CidrIp: r.CidrIp})
+			}
+		}
+		for _, r := range h.Ipv6Ranges {
+			if !wanted(h, func(w types.IpPermission) bool {
+				return slices.ContainsFunc(w.Ipv6Ranges, func(x types.Ipv6Range) bool { return aws.ToString(x.CidrIpv6) == aws.ToString(r.CidrIpv6) })
+			}) {
+				stale.Ipv6Ranges = append(stale.Ipv6Ranges, types.Ipv6Range{CidrIpv6: r.CidrIpv6})
+			}
+		}
+		for _, g := range h.UserIdGroupPairs {
+			if !wanted(h, func(w types.IpPermission) bool {
+				return slices.ContainsFunc(w.UserIdGroupPairs, func(x types.UserIdGroupPair) bool { return aws.ToString(x.GroupId) == aws.ToString(g.GroupId) })
+			}) {
+				stale.UserIdGroupPairs = append(stale.UserIdGroupPairs, types.UserIdGroupPair{GroupId: g.GroupId})
+			}
+		}
+		if len(stale.IpRanges)+len(stale.Ipv6Ranges)+len(stale.UserIdGroupPairs) > 0 {
+			out = append(out, stale)
+		}
+	}
+	return out
 }
 
 // findGroup finds the cluster's security group by its tags in the VPC, or
@@ -175,14 +233,20 @@ func (p *Provider) findGroup(ctx context.Context, cluster, vpc string) (*types.S
 	return &found[0], nil
 }
 
-// wantedRules are the security group's ingress rules. Nothing is open to
-// 0.0.0.0/0: the gateway proxies every client connection, and members talk
-// to each other through the group's reference to itself.
+// wantedRules are the security group's ingress rules: the scheduler's TLS
+// and dashboard ports from the gateway's security group (or, as a
+// fallback, its address ranges), and every TCP port from the group itself.
+// Nothing is open to 0.0.0.0/0: the gateway proxies every client
+// connection, and members talk to each other through the group's
+// reference to itself, so one cluster's members never admit another's.
 func (p *Provider) wantedRules(groupID string) []types.IpPermission {
 	sched := types.IpPermission{
 		IpProtocol: aws.String("tcp"),
 		FromPort:   aws.Int32(schedulerPort),
 		ToPort:     aws.Int32(dashboardPort),
+	}
+	if g := p.cfg.GatewaySecurityGroup; g != "" {
+		sched.UserIdGroupPairs = []types.UserIdGroupPair{{GroupId: aws.String(g), Description: aws.String("Dask TLS and dashboard from the gateway")}}
 	}
 	for _, c := range p.cfg.GatewayCIDRs {
 		desc := aws.String("Dask TLS and dashboard from the gateway")

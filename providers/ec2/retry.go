@@ -57,6 +57,7 @@ const (
 	codeDependencyViolation  = "DependencyViolation"
 	codeGroupDuplicate       = "InvalidGroup.Duplicate"
 	codeGroupNotFound        = "InvalidGroup.NotFound"
+	codePermissionNotFound   = "InvalidPermission.NotFound"
 	codePermissionDuplicate  = "InvalidPermission.Duplicate"
 	codeInstanceNotFound     = "InvalidInstanceID.NotFound"
 	codeParameterNotFound    = "ParameterNotFound"

@@ -106,6 +106,18 @@ func workerCommand(spec providers.ClusterSpec, worker, schedulerAddress string) 
 	return cmd
 }
 
+// dashboardTLSEnv makes the scheduler serve its dashboard over HTTPS with
+// the cluster's certificate (Dask's distributed.scheduler.dashboard.tls
+// settings), so that the gateway's hop to it is authenticated and
+// encrypted like the Dask port.
+func dashboardTLSEnv() []string {
+	return []string{
+		"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT=" + tlsDir + "/tls.crt",
+		"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__KEY=" + tlsDir + "/tls.key",
+		"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CA_FILE=" + tlsDir + "/tls.crt",
+	}
+}
+
 func tlsFlags() []string {
 	return []string{
 		"--tls-ca-file", tlsDir + "/tls.crt",
@@ -131,6 +143,13 @@ func shellQuote(s string) string {
 var scriptTemplate = template.Must(template.New("user-data").Funcs(template.FuncMap{
 	"q":   shellQuote,
 	"dir": func() string { return tlsDir },
+	"dashboardTLS": func() []string {
+		var out []string
+		for _, kv := range dashboardTLSEnv() {
+			out = append(out, "-e", kv)
+		}
+		return out
+	},
 	"join": func(words []string) string {
 		q := make([]string, len(words))
 		for i, w := range words {
@@ -196,16 +215,22 @@ for i in $(seq 10); do
 done
 {{- end}}
 for i in $(seq 10); do docker pull -q "$IMAGE" && break; [ "$i" = 10 ] && false; sleep 10; done
-# The files stay 0600, owned by the user the image runs as.
-chown "$(docker run --rm --entrypoint id "$IMAGE" -u 2>/dev/null || echo 0)" "$DIR/tls.crt" "$DIR/tls.key"
-chmod 0600 "$DIR/tls.crt" "$DIR/tls.key"
 
 # The instance profile may read every cluster's TLS parameter: once this
-# member has its key and its image, nothing on it (user code runs with the
-# host's network, without the capability to undo this) may reach the
-# instance metadata service and its credentials again. No iptables: fail.
+# member has its key and its image (pulling runs none of the image's code),
+# nothing on it may reach the instance metadata service and its
+# credentials again, before any of the image's code runs: user code runs
+# with the host's network (OUTPUT), and without the capability to undo
+# this; FORWARD covers containers on a bridge. No iptables: fail.
 iptables -I OUTPUT -d 169.254.169.254 -j REJECT
+iptables -I FORWARD -d 169.254.169.254 -j REJECT
 ip6tables -I OUTPUT -d fd00:ec2::254 -j REJECT 2>/dev/null || true
+ip6tables -I FORWARD -d fd00:ec2::254 -j REJECT 2>/dev/null || true
+
+# The files stay 0600, owned by the user the image runs as (asked of the
+# image itself, so after the cut-off, and without a network).
+chown "$(docker run --rm --network none --entrypoint id "$IMAGE" -u 2>/dev/null || echo 0)" "$DIR/tls.crt" "$DIR/tls.key"
+chmod 0600 "$DIR/tls.crt" "$DIR/tls.key"
 
 cat > /etc/systemd/system/dask.service <<'UNIT'
 [Unit]
@@ -215,7 +240,7 @@ Requires=docker.service
 
 [Service]
 ExecStartPre=-/usr/bin/docker rm -f dask
-ExecStart=/usr/bin/docker run --rm --name dask --network host{{if .GPU}} --gpus all{{end}} -v {{dir}}:{{dir}}:ro {{q .Image}} {{join .Command}}
+ExecStart=/usr/bin/docker run --rm --name dask --network host{{if .GPU}} --gpus all{{end}} -v {{dir}}:{{dir}}:ro{{if eq .Role "scheduler"}} {{join dashboardTLS}}{{end}} {{q .Image}} {{join .Command}}
 # When Dask exits the machine has nothing left to do: show why on the
 # console (aws ec2 get-console-output) and power off, which terminates it.
 ExecStopPost=/bin/sh -c 'journalctl -u dask.service -n 30 --no-pager > /dev/console; systemctl poweroff --no-block'

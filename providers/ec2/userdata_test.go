@@ -46,7 +46,11 @@ func TestUserDataScheduler(t *testing.T) {
 		"umask 077",
 		`chmod 0600 "$DIR/tls.crt" "$DIR/tls.key"`,
 		"systemctl disable --now --no-block ecs.service",
-		"docker run --rm --name dask --network host -v /etc/dask-gateway:/etc/dask-gateway:ro ghcr.io/dask/dask:latest dask scheduler --protocol tls",
+		"docker run --rm --name dask --network host -v /etc/dask-gateway:/etc/dask-gateway:ro" +
+			" -e DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT=/etc/dask-gateway/tls.crt" +
+			" -e DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__KEY=/etc/dask-gateway/tls.key" +
+			" -e DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CA_FILE=/etc/dask-gateway/tls.crt" +
+			" ghcr.io/dask/dask:latest dask scheduler --protocol tls",
 		"--tls-ca-file /etc/dask-gateway/tls.crt --tls-cert /etc/dask-gateway/tls.crt --tls-key /etc/dask-gateway/tls.key",
 		"--port 8786 --dashboard-address :8787 --dashboard-prefix /clusters/c1",
 		"systemctl poweroff",
@@ -62,9 +66,33 @@ func TestUserDataScheduler(t *testing.T) {
 	if strings.Index(script, "iptables -I OUTPUT") > strings.Index(script, "systemctl start --no-block dask.service") {
 		t.Error("instance metadata is still reachable when Dask (and user code) starts")
 	}
+	// No code of the image runs before the cut-off: the image is the
+	// user's choice, and the role reads every cluster's key.
+	cut := strings.Index(script, "iptables -I OUTPUT -d 169.254.169.254 -j REJECT")
+	for i := 0; ; {
+		j := strings.Index(script[i:], "docker run")
+		if j < 0 {
+			break
+		}
+		if i+j < cut {
+			t.Errorf("a container runs before instance metadata is cut off: %q", firstLine(script[i+j:]))
+		}
+		i += j + 1
+	}
+	if !strings.Contains(script, "iptables -I FORWARD -d 169.254.169.254 -j REJECT") {
+		t.Error("containers on a bridge may still reach instance metadata")
+	}
+	if !strings.Contains(script, "docker run --rm --network none --entrypoint id") {
+		t.Error("the image's user is asked with a network")
+	}
 	if strings.Contains(script, "--gpus") {
 		t.Error("a CPU scheduler asks for GPUs")
 	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func TestUserDataWorker(t *testing.T) {
@@ -87,6 +115,9 @@ func TestUserDataWorker(t *testing.T) {
 		if !strings.Contains(script, want) {
 			t.Errorf("worker script lacks %q", want)
 		}
+	}
+	if strings.Contains(script, "DASHBOARD__TLS") {
+		t.Error("a worker, which serves no dashboard, gets dashboard TLS settings")
 	}
 	// Without threads or memory in the spec: the machine's vCPUs, Dask's
 	// automatic memory limit.

@@ -193,7 +193,8 @@ func (p *Provider) member(t ecstypes.Task) providers.Member {
 		m.State = providers.StateRunning
 		if m.Role == providers.RoleScheduler {
 			m.Address = net.JoinHostPort(ip, strconv.Itoa(schedulerPort))
-			m.DashboardURL = "http://" + net.JoinHostPort(ip, strconv.Itoa(dashboardPort))
+			// Served over TLS with the cluster's certificate (resources.go).
+			m.DashboardURL = "https://" + net.JoinHostPort(ip, strconv.Itoa(dashboardPort))
 		}
 	}
 	return m

@@ -9,8 +9,10 @@
 // after a crash or a lost answer returns the task already started instead of
 // starting a second one.
 //
-// Per cluster the provider makes a security group (the gateway may reach the
-// scheduler's TLS and dashboard ports; members reach each other), and a
+// Per cluster the provider makes a security group (the gateway's security
+// group may reach the scheduler's TLS and dashboard ports, served over TLS
+// with the cluster's certificate; the cluster's own tasks reach each other;
+// no address range is admitted), and a
 // Secrets Manager secret with the cluster's TLS material, which ECS hands to
 // the containers through the task definition's secrets: the PEM never
 // appears in a task definition, an override or plain environment. Both are
@@ -22,9 +24,11 @@
 // TagResource (tags at launch), iam:PassRole on the execution and task
 // roles, secretsmanager:CreateSecret, DescribeSecret, DeleteSecret and
 // TagResource, and ec2:DescribeSubnets, DescribeSecurityGroups,
-// CreateSecurityGroup, AuthorizeSecurityGroupIngress, DeleteSecurityGroup and
-// CreateTags. The execution role needs secretsmanager:GetSecretValue on
-// gateway/* secrets (plus the usual image pull and logs permissions).
+// CreateSecurityGroup, AuthorizeSecurityGroupIngress,
+// RevokeSecurityGroupIngress, DeleteSecurityGroup and CreateTags. The execution role needs secretsmanager:GetSecretValue on
+// gateway/<hash>/* secrets (plus the usual image pull and logs
+// permissions); the task role, whose credentials users' code holds, must
+// not be able to read them.
 package fargate
 
 import (
@@ -63,9 +67,15 @@ type Config struct {
 	// capacity. They must be in one VPC: each cluster's security group is
 	// made there.
 	Subnets []string
-	// GatewayCIDRs are where the gateway reaches schedulers from: the only
-	// sources allowed to the scheduler (8786) and dashboard (8787) ports.
-	// A /0 is refused: schedulers are never to be open to the internet.
+	// GatewaySecurityGroup is the security group of the gateway's own tasks
+	// (sg-..., in the subnets' VPC): the only source admitted to the
+	// scheduler (8786) and dashboard (8787) ports. A group rather than an
+	// address range keeps other clusters' tasks, which may share the
+	// gateway's subnets, out.
+	GatewaySecurityGroup string
+	// GatewayCIDRs is the fallback when the gateway is in no security group
+	// of the VPC: its address ranges are admitted instead, and with them
+	// anything else there. Only one of the two may be set; a /0 is refused.
 	GatewayCIDRs []string
 	// ExecutionRoleArn is the role ECS uses to pull images, write logs and
 	// read each cluster's TLS secret.
@@ -166,6 +176,7 @@ var _ providers.StopTimes = (*Provider)(nil)
 func (c *Config) validate() error {
 	var (
 		subnetRE   = regexp.MustCompile(`^subnet-[0-9a-f]+$`)
+		groupRE    = regexp.MustCompile(`^sg-[0-9a-f]{8}([0-9a-f]{9})?$`)
 		roleARNRE  = regexp.MustCompile(`^arn:aws[a-z-]*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]+$`)
 		logGroupRE = regexp.MustCompile(`^[A-Za-z0-9_./#-]{1,512}$`)
 		regionRE   = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d+$`)
@@ -191,8 +202,13 @@ func (c *Config) validate() error {
 		}
 		seen[s] = true
 	}
-	if len(c.GatewayCIDRs) == 0 {
-		bad("gateway_cidrs: name where the gateway reaches schedulers from (its subnet or address, such as 10.0.0.0/16)")
+	switch {
+	case c.GatewaySecurityGroup == "" && len(c.GatewayCIDRs) == 0:
+		bad("gateway_security_group: name the security group of the gateway's tasks (sg-...): the only source admitted to schedulers")
+	case c.GatewaySecurityGroup != "" && len(c.GatewayCIDRs) > 0:
+		bad("gateway_security_group and gateway_cidrs are both set; set only gateway_security_group (gateway_cidrs would also admit everything else in those ranges)")
+	case c.GatewaySecurityGroup != "" && !groupRE.MatchString(c.GatewaySecurityGroup):
+		bad("gateway_security_group: %q is not a security group id (sg-...)", c.GatewaySecurityGroup)
 	}
 	for _, s := range c.GatewayCIDRs {
 		p, err := netip.ParsePrefix(s)

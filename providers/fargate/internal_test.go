@@ -2,6 +2,8 @@ package fargate
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -161,5 +163,25 @@ func TestSleepCtx(t *testing.T) {
 	}
 	if (&Provider{}).Name() != "fargate" {
 		t.Errorf("Name() is not fargate")
+	}
+}
+
+// TestSecretNameMatchesTerraform: the Terraform module scopes the Dask
+// execution role to gateway/<substr(sha256(gateway_id), 0, 8)>/*; the
+// secrets' names must start so.
+func TestSecretNameMatchesTerraform(t *testing.T) {
+	const id = "prod-gateway"
+	sum := sha256.Sum256([]byte(id))
+	p, err := New(Config{
+		Region: "us-east-1", Cluster: "c", Subnets: []string{"subnet-1"}, GatewaySecurityGroup: "sg-0123456789abcdef0",
+		ExecutionRoleArn: "arn:aws:iam::123456789012:role/x", GatewayID: id,
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""), Endpoints: Endpoints{ECS: "http://127.0.0.1:1", SecretsManager: "http://127.0.0.1:1", EC2: "http://127.0.0.1:1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "gateway/" + hex.EncodeToString(sum[:])[:8] + "/"
+	if got := p.secretName("c1"); !strings.HasPrefix(got, want) || got != want+"c1/tls" {
+		t.Errorf("secretName = %q; want %sc1/tls", got, want)
 	}
 }

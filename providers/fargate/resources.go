@@ -105,8 +105,9 @@ func ec2Tag(tags []ec2types.Tag, key string) string {
 
 // ensureGroup makes the cluster's security group, or finds the one made
 // before, and makes sure it has its two ingress rules: the scheduler and
-// dashboard ports from the gateway's networks, and every TCP port from the
-// group itself (workers and scheduler reach each other). Egress stays
+// dashboard ports from the gateway's security group (or, as a fallback,
+// its networks), and every TCP port from the group itself (workers and
+// scheduler reach each other; no other cluster's tasks). Egress stays
 // AWS's default (all), for image pulls, secrets and user code.
 func (p *Provider) ensureGroup(ctx context.Context, cluster string) (string, error) {
 	p.mu.Lock()
@@ -166,9 +167,25 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster string) (string, err
 			return p.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(id), IpPermissions: missing})
 		})
 		// A duplicate means a retried request had already added them.
-		if err != nil && errorCode(err) != "InvalidPermission.Duplicate" {
+		switch {
+		case err != nil && errorCode(err) == "InvalidGroup.NotFound" && p.cfg.GatewaySecurityGroup != "":
+			return "", fmt.Errorf("fargate provider: the gateway's security group %s is not in %s, the subnets' VPC; set gateway_security_group to the group of the gateway's tasks in that VPC: %w",
+				p.cfg.GatewaySecurityGroup, vpc, err)
+		case err != nil && errorCode(err) != "InvalidPermission.Duplicate":
 			return "", fmt.Errorf("fargate provider: allow the gateway into security group %s: %w", id, err)
 		}
+	}
+	if stale := p.staleIngress(id, g.IpPermissions); len(stale) > 0 {
+		// A group made under an earlier configuration (gateway_cidrs, or
+		// another gateway group) keeps no source that is no longer wanted.
+		_, err := call(ctx, p, "RevokeSecurityGroupIngress", func(ctx context.Context) (*ec2.RevokeSecurityGroupIngressOutput, error) {
+			return p.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: aws.String(id), IpPermissions: stale})
+		})
+		// Not found means another process removed them meanwhile.
+		if err != nil && errorCode(err) != "InvalidPermission.NotFound" {
+			return "", fmt.Errorf("fargate provider: remove ingress rules no longer wanted from security group %s: %w", id, err)
+		}
+		p.log.Info("removed ingress rules no longer wanted", "cluster", cluster, "group", id, "rules", len(stale))
 	}
 	p.mu.Lock()
 	p.groups[cluster] = id
@@ -176,11 +193,64 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster string) (string, err
 	return id, nil
 }
 
+// staleIngress is what the group admits beyond ingress: each source of
+// each permission that no wanted rule has.
+func (p *Provider) staleIngress(groupID string, have []ec2types.IpPermission) []ec2types.IpPermission {
+	type rule struct {
+		proto    string
+		from, to int32
+		src      string
+	}
+	wanted := map[rule]bool{}
+	for _, w := range p.ingress(groupID) {
+		r := rule{proto: aws.ToString(w.IpProtocol), from: aws.ToInt32(w.FromPort), to: aws.ToInt32(w.ToPort)}
+		for _, x := range w.IpRanges {
+			r.src = aws.ToString(x.CidrIp)
+			wanted[r] = true
+		}
+		for _, x := range w.Ipv6Ranges {
+			r.src = aws.ToString(x.CidrIpv6)
+			wanted[r] = true
+		}
+		for _, x := range w.UserIdGroupPairs {
+			r.src = aws.ToString(x.GroupId)
+			wanted[r] = true
+		}
+	}
+	var out []ec2types.IpPermission
+	for _, h := range have {
+		r := rule{proto: aws.ToString(h.IpProtocol), from: aws.ToInt32(h.FromPort), to: aws.ToInt32(h.ToPort)}
+		stale := ec2types.IpPermission{IpProtocol: h.IpProtocol, FromPort: h.FromPort, ToPort: h.ToPort}
+		for _, x := range h.IpRanges {
+			if r.src = aws.ToString(x.CidrIp); !wanted[r] {
+				stale.IpRanges = append(stale.IpRanges, ec2types.IpRange{CidrIp: x.CidrIp})
+			}
+		}
+		for _, x := range h.Ipv6Ranges {
+			if r.src = aws.ToString(x.CidrIpv6); !wanted[r] {
+				stale.Ipv6Ranges = append(stale.Ipv6Ranges, ec2types.Ipv6Range{CidrIpv6: x.CidrIpv6})
+			}
+		}
+		for _, x := range h.UserIdGroupPairs {
+			if r.src = aws.ToString(x.GroupId); !wanted[r] {
+				stale.UserIdGroupPairs = append(stale.UserIdGroupPairs, ec2types.UserIdGroupPair{GroupId: x.GroupId})
+			}
+		}
+		if len(stale.IpRanges)+len(stale.Ipv6Ranges)+len(stale.UserIdGroupPairs) > 0 {
+			out = append(out, stale)
+		}
+	}
+	return out
+}
+
 // ingress is the group's wanted rules; missingIngress those not in have.
 func (p *Provider) ingress(groupID string) []ec2types.IpPermission {
 	gw := ec2types.IpPermission{
 		IpProtocol: aws.String("tcp"),
 		FromPort:   aws.Int32(schedulerPort), ToPort: aws.Int32(dashboardPort),
+	}
+	if g := p.cfg.GatewaySecurityGroup; g != "" {
+		gw.UserIdGroupPairs = []ec2types.UserIdGroupPair{{GroupId: aws.String(g), Description: aws.String("gateway to scheduler and dashboard")}}
 	}
 	for _, c := range p.cfg.GatewayCIDRs {
 		desc := aws.String("gateway to scheduler and dashboard")
@@ -367,6 +437,14 @@ func (p *Provider) taskDefinition(cluster, image string, role providers.Role, si
 		LinuxParameters: &ecstypes.LinuxParameters{InitProcessEnabled: aws.Bool(true)},
 	}
 	if role == providers.RoleScheduler {
+		// The dashboard is served over TLS with the cluster's certificate
+		// (Dask's distributed.scheduler.dashboard.tls settings), so that the
+		// gateway's hop to it is authenticated like the Dask port.
+		c.Environment = append(c.Environment,
+			ecstypes.KeyValuePair{Name: aws.String("DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CA_FILE"), Value: aws.String(tlsCertPath)},
+			ecstypes.KeyValuePair{Name: aws.String("DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT"), Value: aws.String(tlsCertPath)},
+			ecstypes.KeyValuePair{Name: aws.String("DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__KEY"), Value: aws.String(tlsKeyPath)},
+		)
 		c.PortMappings = []ecstypes.PortMapping{
 			{ContainerPort: aws.Int32(schedulerPort), Protocol: ecstypes.TransportProtocolTcp},
 			{ContainerPort: aws.Int32(dashboardPort), Protocol: ecstypes.TransportProtocolTcp},

@@ -32,7 +32,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("scheduler address %q; want 10.1.x.y:8786", sched.Address)
 	}
 	ip := strings.TrimSuffix(sched.Address, ":8786")
-	if sched.DashboardURL != "http://"+ip+":8787" || sched.Role != providers.RoleScheduler || sched.Owner != "ann" || sched.Cluster != a {
+	if sched.DashboardURL != "https://"+ip+":8787" || sched.Role != providers.RoleScheduler || sched.Owner != "ann" || sched.Cluster != a {
 		t.Errorf("scheduler described as %+v", sched)
 	}
 
@@ -112,9 +112,23 @@ func TestRoundTrip(t *testing.T) {
 		if len(c.EntryPoint) < 3 || c.EntryPoint[0] != "/bin/sh" || !strings.Contains(c.EntryPoint[2], "unset GATEWAY_TLS_CERT GATEWAY_TLS_KEY") {
 			t.Errorf("entry point %q", c.EntryPoint)
 		}
-		for k := range c.Environment {
-			if strings.Contains(k, "TLS") {
-				t.Errorf("TLS in plain environment: %v", c.Environment)
+		for k, v := range c.Environment {
+			if strings.HasPrefix(k, "GATEWAY_TLS") || strings.Contains(v, "-----BEGIN") {
+				t.Errorf("TLS material in plain environment: %v", c.Environment)
+			}
+		}
+		// The scheduler serves its dashboard over TLS with the cluster's
+		// certificate, from the files the entry point writes; workers
+		// serve none.
+		wantEnv := map[string]string{
+			"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT":    "/tmp/gateway-tls/tls.crt",
+			"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__KEY":     "/tmp/gateway-tls/tls.key",
+			"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CA_FILE": "/tmp/gateway-tls/tls.crt",
+		}
+		isScheduler := slices.Contains(c.Command, "scheduler")
+		for k, v := range wantEnv {
+			if got, ok := c.Environment[k]; isScheduler && got != v || !isScheduler && ok {
+				t.Errorf("%v task definition: %s=%q (set %v)", c.Command, k, got, ok)
 			}
 		}
 	}

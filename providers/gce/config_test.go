@@ -28,17 +28,22 @@ func TestConfigValidation(t *testing.T) {
 		want   []string
 	}{
 		{"empty", func(c *Config) { *c = Config{} }, []string{
-			"5 problems", "project is empty", "zones is empty", "gateway_cidrs is empty", "service_account is empty", "gateway_id is empty",
+			"5 problems", "project is empty", "zones is empty", "gateway_service_account is empty", "service_account is empty", "gateway_id is empty",
 		}},
 		{"project", func(c *Config) { c.Project = "My Project" }, []string{`project "My Project" is not a project ID`}},
 		{"zones", func(c *Config) { c.Zones = []string{"us-central1", "us-central1-a", "us-central1-a"} }, []string{`zone "us-central1" is not a zone name`, `zone "us-central1-a" is listed twice`}},
 		{"regions", func(c *Config) { c.Zones = []string{"us-central1-a", "europe-west4-b"} }, []string{`zones span the regions ["us-central1" "europe-west4"]`}},
-		{"the whole Internet", func(c *Config) { c.GatewayCIDRs = []string{"0.0.0.0/0"} }, []string{"opens the schedulers to much of the Internet"}},
-		{"the Internet in halves", func(c *Config) { c.GatewayCIDRs = []string{"0.0.0.0/1", "128.0.0.0/1"} }, []string{`"0.0.0.0/1" opens the schedulers`, `"128.0.0.0/1" opens the schedulers`}},
-		{"cidrs", func(c *Config) { c.GatewayCIDRs = []string{"10.0.0.1/24", "fd00::/8", "nonsense"} }, []string{
+		{"the whole Internet", func(c *Config) { c.GatewayServiceAccount, c.GatewayCIDRs = "", []string{"0.0.0.0/0"} }, []string{"opens the schedulers to much of the Internet"}},
+		{"the Internet in halves", func(c *Config) { c.GatewayServiceAccount, c.GatewayCIDRs = "", []string{"0.0.0.0/1", "128.0.0.0/1"} }, []string{`"0.0.0.0/1" opens the schedulers`, `"128.0.0.0/1" opens the schedulers`}},
+		{"cidrs", func(c *Config) {
+			c.GatewayServiceAccount, c.GatewayCIDRs = "", []string{"10.0.0.1/24", "fd00::/8", "nonsense"}
+		}, []string{
 			"did you mean 10.0.0.0/24?", `"fd00::/8" is IPv6`, `"nonsense" is not a CIDR range`,
 		}},
 		{"service account", func(c *Config) { c.ServiceAccount = "dask" }, []string{`service_account "dask" is not an email`}},
+		{"gateway account and ranges", func(c *Config) { c.GatewayCIDRs = []string{"10.0.0.0/24"} }, []string{"both set; set only gateway_service_account"}},
+		{"gateway account", func(c *Config) { c.GatewayServiceAccount = "gw" }, []string{`gateway_service_account "gw" is not an email`}},
+		{"gateway account is the members'", func(c *Config) { c.GatewayServiceAccount = c.ServiceAccount }, []string{"gateway_service_account is the members' service_account"}},
 		{"scopes", func(c *Config) { c.Scopes = []string{"https://www.googleapis.com/auth/devstorage.read_only"} }, []string{"lack https://www.googleapis.com/auth/cloud-platform"}},
 		{"images and disks", func(c *Config) {
 			c.Image, c.ContainerImage, c.DiskGiB, c.GPUDiskGiB = "bad image", "bad image;rm", 5, 20

@@ -205,7 +205,8 @@ func (p *Provider) member(ctx context.Context, f *found) (providers.Member, erro
 				break
 			}
 			m.Address = net.JoinHostPort(ip, strconv.Itoa(SchedulerPort))
-			m.DashboardURL = "http://" + net.JoinHostPort(ip, strconv.Itoa(DashboardPort))
+			// Served over TLS with the cluster's certificate (script.go).
+			m.DashboardURL = "https://" + net.JoinHostPort(ip, strconv.Itoa(DashboardPort))
 		}
 		m.State = providers.StateRunning
 	case "STOPPING", "SUSPENDING", "SUSPENDED", "TERMINATED", "STOPPED":

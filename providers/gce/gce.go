@@ -11,10 +11,14 @@
 //     values are restricted to lower-case letters, digits, "_" and "-".
 //   - Instances get no external address: the gateway reaches the scheduler's
 //     private IP, which must be routable from where the gateway runs (same
-//     VPC, peering or VPN). Two firewall rules per cluster target the
-//     network tag gw-<cluster>: tcp:8786-8787 (Dask TLS and the dashboard)
-//     from Config.GatewayCIDRs only, and all tcp between the cluster's own
-//     instances. Nothing is ever opened to 0.0.0.0/0.
+//     VPC, peering or VPN). Two firewall rules per cluster:
+//     tcp:8786-8787 (Dask TLS, and the dashboard over HTTPS with the
+//     cluster's certificate) from Config.GatewayServiceAccount only (a
+//     rule by service account, targeting the members' account: Google
+//     does not let one rule mix accounts and tags), and all tcp between the
+//     cluster's own instances by its network tag gw-<cluster>. No address
+//     range is admitted (Config.GatewayCIDRs is a fallback that does), and
+//     nothing is ever opened to 0.0.0.0/0.
 //   - Each instance boots a Container-Optimized OS image (a Deep Learning VM
 //     image with NVIDIA drivers for GPU machines), and its startup script
 //     pulls the container image and runs `dask scheduler` or `dask worker`
@@ -30,11 +34,15 @@
 // instance's own service-account token from the metadata server. The files
 // live under /run (memory only) on the VM. The secret is deleted with the
 // cluster. The provider talks to Secret Manager with plain net/http (its Go
-// client would be another module). Caveat: every cluster runs as the same
-// service account, so code running on one cluster's workers can read the
-// keys of the gateway's other live clusters; give that account nothing
-// else. Isolating clusters from each other would take a service account
-// per cluster (slow to create, and limited to 100 per project).
+// client would be another module). Every cluster runs as the same service
+// account, which may read every live cluster's secret; so once the startup
+// script has read its key and pulled its image, and before any of the
+// image's code runs, it refuses the metadata server (and so the account's
+// tokens) to every process but its own, which runs as a uid drawn at random
+// then and which the container, started without CAP_SETUID, CAP_SETGID and
+// new privileges, cannot take (script.go, metadataCutoff). A service
+// account per cluster would also do, but is slow to create and limited to
+// 100 per project.
 //
 // Operator set-up: the gateway's identity needs roles/compute.instanceAdmin.v1
 // (instances, operations, guest attributes), roles/compute.securityAdmin
@@ -159,9 +167,17 @@ type Config struct {
 	// other registries), since instances have no external address.
 	Network    string
 	Subnetwork string
-	// GatewayCIDRs are the only sources allowed to reach schedulers' ports
-	// 8786 (Dask TLS) and 8787 (dashboard): the gateway's addresses as the
-	// VPC sees them. IPv4 ranges; 0.0.0.0/0 is refused.
+	// GatewayServiceAccount is the email of the service account the
+	// gateway's own instances run as: the only source admitted to the
+	// schedulers' ports 8786 (Dask TLS) and 8787 (dashboard), by a firewall
+	// rule with sourceServiceAccounts. An address range would also admit
+	// other clusters' members that share the gateway's subnetwork.
+	GatewayServiceAccount string
+	// GatewayCIDRs is the fallback when the gateway does not run on GCE
+	// instances of this network (a VPN, another cloud): its addresses as
+	// the VPC sees them, admitted instead, and with them anything else
+	// there. Only one of the two may be set. IPv4 ranges; 0.0.0.0/0 is
+	// refused.
 	GatewayCIDRs []string
 	// ServiceAccount is the email of the service account the instances run
 	// as; use a dedicated one with no roles beyond log writing and image
@@ -437,8 +453,17 @@ func validate(cfg Config) []string {
 		// another gateway (or provider) configuration.
 		add("zones span the regions %q; list zones of one region (the provider runs in one region)", regions)
 	}
-	if len(cfg.GatewayCIDRs) == 0 {
-		add("gateway_cidrs is empty; list the IPv4 ranges the gateway connects from (e.g. its subnet, 10.10.0.0/24): only they may reach the schedulers")
+	switch {
+	case cfg.GatewayServiceAccount == "" && len(cfg.GatewayCIDRs) == 0:
+		add("gateway_service_account is empty; set it to the email of the service account the gateway's instances run as: only they may reach the schedulers")
+	case cfg.GatewayServiceAccount != "" && len(cfg.GatewayCIDRs) > 0:
+		add("gateway_service_account and gateway_cidrs are both set; set only gateway_service_account (gateway_cidrs would also admit everything else in those ranges)")
+	case cfg.GatewayServiceAccount != "" && !emailRE.MatchString(cfg.GatewayServiceAccount):
+		add("gateway_service_account %q is not an email; use e.g. gateway@PROJECT.iam.gserviceaccount.com", cfg.GatewayServiceAccount)
+	case cfg.GatewayServiceAccount != "" && strings.EqualFold(cfg.GatewayServiceAccount, cfg.ServiceAccount):
+		// Every member would then be admitted to every other cluster's
+		// scheduler and dashboard.
+		add("gateway_service_account is the members' service_account; the gateway needs an account of its own, or every cluster's members reach every other cluster's scheduler")
 	}
 	for _, c := range cfg.GatewayCIDRs {
 		if msg := checkCIDR(c); msg != "" {

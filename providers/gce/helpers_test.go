@@ -43,19 +43,22 @@ func (s *sleeps) all() []time.Duration {
 	return append([]time.Duration(nil), s.d...)
 }
 
+// testGatewaySA is the service account the gateway's instances run as.
+const testGatewaySA = "gateway@test-project.iam.gserviceaccount.com"
+
 // testConfig is a valid configuration for the fake: every client goes to
 // the fake's 127.0.0.1 URL, without credentials.
 func testConfig(srv *gcetest.Server, sl *sleeps) Config {
 	return Config{
-		Project:        srv.Project,
-		Zones:          []string{"us-central1-a", "us-central1-b"},
-		GatewayCIDRs:   []string{"10.10.0.0/24", "10.20.0.5/32"},
-		ServiceAccount: "dask-workers@test-project.iam.gserviceaccount.com",
-		GatewayID:      testGatewayID,
-		Labels:         map[string]string{"team": "data"},
-		Endpoint:       srv.URL,
-		ClientOptions:  []option.ClientOption{option.WithoutAuthentication()},
-		Retry:          RetryConfig{Sleep: sl.sleep},
+		Project:               srv.Project,
+		Zones:                 []string{"us-central1-a", "us-central1-b"},
+		GatewayServiceAccount: testGatewaySA,
+		ServiceAccount:        "dask-workers@test-project.iam.gserviceaccount.com",
+		GatewayID:             testGatewayID,
+		Labels:                map[string]string{"team": "data"},
+		Endpoint:              srv.URL,
+		ClientOptions:         []option.ClientOption{option.WithoutAuthentication()},
+		Retry:                 RetryConfig{Sleep: sl.sleep},
 		// Long enough for -race on a busy machine, short enough that the
 		// timeout test runs quickly (it sets its own).
 		OperationTimeout: 20 * time.Second,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,26 +46,36 @@ func (p *Provider) ownerMark(cluster string) string {
 	return fmt.Sprintf("gateway-id=%s gateway-cluster=%s:", p.cfg.GatewayID, cluster)
 }
 
-// firewallRules are the cluster's two ingress rules on its network tag:
-// Dask TLS and the dashboard from the gateway only, and any TCP between
-// the cluster's own instances (workers and scheduler connect to each other
-// on ports Dask picks). Neither has 0.0.0.0/0: New refuses such a range.
+// firewallRules are the cluster's two ingress rules: Dask TLS and the
+// dashboard from the gateway only, and any TCP between the cluster's own
+// instances, by its network tag (workers and scheduler connect to each
+// other on ports Dask picks). The gateway is admitted by its service
+// account, which Google does not let a rule mix with network tags: that
+// rule targets the members' service account, so it admits the gateway,
+// and nothing else, to every cluster's scheduler. Neither rule has
+// 0.0.0.0/0: New refuses such a range.
 func (p *Provider) firewallRules(cluster string) []*computepb.Firewall {
 	tag := clusterTag(cluster)
+	gw := &computepb.Firewall{
+		Name:        ptr(gatewayRuleName(cluster)),
+		Description: ptr(p.ownerMark(cluster) + " Dask TLS and dashboard of the cluster's scheduler, from the gateway only"),
+		Network:     ptr(p.network),
+		Direction:   ptr("INGRESS"),
+		Priority:    ptr(int32(1000)),
+		Allowed: []*computepb.Allowed{{
+			IPProtocol: ptr("tcp"),
+			Ports:      []string{strconv.Itoa(SchedulerPort) + "-" + strconv.Itoa(DashboardPort)},
+		}},
+	}
+	if p.cfg.GatewayServiceAccount != "" {
+		gw.SourceServiceAccounts = []string{p.cfg.GatewayServiceAccount}
+		gw.TargetServiceAccounts = []string{p.cfg.ServiceAccount}
+	} else {
+		gw.SourceRanges = append([]string(nil), p.cfg.GatewayCIDRs...)
+		gw.TargetTags = []string{tag}
+	}
 	return []*computepb.Firewall{
-		{
-			Name:         ptr(gatewayRuleName(cluster)),
-			Description:  ptr(p.ownerMark(cluster) + " Dask TLS and dashboard of the cluster's scheduler, from the gateway only"),
-			Network:      ptr(p.network),
-			Direction:    ptr("INGRESS"),
-			Priority:     ptr(int32(1000)),
-			SourceRanges: append([]string(nil), p.cfg.GatewayCIDRs...),
-			TargetTags:   []string{tag},
-			Allowed: []*computepb.Allowed{{
-				IPProtocol: ptr("tcp"),
-				Ports:      []string{strconv.Itoa(SchedulerPort) + "-" + strconv.Itoa(DashboardPort)},
-			}},
-		},
+		gw,
 		{
 			Name:        ptr(internalRuleName(cluster)),
 			Description: ptr(p.ownerMark(cluster) + " traffic between the cluster's scheduler and workers"),
@@ -102,12 +113,58 @@ func (p *Provider) ensureFirewall(ctx context.Context, cluster string, fw *compu
 			return fmt.Errorf("firewall rule %s exists but was not made by gateway %s for cluster %s (its description is %q); delete it or rename the cluster",
 				name, p.cfg.GatewayID, cluster, existing.GetDescription())
 		}
-		return nil
+		if sameAdmission(existing, fw) {
+			return nil
+		}
+		// Made under an earlier configuration (gateway_cidrs, say): a
+		// running cluster must not stay open to what is no longer wanted.
+		return p.updateFirewall(ctx, cluster, fw)
 	}
 	if err != nil {
 		return fmt.Errorf("firewall rule %s: %w", name, err)
 	}
 	p.log.Info("created firewall rule", "cluster", cluster, "rule", name)
+	return nil
+}
+
+// sameAdmission reports whether two rules admit the same sources to the
+// same targets on the same protocols and ports.
+func sameAdmission(a, b *computepb.Firewall) bool {
+	set := func(xs []string) string { return strings.Join(slices.Sorted(slices.Values(xs)), ",") }
+	allowed := func(f *computepb.Firewall) string {
+		var out []string
+		for _, al := range f.GetAllowed() {
+			out = append(out, al.GetIPProtocol()+":"+set(al.GetPorts()))
+		}
+		return set(out)
+	}
+	return set(a.GetSourceRanges()) == set(b.GetSourceRanges()) && set(a.GetSourceTags()) == set(b.GetSourceTags()) &&
+		set(a.GetSourceServiceAccounts()) == set(b.GetSourceServiceAccounts()) && set(a.GetTargetTags()) == set(b.GetTargetTags()) &&
+		set(a.GetTargetServiceAccounts()) == set(b.GetTargetServiceAccounts()) && allowed(a) == allowed(b) && a.GetDisabled() == b.GetDisabled()
+}
+
+// updateFirewall replaces the cluster's rule whole (PUT: a PATCH cannot
+// clear a list, such as the source ranges a rule by service account must
+// not have).
+func (p *Provider) updateFirewall(ctx context.Context, cluster string, fw *computepb.Firewall) error {
+	name := fw.GetName()
+	var op *compute.Operation
+	err := p.call(ctx, "update firewall "+name, func(ctx context.Context) error {
+		var err error
+		op, err = p.firewalls.Update(ctx, &computepb.UpdateFirewallRequest{Project: p.cfg.Project, Firewall: name, FirewallResource: fw})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("update firewall rule %s: %w", name, err)
+	}
+	done, err := p.waitGlobalOp(ctx, op.Proto(), "update of firewall "+name)
+	if err != nil {
+		return fmt.Errorf("update firewall rule %s: %w", name, err)
+	}
+	if err := opError(done); err != nil {
+		return fmt.Errorf("update firewall rule %s: %w", name, err)
+	}
+	p.log.Info("updated firewall rule to the current configuration", "cluster", cluster, "rule", name)
 	return nil
 }
 

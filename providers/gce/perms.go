@@ -32,6 +32,7 @@ func callPermissions() map[string][]string {
 		"firewalls.Insert":  {"compute.firewalls.create", "compute.networks.updatePolicy"},
 		"firewalls.Delete":  {"compute.firewalls.delete", "compute.networks.updatePolicy"},
 		"firewalls.Get":     {"compute.firewalls.get"},
+		"firewalls.Update":  {"compute.firewalls.update", "compute.networks.updatePolicy"},
 		"machineTypes.List": {"compute.machineTypes.list"},
 		"accelTypes.List":   {"compute.acceleratorTypes.list"},
 		// The per-cluster TLS secret (secrets.go speaks the REST API).

@@ -31,8 +31,8 @@ func TestRoundTrip(t *testing.T) {
 	}
 	inst, _ := e.srv.Instance("gw-" + cluster + "-scheduler")
 	ip := inst.NetworkInterfaces[0].NetworkIP
-	if sched.Address != ip+":8786" || sched.DashboardURL != "http://"+ip+":8787" {
-		t.Errorf("scheduler address %q dashboard %q; want %s:8786 and http://%s:8787", sched.Address, sched.DashboardURL, ip, ip)
+	if sched.Address != ip+":8786" || sched.DashboardURL != "https://"+ip+":8787" {
+		t.Errorf("scheduler address %q dashboard %q; want %s:8786 and https://%s:8787", sched.Address, sched.DashboardURL, ip, ip)
 	}
 	if sched.Owner != "Ann.Smith@example.com" || sched.Cluster != cluster || sched.StartedAt.IsZero() {
 		t.Errorf("scheduler described as %+v", sched)
@@ -179,17 +179,21 @@ func TestRoundTrip(t *testing.T) {
 					t.Errorf("rule %s opens %s", f.Name, r)
 				}
 			}
-			if f.Direction != "INGRESS" || !slices.Equal(f.TargetTags, []string{"gw-" + cluster}) || f.Network != "projects/test-project/global/networks/default" {
+			if f.Direction != "INGRESS" || f.Network != "projects/test-project/global/networks/default" {
 				t.Errorf("rule %+v", f)
 			}
 		}
+		// The gateway by its service account (targeting the members'),
+		// the cluster's members by their network tag.
 		gw := byName["gw-"+cluster+"-gateway"]
-		if !slices.Equal(gw.SourceRanges, []string{"10.10.0.0/24", "10.20.0.5/32"}) || len(gw.SourceTags) != 0 ||
+		if !slices.Equal(gw.SourceServiceAccounts, []string{testGatewaySA}) || !slices.Equal(gw.TargetServiceAccounts, []string{"dask-workers@test-project.iam.gserviceaccount.com"}) ||
+			len(gw.SourceRanges)+len(gw.SourceTags)+len(gw.TargetTags) != 0 ||
 			len(gw.Allowed) != 1 || gw.Allowed[0].IPProtocol != "tcp" || !slices.Equal(gw.Allowed[0].Ports, []string{"8786-8787"}) {
 			t.Errorf("gateway rule %+v", gw)
 		}
 		in := byName["gw-"+cluster+"-internal"]
-		if !slices.Equal(in.SourceTags, []string{"gw-" + cluster}) || len(in.SourceRanges) != 0 || len(in.Allowed) != 1 || in.Allowed[0].IPProtocol != "tcp" || len(in.Allowed[0].Ports) != 0 {
+		if !slices.Equal(in.SourceTags, []string{"gw-" + cluster}) || !slices.Equal(in.TargetTags, []string{"gw-" + cluster}) ||
+			len(in.SourceRanges)+len(in.SourceServiceAccounts)+len(in.TargetServiceAccounts) != 0 || len(in.Allowed) != 1 || in.Allowed[0].IPProtocol != "tcp" || len(in.Allowed[0].Ports) != 0 {
 			t.Errorf("internal rule %+v", in)
 		}
 		for _, r := range e.srv.RequestsTo("POST", "/global/firewalls") {

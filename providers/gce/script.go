@@ -37,11 +37,15 @@ const secretAccessURL = "https://secretmanager.googleapis.com/v1/projects/${PROJ
 //     Artifact Registry and Container Registry), and for GPU machines
 //     either installs the driver (Container-Optimized OS) or uses the
 //     NVIDIA container runtime (Deep Learning VM images);
-//  3. runs `dask scheduler` or `dask worker` with TLS on the host network,
-//     as the local provider's command line does;
-//  4. sets the guest attribute gateway/ready once the scheduler accepts
+//  3. cuts every process but its own (a random uid) off from the metadata
+//     server, so that the container never holds a token of the members'
+//     service account (metadataCutoff);
+//  4. runs `dask scheduler` or `dask worker` with TLS on the host network,
+//     as the local provider's command line does, the scheduler's dashboard
+//     over TLS with the cluster's certificate;
+//  5. sets the guest attribute gateway/ready once the scheduler accepts
 //     connections, for Describe;
-//  5. when Dask exits, or any step fails, records why in the guest attribute
+//  6. when Dask exits, or any step fails, records why in the guest attribute
 //     gateway/status and powers the instance off, so that the member is
 //     reported stopped with a reason and costs nothing more.
 func startupScript(sp scriptParams) string {
@@ -58,7 +62,15 @@ func startupScript(sp scriptParams) string {
 	w("GPU=%d\n", boolInt(sp.GPU))
 	w("DIR=/run/gateway-dask\n")
 	b.WriteString(`
-attr() { curl -sf -X PUT --data "$2" -H 'Metadata-Flavor: Google' "$MD/instance/guest-attributes/gateway/$1" >/dev/null || true; }
+# Guest attributes go through the metadata server; once user code may run,
+# only processes of the uid MDUID may reach it (see the cut-off below).
+attr() {
+  if [ -n "${MDUID:-}" ]; then
+    chroot --userspec="$MDUID:$MDUID" --skip-chdir / curl -q -sf -X PUT --data "$2" -H 'Metadata-Flavor: Google' "$MD/instance/guest-attributes/gateway/$1" >/dev/null || true
+  else
+    curl -q -sf -X PUT --data "$2" -H 'Metadata-Flavor: Google' "$MD/instance/guest-attributes/gateway/$1" >/dev/null || true
+  fi
+}
 fail() {
   echo "gateway: $1" >&2
   attr status "$1"
@@ -117,9 +129,22 @@ fi
 for i in 1 2 3 4 5; do docker pull "$IMAGE" && break; sleep $((i * 5)); done
 docker image inspect "$IMAGE" >/dev/null 2>&1 || fail "cannot pull the container image $IMAGE"
 docker rm -f dask >/dev/null 2>&1
+unset TOKEN
+
+` + metadataCutoff + `
 TLS="--tls-ca-file /etc/dask-tls/tls.crt --tls-cert /etc/dask-tls/tls.crt --tls-key /etc/dask-tls/tls.key"
+# The container may not change its uid (it could take MDUID's) nor gain
+# privileges through setuid files.
+ISOLATION=(--cap-drop SETUID --cap-drop SETGID --cap-drop NET_RAW --security-opt no-new-privileges)
 `)
-	w("docker run -d --name dask --network host --restart no ${GPU_ARGS[@]+\"${GPU_ARGS[@]}\"} -v \"$DIR:/etc/dask-tls:ro\" \"$IMAGE\" \\\n  ")
+	if sp.Role == providers.RoleScheduler {
+		// The dashboard is served over TLS with the cluster's certificate
+		// (Dask's distributed.scheduler.dashboard.tls settings).
+		w("DASHBOARD_TLS=(-e DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT=/etc/dask-tls/tls.crt -e DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__KEY=/etc/dask-tls/tls.key -e DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CA_FILE=/etc/dask-tls/tls.crt)\n")
+	} else {
+		w("DASHBOARD_TLS=()\n")
+	}
+	w("docker run -d --name dask --network host --restart no \"${ISOLATION[@]}\" ${DASHBOARD_TLS[@]+\"${DASHBOARD_TLS[@]}\"} ${GPU_ARGS[@]+\"${GPU_ARGS[@]}\"} -v \"$DIR:/etc/dask-tls:ro\" \"$IMAGE\" \\\n  ")
 	if sp.Role == providers.RoleScheduler {
 		w("dask scheduler --host \"$IP\" --port %d --protocol tls $TLS --dashboard-address \":%d\"", SchedulerPort, DashboardPort)
 		if sp.Prefix != "" {
@@ -154,6 +179,42 @@ fail "dask $ROLE exited with status $RC"
 `)
 	return b.String()
 }
+
+// metadataCutoff is the part of the startup script that runs once the
+// member has its key, its registry credentials and its image, before any
+// of the image's code runs. Every cluster's members share one service
+// account, which may read every live cluster's TLS secret: user code must
+// never get a token of it. From here on, new TCP connections to the
+// metadata server (169.254.169.254, fd20:ce::254) are refused to every
+// process but those of MDUID, a uid drawn at random now (after the image,
+// which could otherwise name it as its user, was pulled), which the script
+// uses for its guest attributes; DNS (port 53 on the same address) stays
+// open. The container cannot take that uid: it runs without CAP_SETUID and
+// CAP_SETGID, with no-new-privileges, in the host's network namespace, so
+// these OUTPUT rules apply to it and it cannot change them (no
+// CAP_NET_ADMIN). FORWARD covers containers on a bridge (no uid there: all
+// refused). Should any of it
+// fail, the member powers off rather than run user code with the token in
+// reach.
+const metadataCutoff = `# Cut the metadata server (and the service account's token) off from
+# everything that runs from now on, but this script's own uid.
+MDUID=$((1000000000 + $(od -An -N4 -tu4 /dev/urandom | tr -d ' ') % 1000000000))
+{
+  iptables -w -N GATEWAY-METADATA &&
+  iptables -w -A GATEWAY-METADATA -m owner --uid-owner "$MDUID" -j RETURN &&
+  iptables -w -A GATEWAY-METADATA -p tcp --dport 53 -j RETURN &&
+  iptables -w -A GATEWAY-METADATA -j REJECT &&
+  iptables -w -I FORWARD -p tcp -d 169.254.169.254 ! --dport 53 -j REJECT &&
+  iptables -w -I OUTPUT -p tcp -d 169.254.169.254 -m conntrack --ctstate NEW -j GATEWAY-METADATA
+} || fail "cannot cut user containers off from the metadata server (iptables with the owner and conntrack matches is needed)"
+if ip6tables -w -N GATEWAY-METADATA 2>/dev/null; then
+  ip6tables -w -A GATEWAY-METADATA -m owner --uid-owner "$MDUID" -j RETURN
+  ip6tables -w -A GATEWAY-METADATA -p tcp --dport 53 -j RETURN
+  ip6tables -w -A GATEWAY-METADATA -j REJECT
+  ip6tables -w -I FORWARD -p tcp -d fd20:ce::254 ! --dport 53 -j REJECT
+  ip6tables -w -I OUTPUT -p tcp -d fd20:ce::254 -m conntrack --ctstate NEW -j GATEWAY-METADATA
+fi
+`
 
 func boolInt(b bool) int {
 	if b {

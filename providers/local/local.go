@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,7 +176,12 @@ func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpe
 	if spec.DashboardPrefix != "" {
 		args = append(args, "--dashboard-prefix", spec.DashboardPrefix)
 	}
-	return p.spawn(spec, "scheduler", providers.RoleScheduler, args)
+	// The dashboard is served over TLS with the cluster's certificate, as
+	// on every backend: the gateway verifies it (routes.MemberTLS), and
+	// other local users cannot read it over plain HTTP.
+	return p.spawn(spec, "scheduler", providers.RoleScheduler, args,
+		"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT="+cert,
+		"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__KEY="+key)
 }
 
 // StartWorker implements providers.Provider.
@@ -228,7 +234,7 @@ func (p *Provider) running(cluster, name string) bool {
 	return pr != nil && !pr.stopping && pr.alive()
 }
 
-func (p *Provider) spawn(spec providers.ClusterSpec, name string, role providers.Role, args []string) error {
+func (p *Provider) spawn(spec providers.ClusterSpec, name string, role providers.Role, args []string, env ...string) error {
 	dir := p.clusterDir(spec.Name)
 	logf, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -239,7 +245,7 @@ func (p *Provider) spawn(spec providers.ClusterSpec, name string, role providers
 		c := exec.Command(args[0], args[1:]...)
 		c.Dir = dir
 		c.Stdout, c.Stderr = logf, logf
-		c.Env = childEnv(os.Environ(), p.cfg.GatewayID, spec.Name+"/"+name)
+		c.Env = append(childEnv(os.Environ(), p.cfg.GatewayID, spec.Name+"/"+name), env...)
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		return c
 	})
@@ -528,10 +534,24 @@ func (p *Provider) member(pr *proc) providers.Member {
 		return m
 	}
 	addr, dash, err := readSchedulerFile(filepath.Join(p.clusterDir(pr.Cluster), "scheduler.json"), p.cfg.Host)
-	if err == nil {
+	var refused *refusedAddress
+	switch {
+	case errors.As(err, &refused):
+		// Not routed to: the cluster fails with the reason, and
+		// stopping it ends the process.
+		m.State, m.Reason = providers.StateStopped, refused.Error()
+	case err == nil:
 		m.State, m.Address, m.DashboardURL = providers.StateRunning, addr, dash
 	}
 	return m
+}
+
+// refusedAddress is a scheduler file naming an address the gateway does
+// not route to.
+type refusedAddress struct{ addr, host string }
+
+func (e *refusedAddress) Error() string {
+	return fmt.Sprintf("the scheduler reported the address %s, which is not on %s (providers.local.host) where members bind: the gateway routes nothing to it", e.addr, e.host)
 }
 
 func (p *Provider) exitReason(pr *proc) string {
@@ -561,10 +581,55 @@ func readSchedulerFile(path, host string) (addr, dashboard string, err error) {
 	if addr == "" || addr == f.Address {
 		return "", "", fmt.Errorf("scheduler file has no tls address: %q", f.Address)
 	}
+	// The scheduler runs users' code, which can rewrite the file: the
+	// gateway routes only to Host (loopback when Host is a wildcard),
+	// never to a host the file names.
+	h, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", fmt.Errorf("scheduler file address %q: %w", f.Address, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", "", fmt.Errorf("scheduler file address %q: port out of range", f.Address)
+	}
+	route := strings.Trim(host, "[]")
+	if ip := net.ParseIP(route); ip != nil && ip.IsUnspecified() {
+		route = "127.0.0.1"
+		if ip.To4() == nil {
+			route = "::1"
+		}
+	} else if !sameHost(h, route, ip) {
+		return "", "", &refusedAddress{addr: f.Address, host: host}
+	}
+	addr = net.JoinHostPort(route, port)
 	if port := f.Services["dashboard"]; port > 0 {
-		dashboard = fmt.Sprintf("http://%s:%d", host, port)
+		if port > 65535 {
+			return "", "", fmt.Errorf("scheduler file dashboard port %d out of range", port)
+		}
+		dashboard = "https://" + net.JoinHostPort(route, strconv.Itoa(port)) // see StartScheduler
 	}
 	return addr, dashboard, nil
+}
+
+// sameHost reports whether the host a scheduler wrote is host, whose IP
+// is ip (nil for a name, whose addresses are looked up).
+func sameHost(written, host string, ip net.IP) bool {
+	wip := net.ParseIP(written)
+	if written == host || (wip != nil && ip != nil && wip.Equal(ip)) {
+		return true
+	}
+	if ip != nil || wip == nil {
+		return false
+	}
+	addrs, err := net.LookupHost(host)
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if aip := net.ParseIP(a); aip != nil && aip.Equal(wip) {
+			return true
+		}
+	}
+	return false
 }
 
 // List implements providers.Provider.

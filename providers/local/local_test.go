@@ -29,7 +29,7 @@ import (
 
 const (
 	fakeAddr      = "127.0.0.1:45678"
-	fakeDashboard = "http://127.0.0.1:45679"
+	fakeDashboard = "https://127.0.0.1:45679"
 	waitTimeout   = 10 * time.Second
 	testGrace     = 300 * time.Millisecond
 )
@@ -43,8 +43,9 @@ var _ providers.Closer = (*Provider)(nil)
 type schedMode int
 
 const (
-	schedOK    schedMode = iota // writes the scheduler file and sleeps
-	schedCrash                  // prints "boom" to stderr and exits 3
+	schedOK      schedMode = iota // writes the scheduler file and sleeps
+	schedCrash                    // prints "boom" to stderr and exits 3
+	schedForeign                  // writes a scheduler file naming 127.0.0.2 and sleeps
 )
 
 // The worker's behaviour is chosen by its --name:
@@ -106,8 +107,11 @@ const fakeSchedulerCrash = `echo "scheduler starting"
 func writeFakeDask(t *testing.T, mode schedMode) string {
 	t.Helper()
 	sched := fakeSchedulerOK
-	if mode == schedCrash {
+	switch mode {
+	case schedCrash:
 		sched = fakeSchedulerCrash
+	case schedForeign:
+		sched = strings.ReplaceAll(fakeSchedulerOK, "tls://127.0.0.1:", "tls://127.0.0.2:")
 	}
 	path := filepath.Join(t.TempDir(), "fake-dask")
 	script := strings.Replace(fakeDaskTemplate, "@SCHEDULER@", sched, 1)
@@ -1406,5 +1410,77 @@ func TestAdoptsUnrecordedMember(t *testing.T) {
 	case <-gone:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the adopted member was not stopped")
+	}
+}
+
+// TestSchedulerFileNamingAnotherHost is the regression test of a member
+// choosing where the gateway routes (finding 9): the scheduler runs users'
+// code, which can write any host into its file; one naming a host other
+// than providers.local.host gets no address and is reported stopped with
+// the reason, so that its cluster fails.
+func TestSchedulerFileNamingAnotherHost(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, schedForeign)
+	p := f.provider()
+	if err := p.StartScheduler(context.Background(), f.spec); err != nil {
+		t.Fatalf("StartScheduler: %v", err)
+	}
+	m := waitMember(t, p, f.spec.Name, "scheduler", "stopped", func(m providers.Member, ok bool) bool {
+		if ok && m.State == providers.StateRunning {
+			t.Fatalf("a scheduler naming 127.0.0.2 reported running: %+v", m)
+		}
+		return ok && m.State == providers.StateStopped
+	})
+	if m.Address != "" || m.DashboardURL != "" || !strings.Contains(m.Reason, "tls://127.0.0.2:45678") || !strings.Contains(m.Reason, "providers.local.host") {
+		t.Errorf("scheduler = %+v; want stopped without addresses, the reason naming 127.0.0.2 and providers.local.host", m)
+	}
+	if err := p.StopCluster(context.Background(), f.spec.Name); err != nil {
+		t.Fatalf("StopCluster: %v", err)
+	}
+}
+
+func TestReadSchedulerFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tests := []struct {
+		name, host, file string
+		addr, dash       string
+		refused          bool
+	}{
+		{"on host", "127.0.0.1", `{"address":"tls://127.0.0.1:41234","services":{"dashboard":41235}}`, "127.0.0.1:41234", "https://127.0.0.1:41235", false},
+		{"another loopback address", "127.0.0.1", `{"address":"tls://127.0.0.2:41234"}`, "", "", true},
+		{"another machine", "127.0.0.1", `{"address":"tls://10.0.0.1:41234"}`, "", "", true},
+		{"a name", "127.0.0.1", `{"address":"tls://example.com:41234"}`, "", "", true},
+		{"host by name", "localhost", `{"address":"tls://127.0.0.1:41234"}`, "localhost:41234", "", false},
+		{"wildcard: loopback, whatever the file says", "0.0.0.0", `{"address":"tls://10.9.9.9:41234","services":{"dashboard":41235}}`, "127.0.0.1:41234", "https://127.0.0.1:41235", false},
+		{"IPv6 wildcard", "::", `{"address":"tls://[fd00::1]:41234"}`, "[::1]:41234", "", false},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, fmt.Sprintf("s%d.json", i))
+			if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			addr, dash, err := readSchedulerFile(path, tc.host)
+			var refused *refusedAddress
+			if tc.refused {
+				if !errors.As(err, &refused) || addr != "" || dash != "" {
+					t.Errorf("= %q, %q, %v; want refused", addr, dash, err)
+				}
+				return
+			}
+			if err != nil || addr != tc.addr || dash != tc.dash {
+				t.Errorf("= %q, %q, %v; want %q, %q", addr, dash, err, tc.addr, tc.dash)
+			}
+		})
+	}
+	for _, bad := range []string{`{"address":"tls://127.0.0.1"}`, `{"address":"tls://127.0.0.1:0"}`, `{"address":"tcp://127.0.0.1:1"}`} {
+		path := filepath.Join(dir, "bad.json")
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := readSchedulerFile(path, "127.0.0.1"); err == nil {
+			t.Errorf("readSchedulerFile(%s) accepted", bad)
+		}
 	}
 }

@@ -5,6 +5,7 @@
 package routes
 
 import (
+	"bytes"
 	"net/url"
 	"sync"
 	"time"
@@ -15,6 +16,9 @@ type Route struct {
 	Owner     string
 	Scheduler string   // host:port of the scheduler's TLS listener
 	Dashboard *url.URL // base URL of the scheduler's HTTP server; nil when it has none
+	// ClusterCert is the cluster's certificate (PEM): an https dashboard
+	// must present it (see MemberTLS).
+	ClusterCert []byte
 }
 
 // Table maps cluster names to routes. The zero value is not usable; call New.
@@ -27,6 +31,8 @@ type Table struct {
 	fallback func(cluster string) (Route, bool)
 	cacheMu  sync.Mutex
 	cache    map[string]cached
+
+	onGone []func(cluster string)
 }
 
 type cached struct {
@@ -43,14 +49,31 @@ func New() *Table { return &Table{m: map[string]Route{}, cache: map[string]cache
 // SetFallback sets where to look up clusters missing from the table.
 func (t *Table) SetFallback(fn func(cluster string) (Route, bool)) { t.fallback = fn }
 
+// OnGone registers fn to be called with a cluster's name when its route
+// is deleted, or replaced by one with another dashboard or certificate
+// (so that what was kept for the old one, such as a connection pool, can be
+// dropped). Call before the table is used.
+func (t *Table) OnGone(fn func(cluster string)) { t.onGone = append(t.onGone, fn) }
+
 // SetRoute adds or replaces a cluster's route. An unparsable dashboard URL
 // leaves the cluster without a dashboard route rather than failing the
-// scheduler route.
-func (t *Table) SetRoute(cluster, owner, scheduler, dashboard string) {
-	r := RouteFrom(owner, scheduler, dashboard)
+// scheduler route. clusterCert is the cluster's certificate (PEM).
+func (t *Table) SetRoute(cluster, owner, scheduler, dashboard string, clusterCert []byte) {
+	r := RouteFrom(owner, scheduler, dashboard, clusterCert)
 	t.mu.Lock()
+	old, had := t.m[cluster]
 	t.m[cluster] = r
 	t.mu.Unlock()
+	if had && (!sameURL(old.Dashboard, r.Dashboard) || !bytes.Equal(old.ClusterCert, r.ClusterCert)) {
+		t.gone(cluster)
+	}
+}
+
+func sameURL(a, b *url.URL) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.String() == b.String()
 }
 
 // DeleteRoute removes a cluster's route; a missing one is not an error.
@@ -58,6 +81,13 @@ func (t *Table) DeleteRoute(cluster string) {
 	t.mu.Lock()
 	delete(t.m, cluster)
 	t.mu.Unlock()
+	t.gone(cluster)
+}
+
+func (t *Table) gone(cluster string) {
+	for _, fn := range t.onGone {
+		fn(cluster)
+	}
 }
 
 // Lookup returns a cluster's route.
@@ -86,14 +116,14 @@ func (t *Table) Lookup(cluster string) (Route, bool) {
 }
 
 // RouteFrom builds a route from stored addresses, as SetRoute does.
-func RouteFrom(owner, scheduler, dashboard string) Route {
+func RouteFrom(owner, scheduler, dashboard string, clusterCert []byte) Route {
 	var du *url.URL
 	if dashboard != "" {
 		if u, err := url.Parse(dashboard); err == nil && u.Host != "" {
 			du = u
 		}
 	}
-	return Route{Owner: owner, Scheduler: scheduler, Dashboard: du}
+	return Route{Owner: owner, Scheduler: scheduler, Dashboard: du, ClusterCert: clusterCert}
 }
 
 // Len is the number of routes.

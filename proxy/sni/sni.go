@@ -42,6 +42,7 @@ const (
 	handshakeClientHello  = 1
 	extServerName         = 0
 	extALPN               = 16
+	extEarlyData          = 42
 	sniHostName           = 0
 	maxHostNameLen        = 255
 	maxSessionIDLen       = 32
@@ -80,6 +81,12 @@ type Hello struct {
 	// ALPN is the client's protocol list in preference order, nil when the
 	// extension is absent.
 	ALPN []string
+	// EarlyData is set when the client offers TLS 1.3 0-RTT data
+	// (RFC 8446 4.2.10). Early data is encrypted application data sent
+	// before the handshake ends, so a proxy that watches for the client's
+	// first application-data record cannot tell it from a finished
+	// handshake.
+	EarlyData bool
 }
 
 // Peek reads a complete ClientHello from r and returns it parsed together
@@ -303,6 +310,8 @@ func Parse(clientHello []byte) (Hello, error) {
 			if h.ServerName, err = parseServerName(data); err != nil {
 				return Hello{}, err
 			}
+		case extEarlyData:
+			h.EarlyData = true
 		case extALPN:
 			if seenALPN {
 				return Hello{}, errDupExtension

@@ -316,6 +316,9 @@ func TestParseSynthetic(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Parse(tt.spec.msg())
+			if got.EarlyData {
+				t.Error("EarlyData set for a hello without the extension")
+			}
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -331,6 +334,16 @@ func TestParseSynthetic(t *testing.T) {
 				t.Fatal("consumed != input")
 			}
 		})
+	}
+}
+
+func TestParseEarlyData(t *testing.T) {
+	got, err := Parse(spec{exts: [][]byte{sniExt("daskgateway-c"), ext(42)}}.msg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.EarlyData || got.ServerName != "daskgateway-c" {
+		t.Fatalf("got %+v, want early data offered for daskgateway-c", got)
 	}
 }
 

@@ -34,21 +34,23 @@ locals {
 
     "GATEWAY_PROVIDER" = var.cluster_backend
 
-    "GATEWAY_PROVIDERS_EC2_REGION"           = local.is_ec2 ? local.region : null
-    "GATEWAY_PROVIDERS_EC2_SUBNETS"          = local.is_ec2 ? join(",", local.cluster_subnet_ids) : null
-    "GATEWAY_PROVIDERS_EC2_GATEWAY_CIDRS"    = local.is_ec2 ? join(",", local.gateway_cidrs) : null
-    "GATEWAY_PROVIDERS_EC2_INSTANCE_PROFILE" = local.is_ec2 ? aws_iam_instance_profile.member[0].name : null
-    "GATEWAY_PROVIDERS_EC2_IMAGE"            = local.is_ec2 ? var.dask_image : null
-    "GATEWAY_PROVIDERS_EC2_VOLUME_GIB"       = local.is_ec2 ? tostring(var.member_volume_gib) : null
+    # Members admit the gateway by its tasks' security group, not by an
+    # address range: other clusters' members share these subnets.
+    "GATEWAY_PROVIDERS_EC2_REGION"                 = local.is_ec2 ? local.region : null
+    "GATEWAY_PROVIDERS_EC2_SUBNETS"                = local.is_ec2 ? join(",", local.cluster_subnet_ids) : null
+    "GATEWAY_PROVIDERS_EC2_GATEWAY_SECURITY_GROUP" = local.is_ec2 ? aws_security_group.gateway.id : null
+    "GATEWAY_PROVIDERS_EC2_INSTANCE_PROFILE"       = local.is_ec2 ? aws_iam_instance_profile.member[0].name : null
+    "GATEWAY_PROVIDERS_EC2_IMAGE"                  = local.is_ec2 ? var.dask_image : null
+    "GATEWAY_PROVIDERS_EC2_VOLUME_GIB"             = local.is_ec2 ? tostring(var.member_volume_gib) : null
 
-    "GATEWAY_PROVIDERS_FARGATE_REGION"             = local.is_fargate ? local.region : null
-    "GATEWAY_PROVIDERS_FARGATE_CLUSTER"            = local.is_fargate ? aws_ecs_cluster.dask[0].name : null
-    "GATEWAY_PROVIDERS_FARGATE_SUBNETS"            = local.is_fargate ? join(",", local.cluster_subnet_ids) : null
-    "GATEWAY_PROVIDERS_FARGATE_GATEWAY_CIDRS"      = local.is_fargate ? join(",", local.gateway_cidrs) : null
-    "GATEWAY_PROVIDERS_FARGATE_EXECUTION_ROLE_ARN" = local.is_fargate ? aws_iam_role.dask_execution[0].arn : null
-    "GATEWAY_PROVIDERS_FARGATE_TASK_ROLE_ARN"      = one(aws_iam_role.dask_task[*].arn)
-    "GATEWAY_PROVIDERS_FARGATE_IMAGE"              = local.is_fargate ? var.dask_image : null
-    "GATEWAY_PROVIDERS_FARGATE_LOG_GROUP"          = local.is_fargate ? aws_cloudwatch_log_group.dask[0].name : null
+    "GATEWAY_PROVIDERS_FARGATE_REGION"                 = local.is_fargate ? local.region : null
+    "GATEWAY_PROVIDERS_FARGATE_CLUSTER"                = local.is_fargate ? aws_ecs_cluster.dask[0].name : null
+    "GATEWAY_PROVIDERS_FARGATE_SUBNETS"                = local.is_fargate ? join(",", local.cluster_subnet_ids) : null
+    "GATEWAY_PROVIDERS_FARGATE_GATEWAY_SECURITY_GROUP" = local.is_fargate ? aws_security_group.gateway.id : null
+    "GATEWAY_PROVIDERS_FARGATE_EXECUTION_ROLE_ARN"     = local.is_fargate ? aws_iam_role.dask_execution[0].arn : null
+    "GATEWAY_PROVIDERS_FARGATE_TASK_ROLE_ARN"          = one(aws_iam_role.dask_task[*].arn)
+    "GATEWAY_PROVIDERS_FARGATE_IMAGE"                  = local.is_fargate ? var.dask_image : null
+    "GATEWAY_PROVIDERS_FARGATE_LOG_GROUP"              = local.is_fargate ? aws_cloudwatch_log_group.dask[0].name : null
 
     # Environment images are pushed to (and looked up in) ECR with the task
     # role's credentials. Building them needs a Docker engine, which Fargate

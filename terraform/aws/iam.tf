@@ -108,12 +108,14 @@ data "aws_iam_policy_document" "gateway_ec2" {
     }
   }
 
-  # Rules are added to, and groups deleted from, this gateway's groups only.
+  # Rules are added to and removed from, and groups deleted from, this
+  # gateway's groups only.
   statement {
     sid = "ChangeOwnSecurityGroups"
     actions = [
       "ec2:AuthorizeSecurityGroupIngress",
       "ec2:DeleteSecurityGroup",
+      "ec2:RevokeSecurityGroupIngress",
     ]
     resources = ["${local.ec2_arn}:security-group/*"]
 
@@ -268,6 +270,7 @@ data "aws_iam_policy_document" "gateway_fargate" {
     actions = [
       "ec2:AuthorizeSecurityGroupIngress",
       "ec2:DeleteSecurityGroup",
+      "ec2:RevokeSecurityGroupIngress",
     ]
     resources = ["${local.ec2_arn}:security-group/*"]
 
@@ -664,11 +667,13 @@ data "aws_iam_policy_document" "dask_execution" {
     resources = ["${aws_cloudwatch_log_group.dask[0].arn}:*"]
   }
 
-  # The clusters' TLS secrets, and only this gateway's (by their tag).
+  # The clusters' TLS secrets, and only this gateway's (by their name and
+  # their tag). ECS reads them for the tasks; the tasks themselves (the task
+  # role, which users' code holds) may not.
   statement {
     sid       = "ClusterTlsSecrets"
     actions   = ["secretsmanager:GetSecretValue"]
-    resources = ["${local.secrets_arn}:secret:gateway/*"]
+    resources = ["${local.secrets_arn}:secret:gateway/${local.gateway_key}/*"]
 
     condition {
       test     = "StringEquals"
@@ -700,4 +705,43 @@ resource "aws_iam_role_policy_attachment" "dask_task" {
 
   role       = aws_iam_role.dask_task[0].name
   policy_arn = each.value
+}
+
+# Users' code holds the task role's credentials. Whatever the policies in
+# dask_task_role_policy_arns grant (SecretsManagerReadWrite, say), it never
+# reads a cluster's TLS secret, or a member's parameter: with one, code on
+# one cluster could connect to another's scheduler. An explicit deny wins
+# over any allow.
+data "aws_iam_policy_document" "dask_task_no_cluster_secrets" {
+  count = local.is_fargate && length(var.dask_task_role_policy_arns) > 0 ? 1 : 0
+
+  statement {
+    sid    = "NoClusterTlsSecrets"
+    effect = "Deny"
+    actions = [
+      "secretsmanager:BatchGetSecretValue",
+      "secretsmanager:GetSecretValue",
+    ]
+    resources = ["${local.secrets_arn}:secret:gateway/*"]
+  }
+
+  statement {
+    sid    = "NoClusterTlsParameters"
+    effect = "Deny"
+    actions = [
+      "ssm:GetParameter",
+      "ssm:GetParameterHistory",
+      "ssm:GetParameters",
+      "ssm:GetParametersByPath",
+    ]
+    resources = ["${local.ssm_arn}:parameter/gateway/*"]
+  }
+}
+
+resource "aws_iam_role_policy" "dask_task_no_cluster_secrets" {
+  count = local.is_fargate && length(var.dask_task_role_policy_arns) > 0 ? 1 : 0
+
+  name   = "no-cluster-secrets"
+  role   = aws_iam_role.dask_task[0].id
+  policy = data.aws_iam_policy_document.dask_task_no_cluster_secrets[0].json
 }

@@ -40,10 +40,15 @@ locals {
   public_subnet_ids    = local.create_vpc ? aws_subnet.public[*].id : var.public_subnet_ids
   private_subnet_cidrs = local.create_vpc ? aws_subnet.private[*].cidr_block : [for id in var.private_subnet_ids : data.aws_subnet.private[id].cidr_block]
   nlb_subnet_ids       = var.nlb_internal ? local.private_subnet_ids : local.public_subnet_ids
-  # Where Dask members run, and the only sources their security groups (made
-  # by the gateway per cluster) admit: the subnets the gateway tasks run in.
+  # Where Dask members run. Their security groups (made by the gateway per
+  # cluster) admit the gateway tasks' security group and themselves, no
+  # address range, so members may share the gateway's subnets.
   cluster_subnet_ids = length(var.cluster_subnet_ids) > 0 ? var.cluster_subnet_ids : local.private_subnet_ids
-  gateway_cidrs      = local.private_subnet_cidrs
+
+  # The fargate backend names each cluster's TLS secret
+  # gateway/<first 8 hex digits of sha256(gateway_id)>/<cluster>/tls
+  # (providers/fargate, secretName): the Dask execution role reads those.
+  gateway_key = substr(sha256(var.gateway_id), 0, 8)
 
   # The address users reach: the operator's DNS name, else the load
   # balancer's own, always on port 443.

@@ -151,8 +151,10 @@ resource "aws_vpc_endpoint" "s3" {
 
 # ---------------------------------------------------------------------------
 # Security groups of the gateway tasks and the database. The Dask members'
-# groups are made by the gateway itself, per cluster, admitting only
-# gateway_cidrs (the private subnets) on the scheduler's ports.
+# groups are made by the gateway itself, per cluster, admitting on the
+# scheduler's ports only this group (the gateway tasks), and all TCP from
+# the cluster's own group: never an address range, so one cluster's members
+# cannot reach another's, though they share subnets.
 # ---------------------------------------------------------------------------
 
 resource "aws_security_group" "gateway" {

@@ -45,6 +45,7 @@ resource "google_project_iam_custom_role" "gateway" {
     "compute.firewalls.create",
     "compute.firewalls.delete",
     "compute.firewalls.get",
+    "compute.firewalls.update",
     "compute.globalOperations.get",
     "compute.images.useReadOnly",
     "compute.instances.create",

@@ -85,16 +85,18 @@ locals {
     "GATEWAY_PROVIDERS_GCE_ZONES"           = join(",", local.zones)
     "GATEWAY_PROVIDERS_GCE_NETWORK"         = local.network_name
     "GATEWAY_PROVIDERS_GCE_SUBNETWORK"      = local.subnetwork_name
-    "GATEWAY_PROVIDERS_GCE_GATEWAY_CIDRS"   = local.subnetwork_cidr
     "GATEWAY_PROVIDERS_GCE_SERVICE_ACCOUNT" = google_service_account.members.email
-    "GATEWAY_PROVIDERS_GCE_CONTAINER_IMAGE" = var.member_container_image
-    "GATEWAY_PROVIDERS_GCE_DISK_GIB"        = var.member_disk_gib == null ? null : tostring(var.member_disk_gib)
-    "GATEWAY_IMAGES_REPOSITORY"             = local.environments_repository
-    "GATEWAY_IMAGES_AUTH"                   = "google"
-    "GATEWAY_CLUSTER_MAX_WORKERS"           = var.cluster_max_workers == null ? null : tostring(var.cluster_max_workers)
-    "GATEWAY_CLUSTER_IDLE_TIMEOUT"          = var.cluster_idle_timeout
-    "GATEWAY_CLUSTER_MAX_LIFETIME"          = var.cluster_max_lifetime
-    "GATEWAY_QUOTAS_ON_EXCEED"              = var.quotas_on_exceed
+    # Members admit the gateway by the service account its VMs run as, not
+    # by an address range: other clusters' members share this subnetwork.
+    "GATEWAY_PROVIDERS_GCE_GATEWAY_SERVICE_ACCOUNT" = google_service_account.gateway.email
+    "GATEWAY_PROVIDERS_GCE_CONTAINER_IMAGE"         = var.member_container_image
+    "GATEWAY_PROVIDERS_GCE_DISK_GIB"                = var.member_disk_gib == null ? null : tostring(var.member_disk_gib)
+    "GATEWAY_IMAGES_REPOSITORY"                     = local.environments_repository
+    "GATEWAY_IMAGES_AUTH"                           = "google"
+    "GATEWAY_CLUSTER_MAX_WORKERS"                   = var.cluster_max_workers == null ? null : tostring(var.cluster_max_workers)
+    "GATEWAY_CLUSTER_IDLE_TIMEOUT"                  = var.cluster_idle_timeout
+    "GATEWAY_CLUSTER_MAX_LIFETIME"                  = var.cluster_max_lifetime
+    "GATEWAY_QUOTAS_ON_EXCEED"                      = var.quotas_on_exceed
   }
   settings = { for k, v in local.settings_all : k => v if v != null && v != "" }
 }

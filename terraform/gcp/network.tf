@@ -136,5 +136,6 @@ resource "google_compute_firewall" "iap_ssh" {
 }
 
 # The Dask members' firewall rules are not here: the gateway creates two per
-# cluster (schedulers' ports from this subnetwork's range, and traffic
-# within the cluster) and deletes them with the cluster.
+# cluster (schedulers' ports from the gateway's service account only, and
+# traffic within the cluster by its network tag) and deletes them with the
+# cluster. No address range is admitted: members share this subnetwork.

@@ -452,6 +452,8 @@ func (f *EC2) serve(w http.ResponseWriter, r *http.Request) {
 		body, err = f.createSecurityGroup(form)
 	case "AuthorizeSecurityGroupIngress":
 		body, err = f.authorizeIngress(form)
+	case "RevokeSecurityGroupIngress":
+		body, err = f.revokeIngress(form)
 	case "DescribeSecurityGroups":
 		body, err = f.describeSecurityGroups(form)
 	case "DeleteSecurityGroup":
@@ -1035,11 +1037,9 @@ func (f *EC2) createSecurityGroup(v url.Values) (any, *apiError) {
 	return xCreateGroup{Return: true, GroupID: g.ID, Tags: xTagsOf(g.Tags)}, nil
 }
 
-func (f *EC2) authorizeIngress(v url.Values) (any, *apiError) {
-	g := f.group(v.Get("GroupId"))
-	if g == nil {
-		return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", v.Get("GroupId"))
-	}
+// ingressRules parses the IpPermissions of an Authorize or Revoke call on
+// group g, one Rule per source.
+func (f *EC2) ingressRules(g *SecurityGroup, v url.Values) ([]Rule, *apiError) {
 	var rules []Rule
 	for _, perm := range members(v, "IpPermissions") {
 		from, err1 := strconv.Atoi(perm.Get("FromPort"))
@@ -1055,14 +1055,35 @@ func (f *EC2) authorizeIngress(v url.Values) (any, *apiError) {
 			rules = append(rules, Rule{Protocol: proto, From: from, To: to, CIDR: r.Get("CidrIpv6"), Description: r.Get("Description")})
 		}
 		for _, r := range members(perm, "Groups") {
-			if f.group(r.Get("GroupId")) == nil {
+			// UserIdGroupPairs: a VPC group is named by its id, and must be
+			// in the same VPC as the group the rule is added to (or in a
+			// peered VPC, which the fake does not have).
+			src := f.group(r.Get("GroupId"))
+			switch {
+			case r.Get("GroupId") == "":
+				return nil, errorf("InvalidParameterValue", "a security group in a VPC must be referenced by its id (GroupId), not its name")
+			case src == nil:
 				return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", r.Get("GroupId"))
+			case src.VPC != g.VPC:
+				return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist in VPC '%s'", r.Get("GroupId"), g.VPC)
 			}
 			rules = append(rules, Rule{Protocol: proto, From: from, To: to, GroupID: r.Get("GroupId"), Description: r.Get("Description")})
 		}
 	}
 	if len(rules) == 0 {
 		return nil, errorf("MissingParameter", "No IpPermissions given")
+	}
+	return rules, nil
+}
+
+func (f *EC2) authorizeIngress(v url.Values) (any, *apiError) {
+	g := f.group(v.Get("GroupId"))
+	if g == nil {
+		return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", v.Get("GroupId"))
+	}
+	rules, err := f.ingressRules(g, v)
+	if err != nil {
+		return nil, err
 	}
 	for _, r := range rules {
 		for _, h := range g.Ingress {
@@ -1072,6 +1093,32 @@ func (f *EC2) authorizeIngress(v url.Values) (any, *apiError) {
 		}
 	}
 	g.Ingress = append(g.Ingress, rules...)
+	return xAuthorize{Return: true}, nil
+}
+
+// revokeIngress removes rules as EC2 does in a non-default VPC: every rule
+// named must exist (matched on protocol, ports and source, whatever its
+// description), else InvalidPermission.NotFound and nothing is removed.
+func (f *EC2) revokeIngress(v url.Values) (any, *apiError) {
+	g := f.group(v.Get("GroupId"))
+	if g == nil {
+		return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", v.Get("GroupId"))
+	}
+	rules, err := f.ingressRules(g, v)
+	if err != nil {
+		return nil, err
+	}
+	same := func(a, b Rule) bool {
+		return a.Protocol == b.Protocol && a.From == b.From && a.To == b.To && a.CIDR == b.CIDR && a.GroupID == b.GroupID
+	}
+	for _, r := range rules {
+		if !slices.ContainsFunc(g.Ingress, func(h Rule) bool { return same(h, r) }) {
+			return nil, errorf("InvalidPermission.NotFound", "The specified rule does not exist in this security group.")
+		}
+	}
+	g.Ingress = slices.DeleteFunc(g.Ingress, func(h Rule) bool {
+		return slices.ContainsFunc(rules, func(r Rule) bool { return same(h, r) })
+	})
 	return xAuthorize{Return: true}, nil
 }
 

@@ -226,3 +226,80 @@ func TestHelpers(t *testing.T) {
 		t.Errorf("filters = %v", f)
 	}
 }
+
+// TestSourceGroupRules: UserIdGroupPairs as EC2 documents them. A rule may
+// name a group of the same VPC by id (the group itself included); a group
+// elsewhere or unknown is InvalidGroup.NotFound; a rule that exists is
+// InvalidPermission.Duplicate and the whole request is refused; the rules
+// come back in DescribeSecurityGroups as pairs.
+func TestSourceGroupRules(t *testing.T) {
+	ctx := context.Background()
+	f := NewEC2(t, "eu-west-1")
+	c := ec2Client(f)
+	f.AddSecurityGroup(SecurityGroup{ID: "sg-0e000000000000001", Name: "gw", Description: "gateway", VPC: "vpc-0c000000000000001"})
+	f.AddSecurityGroup(SecurityGroup{ID: "sg-0e000000000000002", Name: "other", Description: "elsewhere", VPC: "vpc-0ffffffffffffffff"})
+	sg, err := c.CreateSecurityGroup(ctx, &awsec2.CreateSecurityGroupInput{GroupName: aws.String("c1"), Description: aws.String("c1"), VpcId: aws.String("vpc-0c000000000000001")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := aws.ToString(sg.GroupId)
+	pair := func(src string) []types.IpPermission {
+		return []types.IpPermission{{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(8786), ToPort: aws.Int32(8787),
+			UserIdGroupPairs: []types.UserIdGroupPair{{GroupId: aws.String(src), Description: aws.String("from " + src)}}}}
+	}
+	authorize := func(perms []types.IpPermission) error {
+		_, err := c.AuthorizeSecurityGroupIngress(ctx, &awsec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(id), IpPermissions: perms})
+		return err
+	}
+	if err := authorize(pair("sg-0e000000000000001")); err != nil {
+		t.Fatalf("gateway group: %v", err)
+	}
+	if err := authorize(pair(id)); err != nil {
+		t.Fatalf("self reference: %v", err)
+	}
+	if err := authorize(pair("sg-0e000000000000002")); code(err) != "InvalidGroup.NotFound" || !strings.Contains(err.Error(), "vpc-0c000000000000001") {
+		t.Errorf("group in another VPC: %v", err)
+	}
+	if err := authorize(pair("sg-0e000000000000999")); code(err) != "InvalidGroup.NotFound" {
+		t.Errorf("unknown group: %v", err)
+	}
+	// One new rule and one existing one: nothing is added.
+	both := append(pair("sg-0e000000000000001"), types.IpPermission{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(1), ToPort: aws.Int32(2),
+		UserIdGroupPairs: []types.UserIdGroupPair{{GroupId: aws.String(id)}}})
+	if err := authorize(both); code(err) != "InvalidPermission.Duplicate" {
+		t.Errorf("duplicate rule: %v", err)
+	}
+	out, err := c.DescribeSecurityGroups(ctx, &awsec2.DescribeSecurityGroupsInput{GroupIds: []string{id}})
+	if err != nil || len(out.SecurityGroups) != 1 {
+		t.Fatalf("describe: %+v, %v", out, err)
+	}
+	var srcs []string
+	for _, p := range out.SecurityGroups[0].IpPermissions {
+		if aws.ToInt32(p.FromPort) != 8786 || aws.ToInt32(p.ToPort) != 8787 || len(p.IpRanges)+len(p.Ipv6Ranges) != 0 {
+			t.Errorf("permission %+v", p)
+		}
+		for _, g := range p.UserIdGroupPairs {
+			srcs = append(srcs, aws.ToString(g.GroupId))
+		}
+	}
+	if strings.Join(srcs, ",") != "sg-0e000000000000001,"+id {
+		t.Errorf("sources = %v", srcs)
+	}
+	// Revoking: every rule named must exist, else nothing is removed.
+	revoke := func(perms []types.IpPermission) error {
+		_, err := c.RevokeSecurityGroupIngress(ctx, &awsec2.RevokeSecurityGroupIngressInput{GroupId: aws.String(id), IpPermissions: perms})
+		return err
+	}
+	missing := types.IpPermission{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(1), ToPort: aws.Int32(2), UserIdGroupPairs: []types.UserIdGroupPair{{GroupId: aws.String(id)}}}
+	if err := revoke(append(pair(id), missing)); code(err) != "InvalidPermission.NotFound" {
+		t.Errorf("revoking a rule that does not exist: %v", err)
+	}
+	if err := revoke(pair(id)); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	out, err = c.DescribeSecurityGroups(ctx, &awsec2.DescribeSecurityGroupsInput{GroupIds: []string{id}})
+	if err != nil || len(out.SecurityGroups[0].IpPermissions) != 1 || len(out.SecurityGroups[0].IpPermissions[0].UserIdGroupPairs) != 1 ||
+		aws.ToString(out.SecurityGroups[0].IpPermissions[0].UserIdGroupPairs[0].GroupId) != "sg-0e000000000000001" {
+		t.Errorf("after revoke: %+v, %v", out, err)
+	}
+}

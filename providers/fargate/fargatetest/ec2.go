@@ -118,6 +118,8 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request) {
 		out, aerr = s.createSecurityGroup(form)
 	case "AuthorizeSecurityGroupIngress":
 		out, aerr = s.authorizeIngress(form)
+	case "RevokeSecurityGroupIngress":
+		out, aerr = s.revokeIngress(form)
 	case "DescribeSecurityGroups":
 		out, aerr = s.describeSecurityGroups(form)
 	case "DeleteSecurityGroup":
@@ -270,12 +272,9 @@ func tagList(tags map[string]string) []xmlTag {
 	return out
 }
 
-func (s *Server) authorizeIngress(form url.Values) (any, *apiError) {
-	id := form.Get("GroupId")
-	g, ok := s.groups[id]
-	if !ok {
-		return nil, clientErr("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
-	}
+// ingressRules parses the IpPermissions of an Authorize or Revoke call on
+// group g, one Rule per source.
+func (s *Server) ingressRules(g *group, form url.Values) ([]Rule, *apiError) {
 	var rules []Rule
 	for i := 1; ; i++ {
 		p := "IpPermissions." + strconv.Itoa(i)
@@ -320,8 +319,14 @@ func (s *Server) authorizeIngress(form url.Values) (any, *apiError) {
 			if src == "" {
 				break
 			}
-			if _, ok := s.groups[src]; !ok {
+			// A referenced group must be in the VPC of the group the rule
+			// is added to (or a peered one, which the fake does not have).
+			sg, ok := s.groups[src]
+			if !ok {
 				return nil, clientErr("InvalidGroup.NotFound", "The security group '%s' does not exist", src)
+			}
+			if sg.vpc != g.vpc {
+				return nil, clientErr("InvalidGroup.NotFound", "The security group '%s' does not exist in VPC '%s'", src, g.vpc)
 			}
 			rules = append(rules, Rule{Protocol: proto, FromPort: from, ToPort: to, SourceGroup: src, Description: form.Get(q + ".Description")})
 		}
@@ -331,6 +336,19 @@ func (s *Server) authorizeIngress(form url.Values) (any, *apiError) {
 	}
 	if len(rules) == 0 {
 		return nil, clientErr("MissingParameter", "The request must contain the parameter ipPermissions")
+	}
+	return rules, nil
+}
+
+func (s *Server) authorizeIngress(form url.Values) (any, *apiError) {
+	id := form.Get("GroupId")
+	g, ok := s.groups[id]
+	if !ok {
+		return nil, clientErr("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
+	}
+	rules, aerr := s.ingressRules(g, form)
+	if aerr != nil {
+		return nil, aerr
 	}
 	// EC2 refuses the whole request when any rule is already there.
 	for _, r := range rules {
@@ -345,6 +363,36 @@ func (s *Server) authorizeIngress(form url.Values) (any, *apiError) {
 	g.ingress = append(g.ingress, rules...)
 	type response struct {
 		XMLName   xml.Name `xml:"AuthorizeSecurityGroupIngressResponse"`
+		Xmlns     string   `xml:"xmlns,attr"`
+		RequestID string   `xml:"requestId"`
+		Return    bool     `xml:"return"`
+	}
+	return response{Xmlns: ec2Namespace, RequestID: requestID(), Return: true}, nil
+}
+
+// revokeIngress removes rules as EC2 does in a non-default VPC: each rule
+// named must exist (protocol, ports and source), else
+// InvalidPermission.NotFound and nothing is removed.
+func (s *Server) revokeIngress(form url.Values) (any, *apiError) {
+	id := form.Get("GroupId")
+	g, ok := s.groups[id]
+	if !ok {
+		return nil, clientErr("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
+	}
+	rules, aerr := s.ingressRules(g, form)
+	if aerr != nil {
+		return nil, aerr
+	}
+	for _, r := range rules {
+		if !slices.ContainsFunc(g.ingress, func(x Rule) bool { return sameRule(x, r) }) {
+			return nil, clientErr("InvalidPermission.NotFound", "The specified rule does not exist in this security group.")
+		}
+	}
+	g.ingress = slices.DeleteFunc(g.ingress, func(x Rule) bool {
+		return slices.ContainsFunc(rules, func(r Rule) bool { return sameRule(x, r) })
+	})
+	type response struct {
+		XMLName   xml.Name `xml:"RevokeSecurityGroupIngressResponse"`
 		Xmlns     string   `xml:"xmlns,attr"`
 		RequestID string   `xml:"requestId"`
 		Return    bool     `xml:"return"`

@@ -1133,6 +1133,34 @@ func (s *Server) firewallsAPI(r *http.Request, parts []string, body []byte) (any
 			return nil, s.notFound("global/firewalls/" + parts[0])
 		}
 		return *f, nil
+	case len(parts) == 1 && r.Method == http.MethodPut:
+		// update: the whole resource is replaced (fields left out are
+		// cleared), under the same name.
+		cur := s.firewalls[parts[0]]
+		if cur == nil {
+			return nil, s.notFound("global/firewalls/" + parts[0])
+		}
+		var f Firewall
+		if err := json.Unmarshal(body, &f); err != nil {
+			return nil, computeErr(400, "parseError", "Invalid JSON payload received. %v", err)
+		}
+		if f.Name != cur.Name {
+			return nil, computeErr(400, "invalid", "Invalid value for field 'resource.name': '%s'. The name of a firewall cannot be changed.", f.Name)
+		}
+		if err := validateFirewall(&f); err != nil {
+			return nil, err
+		}
+		f.Kind, f.ID, f.CreationTimestamp, f.SelfLink = cur.Kind, cur.ID, cur.CreationTimestamp, cur.SelfLink
+		if f.Priority == 0 {
+			f.Priority = 1000
+		}
+		if f.Direction == "" {
+			f.Direction = "INGRESS"
+		}
+		stored := f
+		op := s.newOp("", "update", f.SelfLink, f.ID, nil)
+		op.pending = func() { s.firewalls[stored.Name] = &stored }
+		return op.Operation, nil
 	case len(parts) == 1 && r.Method == http.MethodDelete:
 		f := s.firewalls[parts[0]]
 		if f == nil {
@@ -1172,16 +1200,38 @@ func validateFirewall(f *Firewall) *apiError {
 			}
 		}
 	}
-	if (f.Direction == "" || f.Direction == "INGRESS") && len(f.SourceRanges) == 0 && len(f.SourceTags) == 0 {
-		return invalid("sourceRanges", "an ingress rule needs sourceRanges or sourceTags (without them it allows 0.0.0.0/0)")
+	ingress := f.Direction == "" || f.Direction == "INGRESS"
+	if ingress && len(f.SourceRanges) == 0 && len(f.SourceTags) == 0 && len(f.SourceServiceAccounts) == 0 {
+		return invalid("sourceRanges", "an ingress rule needs sourceRanges, sourceTags or sourceServiceAccounts (without them it allows 0.0.0.0/0)")
 	}
 	for _, t := range append(slices.Clone(f.SourceTags), f.TargetTags...) {
 		if !nameRE.MatchString(t) {
 			return invalid("targetTags", "'%s'", t)
 		}
 	}
+	// Google's rules for service accounts in firewall rules: they select
+	// instances by the account they run as, and cannot be mixed with
+	// network tags in one rule, in either role.
+	tags := len(f.SourceTags) + len(f.TargetTags)
+	switch {
+	case len(f.SourceServiceAccounts) > 0 && tags > 0:
+		return invalid("sourceServiceAccounts", "sourceServiceAccounts cannot be used at the same time as sourceTags or targetTags")
+	case len(f.TargetServiceAccounts) > 0 && tags > 0:
+		return invalid("targetServiceAccounts", "targetServiceAccounts cannot be used at the same time as targetTags or sourceTags")
+	case !ingress && (len(f.SourceServiceAccounts) > 0 || len(f.SourceTags) > 0):
+		return invalid("sourceServiceAccounts", "an egress rule cannot have sources")
+	case len(f.SourceServiceAccounts) > 10 || len(f.TargetServiceAccounts) > 10:
+		return invalid("sourceServiceAccounts", "at most 10 service accounts")
+	}
+	for _, a := range append(slices.Clone(f.SourceServiceAccounts), f.TargetServiceAccounts...) {
+		if !serviceAccountRE.MatchString(a) {
+			return invalid("serviceAccounts", "'%s' is not a service account email", a)
+		}
+	}
 	return nil
 }
+
+var serviceAccountRE = regexp.MustCompile(`^[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]+$`)
 
 // ---- filters ----
 

@@ -132,3 +132,33 @@ func urlq(s string) string {
 	r := strings.NewReplacer(" ", "%20", `"`, "%22", "(", "%28", ")", "%29", "=", "%3D", "!", "%21")
 	return r.Replace(s)
 }
+
+// TestFirewallServiceAccounts: service accounts in a rule are accepted
+// alone, and refused mixed with network tags in either role, as Google
+// documents.
+func TestFirewallServiceAccounts(t *testing.T) {
+	s := New(t, Options{})
+	rule := func(name, extra string) string {
+		return `{"name":"` + name + `","network":"global/networks/default","direction":"INGRESS","allowed":[{"IPProtocol":"tcp","ports":["8786-8787"]}]` + extra + `}`
+	}
+	for _, tc := range []struct {
+		name, extra string
+		status      int
+	}{
+		{"by-accounts", `,"sourceServiceAccounts":["gw@p.iam.gserviceaccount.com"],"targetServiceAccounts":["m@p.iam.gserviceaccount.com"]`, 200},
+		{"by-tags", `,"sourceTags":["a"],"targetTags":["a"]`, 200},
+		{"source-account-target-tag", `,"sourceServiceAccounts":["gw@p.iam.gserviceaccount.com"],"targetTags":["a"]`, 400},
+		{"source-tag-target-account", `,"sourceTags":["a"],"targetServiceAccounts":["m@p.iam.gserviceaccount.com"]`, 400},
+		{"both-sources", `,"sourceTags":["a"],"sourceServiceAccounts":["gw@p.iam.gserviceaccount.com"]`, 400},
+		{"bad-account", `,"sourceServiceAccounts":["gateway"]`, 400},
+		{"no-source", ``, 400},
+	} {
+		code, out := call(t, s, "POST", base+"global/firewalls", rule(tc.name, tc.extra))
+		if code != tc.status {
+			t.Errorf("%s: HTTP %d %v; want %d", tc.name, code, out, tc.status)
+		}
+		if tc.status == 400 && errReason(out) != "invalid" {
+			t.Errorf("%s: reason %q", tc.name, errReason(out))
+		}
+	}
+}

@@ -203,21 +203,23 @@ type OperationErrorItem struct {
 
 // Firewall is compute#firewall.
 type Firewall struct {
-	Kind              string         `json:"kind,omitempty"`
-	ID                Int64          `json:"id,omitempty"`
-	Name              string         `json:"name"`
-	Description       string         `json:"description,omitempty"`
-	Network           string         `json:"network,omitempty"`
-	Priority          int32          `json:"priority,omitempty"`
-	Direction         string         `json:"direction,omitempty"`
-	SourceRanges      []string       `json:"sourceRanges,omitempty"`
-	SourceTags        []string       `json:"sourceTags,omitempty"`
-	TargetTags        []string       `json:"targetTags,omitempty"`
-	Allowed           []FirewallRule `json:"allowed,omitempty"`
-	Denied            []FirewallRule `json:"denied,omitempty"`
-	Disabled          bool           `json:"disabled,omitempty"`
-	CreationTimestamp string         `json:"creationTimestamp,omitempty"`
-	SelfLink          string         `json:"selfLink,omitempty"`
+	Kind                  string         `json:"kind,omitempty"`
+	ID                    Int64          `json:"id,omitempty"`
+	Name                  string         `json:"name"`
+	Description           string         `json:"description,omitempty"`
+	Network               string         `json:"network,omitempty"`
+	Priority              int32          `json:"priority,omitempty"`
+	Direction             string         `json:"direction,omitempty"`
+	SourceRanges          []string       `json:"sourceRanges,omitempty"`
+	SourceTags            []string       `json:"sourceTags,omitempty"`
+	TargetTags            []string       `json:"targetTags,omitempty"`
+	SourceServiceAccounts []string       `json:"sourceServiceAccounts,omitempty"`
+	TargetServiceAccounts []string       `json:"targetServiceAccounts,omitempty"`
+	Allowed               []FirewallRule `json:"allowed,omitempty"`
+	Denied                []FirewallRule `json:"denied,omitempty"`
+	Disabled              bool           `json:"disabled,omitempty"`
+	CreationTimestamp     string         `json:"creationTimestamp,omitempty"`
+	SelfLink              string         `json:"selfLink,omitempty"`
 }
 
 // FirewallRule is one allowed or denied protocol and ports.

@@ -1,0 +1,432 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gatewayhq/gateway/proxy/routes"
+	"github.com/gatewayhq/gateway/proxy/sni"
+)
+
+// Regression tests for issue 14 finding 2: a ClientHello naming a running
+// cluster, with nothing after it, was spliced to the scheduler and held
+// forever, so anyone knowing a cluster's name could exhaust the gateway's
+// descriptors without logging in.
+
+// halfOpen connects from localIP (a loopback address) and sends only a
+// ClientHello for serverName: the connection the flood is made of.
+func halfOpen(tb testing.TB, addr, localIP string, hello []byte) *net.TCPConn {
+	tb.Helper()
+	d := net.Dialer{Timeout: ioTimeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(localIP)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := c.Write(hello); err != nil {
+		tb.Fatal(err)
+	}
+	return c.(*net.TCPConn)
+}
+
+// plainGet asks the proxy's HTTP side for path, as /api/health would be.
+func plainGet(tb testing.TB, addr, path string) string {
+	tb.Helper()
+	resp, err := (&http.Client{Timeout: ioTimeout}).Get("http://" + addr + path)
+	if err != nil {
+		tb.Fatalf("GET %s during the flood: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("GET %s during the flood: %s", path, resp.Status)
+	}
+	return string(b)
+}
+
+// pingOK does one round trip over an established passthrough.
+func pingOK(tc *tls.Conn) error {
+	_ = tc.SetDeadline(time.Now().Add(ioTimeout))
+	if _, err := tc.Write([]byte{'p'}); err != nil {
+		return err
+	}
+	var one [1]byte
+	if _, err := io.ReadFull(tc, one[:]); err != nil {
+		return err
+	}
+	if one[0] != 'p' {
+		return fmt.Errorf("echoed %q", one[0])
+	}
+	return nil
+}
+
+// echoAll echoes until the client closes.
+func echoAll(_ *backend, tc *tls.Conn, _ net.Conn) { _, _ = io.Copy(tc, tc) }
+
+func TestPassthroughCapsUnderFlood(t *testing.T) {
+	const perCluster, perSource, total = 120, 200, 260
+	c1 := startBackend(t, "c1", echoAll)
+	c2 := startBackend(t, "c2", echoAll)
+	c3 := startBackend(t, "c3", echoAll)
+	rt := routes.New()
+	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	rt.SetRoute("c2", "bob", c2.addr, "", nil)
+	rt.SetRoute("c3", "carol", c3.addr, "", nil)
+	// Handshakes may take long here: this test is about the caps.
+	p := startProxy(t, Config{AllowPlainHTTP: true, HandshakeTimeout: time.Minute,
+		MaxConnections: total, MaxConnectionsPerCluster: perCluster, MaxConnectionsPerSource: perSource}, rt, nil)
+	hello1, hello2, hello3 := captureHello(t, SNIPrefix+"c1"), captureHello(t, SNIPrefix+"c2"), captureHello(t, SNIPrefix+"c3")
+
+	// A real client, connected before the flood, must keep working.
+	early, _, err := dialTLS(t, p.addr, c1.clientConfig(SNIPrefix+"c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pingOK(early); err != nil {
+		t.Fatal(err)
+	}
+
+	// Cluster c1 fills up (the early client is one of its pairs).
+	for range perCluster - 1 {
+		halfOpen(t, p.addr, "127.0.0.1", hello1)
+	}
+	waitFor(t, 20*time.Second, "c1's pairs to be open", func() bool { return p.srv.ActivePassthrough() == perCluster })
+	extra := halfOpen(t, p.addr, "127.0.0.2", hello1)
+	expectClosed(t, extra, 10*time.Second)
+	if got := p.srv.Counted(RefusedCluster); got != 1 {
+		t.Fatalf("refused for the cluster cap: %d, want 1", got)
+	}
+	// Another cluster is still reachable, by a real client.
+	other, _, err := dialTLS(t, p.addr, c2.clientConfig(SNIPrefix+"c2"))
+	if err != nil {
+		t.Fatalf("c2 refused while only c1 is full: %v", err)
+	}
+	if err := pingOK(other); err != nil {
+		t.Fatal(err)
+	}
+
+	// 127.0.0.1 fills its share with c2 (perCluster+1 of its pairs so far).
+	for range perSource - perCluster - 1 {
+		halfOpen(t, p.addr, "127.0.0.1", hello2)
+	}
+	waitFor(t, 20*time.Second, "the source's pairs to be open", func() bool { return p.srv.ActivePassthrough() == perSource })
+	extra = halfOpen(t, p.addr, "127.0.0.1", hello2)
+	expectClosed(t, extra, 10*time.Second)
+	if got := p.srv.Counted(RefusedSource); got != 1 {
+		t.Fatalf("refused for the source cap: %d, want 1", got)
+	}
+
+	// Another source fills the total, with a third cluster.
+	for range total - perSource {
+		halfOpen(t, p.addr, "127.0.0.3", hello3)
+	}
+	waitFor(t, 20*time.Second, "all pairs to be open", func() bool { return p.srv.ActivePassthrough() == total })
+	extra = halfOpen(t, p.addr, "127.0.0.4", hello3)
+	expectClosed(t, extra, 10*time.Second)
+	if got := p.srv.Counted(RefusedTotal); got != 1 {
+		t.Fatalf("refused for the total cap: %d, want 1", got)
+	}
+
+	// During the flood: the HTTP side answers, established pairs work, and
+	// nothing was closed that the caps did not refuse.
+	if got := plainGet(t, p.addr, "/api/health"); got != "tls=false sni= path=/api/health" {
+		t.Fatalf("health answered %q", got)
+	}
+	if err := pingOK(early); err != nil {
+		t.Fatalf("a connection from before the flood failed during it: %v", err)
+	}
+	if err := pingOK(other); err != nil {
+		t.Fatalf("an established connection failed during the flood: %v", err)
+	}
+	if got := p.srv.ActivePassthrough(); got != total {
+		t.Fatalf("%d pairs open, want %d", got, total)
+	}
+
+	// Freed room is usable again.
+	early.Close()
+	waitFor(t, 10*time.Second, "the early pair to close", func() bool { return p.srv.ActivePassthrough() == total-1 })
+	again, _, err := dialTLS(t, p.addr, c1.clientConfig(SNIPrefix+"c1"))
+	if err != nil {
+		t.Fatalf("no connection possible after one closed: %v", err)
+	}
+	if err := pingOK(again); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPassthroughHandshakeTimeout(t *testing.T) {
+	const stalled = 150
+	c1 := startBackend(t, "c1", echoAll)
+	rt := routes.New()
+	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	p := startProxy(t, Config{AllowPlainHTTP: true, HandshakeTimeout: 2 * time.Second}, rt, nil)
+	hello := captureHello(t, SNIPrefix+"c1")
+
+	// Clients that finish their handshakes in time stay, past the timeout.
+	tls13, _, err := dialTLS(t, p.addr, c1.clientConfig(SNIPrefix+"c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg12 := c1.clientConfig(SNIPrefix + "c1")
+	cfg12.MaxVersion = tls.VersionTLS12
+	tls12, _, err := dialTLS(t, p.addr, cfg12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pingOK(tls12); err != nil { // TLS 1.2: the first data ends the check
+		t.Fatal(err)
+	}
+
+	// The flood: a ClientHello and nothing more, and one that adds a
+	// ChangeCipherSpec (what a TLS 1.3 client sends before its Finished)
+	// after the scheduler answered.
+	var conns []*net.TCPConn
+	for range stalled {
+		conns = append(conns, halfOpen(t, p.addr, "127.0.0.1", hello))
+	}
+	ccs := halfOpen(t, p.addr, "127.0.0.1", hello)
+	_ = ccs.SetReadDeadline(time.Now().Add(ioTimeout))
+	var first [1]byte
+	if _, err := ccs.Read(first[:]); err != nil { // the ServerHello arrives
+		t.Fatal(err)
+	}
+	if _, err := ccs.Write([]byte{20, 3, 3, 0, 1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	conns = append(conns, ccs)
+
+	var wg sync.WaitGroup
+	errs := make(chan error, len(conns))
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			_, err := io.Copy(io.Discard, c) // the scheduler's flight, then the close
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				errs <- errors.New("a stalled handshake was not closed")
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := p.srv.Counted(HandshakeExpired); got != stalled+1 {
+		t.Fatalf("handshake timeouts counted: %d, want %d", got, stalled+1)
+	}
+	waitFor(t, 10*time.Second, "only the two good pairs to be left", func() bool { return p.srv.ActivePassthrough() == 2 })
+	for name, tc := range map[string]*tls.Conn{"TLS 1.3": tls13, "TLS 1.2": tls12} {
+		if err := pingOK(tc); err != nil {
+			t.Fatalf("%s connection closed though its handshake finished: %v", name, err)
+		}
+	}
+	plainGet(t, p.addr, "/api/health")
+}
+
+func TestPassthroughIdleTimeout(t *testing.T) {
+	c1 := startBackend(t, "c1", echoAll)
+	rt := routes.New()
+	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	p := startProxy(t, Config{IdleTimeout: 2 * time.Second}, rt, nil)
+
+	idle, idleRaw, err := dialTLS(t, p.addr, c1.clientConfig(SNIPrefix+"c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pingOK(idle); err != nil {
+		t.Fatal(err)
+	}
+	busy, _, err := dialTLS(t, p.addr, c1.clientConfig(SNIPrefix+"c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The busy pair talks (well within the timeout each time) while the
+	// idle one is closed.
+	closed := make(chan error, 1)
+	go func() {
+		_ = idleRaw.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, err := io.Copy(io.Discard, idleRaw)
+		closed <- err
+	}()
+	for done := false; !done; {
+		if err := pingOK(busy); err != nil {
+			t.Fatalf("a busy pair was closed: %v", err)
+		}
+		select {
+		case err := <-closed:
+			if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("idle pair: %v, want it closed", err)
+			}
+			done = true
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if got := p.srv.Counted(IdleExpired); got != 1 {
+		t.Fatalf("idle closes counted: %d, want 1", got)
+	}
+	if err := pingOK(busy); err != nil {
+		t.Fatalf("the busy pair was closed: %v", err)
+	}
+}
+
+func TestHandshakeScan(t *testing.T) {
+	appData := []byte{23, 3, 3, 0, 3, 'a', 'b', 'c'}
+	hello := []byte{22, 3, 1, 0, 2, 1, 2}
+	ccs := []byte{20, 3, 3, 0, 1, 1}
+	cat := func(bs ...[]byte) []byte {
+		var out []byte
+		for _, b := range bs {
+			out = append(out, b...)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		before []byte // sent before the scheduler spoke
+		after  []byte // sent after
+		split  int    // feed after in pieces of this size (0: whole)
+		want   bool
+	}{
+		{"hello only", hello, nil, 0, false},
+		{"hello and CCS", hello, ccs, 0, false},
+		{"finished after the server flight", hello, cat(ccs, appData), 0, true},
+		{"byte by byte", hello, cat(ccs, appData), 1, true},
+		{"header split", hello, cat(ccs, appData), 3, true},
+		{"partial record", hello, cat(ccs, appData[:7]), 0, false},
+		{"record header only", hello, appData[:5], 0, false},
+		{"early data does not count", cat(hello, appData), nil, 0, false},
+		{"early data, then finished", cat(hello, appData), appData, 0, true},
+		{"handshake record after", hello, cat(ccs, []byte{22, 3, 3, 0, 1, 0}), 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h handshakeScan
+			got := h.feed(tc.before, false)
+			rest := tc.after
+			for len(rest) > 0 {
+				n := len(rest)
+				if tc.split > 0 {
+					n = min(tc.split, n)
+				}
+				got = h.feed(rest[:n], true)
+				rest = rest[n:]
+			}
+			if got != tc.want {
+				t.Fatalf("done = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
+// flakyListener fails its first accepts with err, then accepts for real.
+type flakyListener struct {
+	net.Listener
+	mu    sync.Mutex
+	fails int
+	err   error
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if l.fails > 0 {
+		l.fails--
+		l.mu.Unlock()
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", l.err)}
+	}
+	l.mu.Unlock()
+	return l.Listener.Accept()
+}
+
+// Out of descriptors, the accept loop backs off and goes on.
+func TestServeSurvivesDescriptorExhaustion(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			ln, err := net.Listen("tcp", loopback)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := New(Config{AllowPlainHTTP: true}, routes.New())
+			hs := &http.Server{Handler: echoHandler(), ReadHeaderTimeout: 5 * time.Second}
+			go func() { _ = hs.Serve(srv.HTTPListener(ln.Addr())) }()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- srv.Serve(ctx, &flakyListener{Listener: ln, fails: 3, err: errno}) }()
+			defer func() {
+				cancel()
+				<-done
+				hs.Close()
+				srv.Close()
+			}()
+			plainGet(t, ln.Addr().String(), "/after")
+		})
+	}
+}
+
+// withEarlyData returns a one-record ClientHello with the early_data
+// extension (RFC 8446 4.2.10) appended, lengths fixed up.
+func withEarlyData(tb testing.TB, rec []byte) []byte {
+	tb.Helper()
+	const recHdr, hsHdr = 5, 4
+	body := rec[recHdr+hsHdr:]
+	off := 2 + 32
+	off += 1 + int(body[off])                         // session id
+	off += 2 + (int(body[off])<<8 | int(body[off+1])) // cipher suites
+	off += 1 + int(body[off])                         // compression
+	if len(rec) != recHdr+int(rec[3])<<8+int(rec[4]) || len(body) < off+2 {
+		tb.Fatal("captured hello is not one record with an extensions block")
+	}
+	out := append(bytes.Clone(rec), 0, 42, 0, 0) // early_data, empty
+	put16 := func(at, add int) {
+		v := int(out[at])<<8 | int(out[at+1]) + add
+		out[at], out[at+1] = byte(v>>8), byte(v)
+	}
+	put16(3, 4)                // record length
+	put16(recHdr+hsHdr+off, 4) // extensions length
+	n := int(out[recHdr+1])<<16 | int(out[recHdr+2])<<8 | int(out[recHdr+3]) + 4
+	out[recHdr+1], out[recHdr+2], out[recHdr+3] = byte(n>>16), byte(n>>8), byte(n)
+	if h, err := sni.Parse(out[recHdr:]); err != nil || !h.EarlyData {
+		tb.Fatalf("made hello: %+v %v", h, err)
+	}
+	return out
+}
+
+// A ClientHello offering 0-RTT data could pass the handshake check with
+// records sent before any handshake (a server that rejects early data
+// skips them), so such hellos are refused before the scheduler is dialled.
+func TestPassthroughRefusesEarlyData(t *testing.T) {
+	b := startBackend(t, "c1", echoAll)
+	rt := routes.New()
+	rt.SetRoute("c1", "alice", b.addr, "", nil)
+	p := startProxy(t, Config{AllowPlainHTTP: true}, rt, nil)
+
+	c := halfOpen(t, p.addr, "127.0.0.1", withEarlyData(t, captureHello(t, SNIPrefix+"c1")))
+	expectClosed(t, c, 10*time.Second)
+	if got := p.srv.Counted(RefusedEarlyData); got != 1 {
+		t.Fatalf("refused for early data: %d, want 1", got)
+	}
+	if got := b.accepted.Load(); got != 0 {
+		t.Fatalf("the scheduler was dialled %d times for a refused hello", got)
+	}
+	// A client without early data still gets through.
+	tc, _, err := dialTLS(t, p.addr, b.clientConfig(SNIPrefix+"c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pingOK(tc); err != nil {
+		t.Fatal(err)
+	}
+}

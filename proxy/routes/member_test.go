@@ -1,0 +1,79 @@
+package routes
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"crypto/tls"
+	"net/http"
+
+	"github.com/gatewayhq/gateway/internal/pki"
+)
+
+func TestMemberTLS(t *testing.T) {
+	a, err := pki.ClusterCert("a", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := MemberTLS(a.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.InsecureSkipVerify || cfg.RootCAs == nil || cfg.ServerName != pki.DaskInternalName {
+		t.Fatalf("config %+v does not verify against the cluster certificate", cfg)
+	}
+	for _, bad := range [][]byte{nil, []byte("not PEM")} {
+		if _, err := MemberTLS(bad); err == nil {
+			t.Errorf("MemberTLS(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestPoolPerClusterAndDropped(t *testing.T) {
+	a, _ := pki.ClusterCert("a", time.Hour, time.Now())
+	b, _ := pki.ClusterCert("b", time.Hour, time.Now())
+	made := 0
+	p := NewPool(func(tc *tls.Config) *http.Transport { made++; return &http.Transport{TLSClientConfig: tc} })
+	ta := p.Transport("a", a.CertPEM)
+	if p.Transport("a", a.CertPEM) != ta {
+		t.Fatal("the same cluster and certificate got a new transport")
+	}
+	if p.Transport("b", b.CertPEM) == ta {
+		t.Fatal("two clusters share a transport")
+	}
+	if p.Transport("a", b.CertPEM) == ta {
+		t.Fatal("a new certificate kept the old transport")
+	}
+	if p.Len() != 2 || made != 3 {
+		t.Fatalf("%d transports kept, %d made; want 2 and 3", p.Len(), made)
+	}
+	p.Drop("a")
+	if p.Len() != 1 {
+		t.Fatalf("%d transports after Drop, want 1", p.Len())
+	}
+	// Unused transports go after poolIdle, on a later call.
+	now := time.Now()
+	p.now = func() time.Time { return now.Add(poolIdle + 2*time.Minute) }
+	p.Transport("c", a.CertPEM)
+	if p.Len() != 1 {
+		t.Fatalf("%d transports after b went unused, want 1 (c)", p.Len())
+	}
+}
+
+func TestOnGone(t *testing.T) {
+	tb := New()
+	var mu sync.Mutex
+	var gone []string
+	tb.OnGone(func(c string) { mu.Lock(); gone = append(gone, c); mu.Unlock() })
+	tb.SetRoute("c", "o", "s:1", "https://h:1", []byte("A"))
+	tb.SetRoute("c", "o", "s:1", "https://h:1", []byte("A")) // unchanged
+	tb.SetRoute("c", "o", "s:2", "https://h:1", []byte("A")) // scheduler moved: the dashboard did not
+	tb.SetRoute("c", "o", "s:2", "https://h:1", []byte("B")) // new certificate
+	tb.SetRoute("c", "o", "s:2", "https://h:2", []byte("B")) // dashboard moved
+	tb.DeleteRoute("c")
+	if want := []string{"c", "c", "c"}; !slices.Equal(gone, want) {
+		t.Fatalf("gone = %v, want %v", gone, want)
+	}
+}
