@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +57,9 @@ type Config struct {
 	// OnExceed is what a scale beyond quota does (clamp or refuse), shown
 	// to users with their quota.
 	OnExceed string
+	// DashboardProblem says, for a provider's name, why its clusters'
+	// dashboards cannot work, or "" (nil: nothing known).
+	DashboardProblem func(provider string) string
 }
 
 // Server is the API handler.
@@ -75,6 +79,7 @@ type Server struct {
 	records  Records
 
 	sessionStore SessionStore // nil: browser sessions are not listed or ended through the API
+	cookie       *apiCookie   // nil: no API cookie (see apicookie.go)
 }
 
 // New builds the API. sessions may be nil.
@@ -120,6 +125,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /auth/ticket", s.confirmTicket)
 	m.HandleFunc("POST /auth/ticket", s.redeemTicket)
 	m.HandleFunc("POST /auth/logout", s.logout)
+	m.HandleFunc("GET /auth/logout", s.logoutPage)
 	m.HandleFunc("GET /auth/login", s.startLogin)
 	m.HandleFunc("GET /auth/callback", s.finishLogin)
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
@@ -188,6 +194,18 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		u, err := Authenticate(r, s.auth)
+		var cookieCred string // the credential the API cookie carried, if it authenticates
+		if errors.Is(err, auth.ErrNoCredentials) && s.cookie != nil {
+			if tok, ok := s.cookie.credential(r, s.cfg.PublicURL); ok {
+				// The credential is checked again, every time: a revoked
+				// token stops its cookie at once.
+				cookieCred = tok
+				u, err = s.auth.Authenticate(r.Context(), tok)
+			}
+		}
+		if err != nil && cookieCred != "" {
+			s.cookie.clear(w)
+		}
 		if err != nil {
 			msg := "authentication required: send \"Authorization: Bearer <token>\" (run: gateway login)"
 			if !errors.Is(err, auth.ErrNoCredentials) {
@@ -213,6 +231,12 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 		if u.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
 			WriteError(w, http.StatusForbidden, "read_only", "this token is read-only")
 			return
+		}
+		if s.cookie != nil && cookieCred == "" {
+			// Authenticated by its header: the next call may use the cookie.
+			if tok, err := auth.BearerToken(r); err == nil {
+				s.cookie.issue(w, tok, u.Expires)
+			}
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, u)))
 	}
@@ -272,17 +296,32 @@ func (s *Server) coreError(w http.ResponseWriter, r *http.Request, err error) {
 
 // decode reads a JSON object body of at most 1 MiB into v.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	body := http.MaxBytesReader(w, r.Body, 1<<20)
+	return decodeLimit(w, r, v, 1<<20, "request body over 1 MiB")
+}
+
+// decodeLimit reads a JSON object body of at most limit bytes into v.
+// Bodies that are not JSON at all are 400 malformed_json; well-formed JSON
+// with a value of the wrong type is 422, as every other bad value is:
+// dask-gateway's client turns 422 into a ValueError naming the problem.
+func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64, tooLarge string) bool {
+	body := http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
+		var ute *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &mbe):
-			WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "request body over 1 MiB")
+			WriteError(w, http.StatusRequestEntityTooLarge, "too_large", tooLarge)
+		case errors.As(err, &ute):
+			WriteError(w, http.StatusUnprocessableEntity, "invalid_request", typeMessage(ute))
 		case errors.Is(err, io.EOF):
 			WriteError(w, http.StatusBadRequest, "malformed_json", "request body is empty; send a JSON object")
-		default:
+		case errors.As(err, new(*json.SyntaxError)), errors.Is(err, io.ErrUnexpectedEOF):
 			WriteError(w, http.StatusBadRequest, "malformed_json", "request body is not valid JSON: "+err.Error())
+		default:
+			// Valid JSON with a value a field's own decoding refuses
+			// (bad base64, a spec field's check): the value is wrong.
+			WriteError(w, http.StatusUnprocessableEntity, "invalid_request", "request body: "+err.Error())
 		}
 		return false
 	}
@@ -291,6 +330,43 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
+}
+
+// typeMessage says which field had a value of the wrong type, in JSON's
+// terms rather than Go's.
+func typeMessage(e *json.UnmarshalTypeError) string {
+	want := jsonKind(e.Type)
+	got := e.Value
+	if e.Field == "" {
+		return fmt.Sprintf("the request body must be %s, not %s", want, got)
+	}
+	return fmt.Sprintf("%s must be %s, not %s", e.Field, want, got)
+}
+
+// jsonKind names the JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a different type"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "a JSON object"
+	}
+	return "a different type"
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -445,8 +521,11 @@ func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
+	// A pointer to tell a missing count from 0; an int, not a json.Number,
+	// because json.Number also takes "2" (a string), which dask-gateway's
+	// server refuses as it refuses every other value of the wrong type.
 	var req struct {
-		Count *json.Number `json:"count"`
+		Count *int `json:"count"`
 	}
 	if !decode(w, r, &req) {
 		return
@@ -455,9 +534,9 @@ func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", `scale expects {"count": <number of workers>}`)
 		return
 	}
-	n, err := strconv.Atoi(req.Count.String())
-	if err != nil || n < 0 {
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", fmt.Sprintf("scale expects a non-negative whole number of workers, got %s", req.Count))
+	n := *req.Count
+	if n < 0 {
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", fmt.Sprintf("count must be a non-negative whole number of workers, not %d", n))
 		return
 	}
 	msg, err := s.core.Scale(r.Context(), whoOf(r), r.PathValue("name"), n)

@@ -8,13 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/auth/authtest"
 	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
@@ -118,16 +118,7 @@ func newTestServer(t *testing.T) (*httptest.Server, *fakeCore, *auth.Sessions) {
 		"bob1":   {Name: "bob1", Owner: "bob", Status: store.Running, Options: `{}`, TLSCert: []byte("BOBCERT"), TLSKey: []byte("BOBKEY"), CreatedAt: time.UnixMilli(7000)},
 	}, scaled: map[string]int{}}
 	a := auth.NewStaticTokens(map[string]auth.User{"alice-token-000000": {Name: "alice"}, "bob-token-00000000": {Name: "bob"}})
-	sessions, err := auth.NewSessions(make([]byte, 32), time.Hour, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "g.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	sessions.SetStore(db, auth.Access{})
+	sessions, _ := authtest.StoredSessions(t)
 	var srv *httptest.Server
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		New(Config{Version: "test", PublicURL: srv.URL}, core, a, sessions, nil).ServeHTTP(w, r)
@@ -220,7 +211,7 @@ func TestTenancyAndStatusCodes(t *testing.T) {
 		{"scale clamped", "POST", "/api/v1/clusters/run1/scale", "alice-token-000000", `{"count":30}`, 200, `"ok":false`},
 		{"scale missing count", "POST", "/api/v1/clusters/run1/scale", "alice-token-000000", `{}`, 422, "count"},
 		{"scale negative", "POST", "/api/v1/clusters/run1/scale", "alice-token-000000", `{"count":-1}`, 422, "non-negative"},
-		{"scale fraction", "POST", "/api/v1/clusters/run1/scale", "alice-token-000000", `{"count":1.5}`, 422, "non-negative whole"},
+		{"scale fraction", "POST", "/api/v1/clusters/run1/scale", "alice-token-000000", `{"count":1.5}`, 422, "count must be a whole number"},
 		{"adapt with server defaults", "POST", "/api/v1/clusters/run1/adapt", "alice-token-000000", `{"minimum": null, "maximum": null, "active": true}`, 200, `"ok":true`},
 		{"adapt clamped", "POST", "/api/v1/clusters/run1/adapt", "alice-token-000000", `{"minimum": 1, "maximum": 50}`, 200, `"ok":false`},
 		{"adapt bad bounds", "POST", "/api/v1/clusters/run1/adapt", "alice-token-000000", `{"minimum": 5, "maximum": 2}`, 422, "invalid"},

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -101,14 +100,7 @@ func (s *Server) ensureEnv(w http.ResponseWriter, r *http.Request) {
 	// Code travels base64-encoded: 4/3 of its size, plus the spec.
 	limit := s.envs.MaxCodeBytes()/3*4 + 4<<20
 	var req EnvRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	if err := dec.Decode(&req); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			WriteError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the environment's code is larger than this gateway's limit of %d MiB", s.envs.MaxCodeBytes()>>20))
-			return
-		}
-		WriteError(w, http.StatusBadRequest, "bad_request", "the body must be a JSON object with spec and code: "+err.Error())
+	if !decodeLimit(w, r, &req, limit, fmt.Sprintf("the environment's code is larger than this gateway's limit of %d MiB", s.envs.MaxCodeBytes()>>20)) {
 		return
 	}
 	st, err := s.envs.Ensure(r.Context(), whoOf(r), req.Spec, req.Code)

@@ -103,7 +103,7 @@ func TestEnvRoutes(t *testing.T) {
 		{"build starts", "POST", "/api/v1/envs", "alice-token-000000", specBody(t, spec, nil), 202, hash},
 		{"code must come along", "POST", "/api/v1/envs", "alice-token-000000", specBody(t, withCode, nil), 409, "code_required"},
 		{"an invalid spec says what is wrong", "POST", "/api/v1/envs", "alice-token-000000", specBody(t, images.Spec{Python: "three"}, nil), 422, "invalid_request"},
-		{"not JSON", "POST", "/api/v1/envs", "alice-token-000000", "spec=1", 400, "must be a JSON object"},
+		{"not JSON", "POST", "/api/v1/envs", "alice-token-000000", "spec=1", 400, "not valid JSON"},
 		{"code over the limit", "POST", "/api/v1/envs", "alice-token-000000", specBody(t, withCode, map[string][]byte{"proj": make([]byte, 8<<20)}), 413, "limit of 1 MiB"},
 		{"own build status", "GET", "/api/v1/envs/" + hash, "alice-token-000000", "", 200, `"ready"`},
 		{"own build log", "GET", "/api/v1/envs/" + hash + "/logs", "alice-token-000000", "", 200, "step 1/2"},

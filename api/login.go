@@ -43,7 +43,7 @@ func random() string {
 // verifier) and where to go afterwards.
 func (s *Server) startLogin(w http.ResponseWriter, r *http.Request) {
 	if s.browser == nil || s.sessions == nil {
-		WriteError(w, http.StatusNotFound, "not_found", "browser login is not enabled on this gateway")
+		pageError(w, r, http.StatusNotFound, "not_found", "Sign-in is not enabled", "browser login is not enabled on this gateway", "Open dashboards with the link that gateway dashboard NAME prints.")
 		return
 	}
 	next, ok := safeNext(r.URL.Query().Get("next"))
@@ -64,40 +64,40 @@ func (s *Server) startLogin(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request) {
 	if s.browser == nil || s.sessions == nil {
-		WriteError(w, http.StatusNotFound, "not_found", "browser login is not enabled on this gateway")
+		pageError(w, r, http.StatusNotFound, "not_found", "Sign-in is not enabled", "browser login is not enabled on this gateway", "Open dashboards with the link that gateway dashboard NAME prints.")
 		return
 	}
 	var st loginState
 	if err := s.sessions.Open(r, loginCookie, &st); err != nil {
-		WriteError(w, http.StatusBadRequest, "login_expired", "this login was not started here or took too long; open the dashboard link again")
+		pageError(w, r, http.StatusBadRequest, "login_expired", "Sign-in expired", "this login was not started here or took too long; open the dashboard link again", "")
 		return
 	}
 	http.SetCookie(w, s.sessions.Clear(loginCookie))
 	q := r.URL.Query()
 	if q.Get("state") == "" || q.Get("state") != st.State {
-		WriteError(w, http.StatusBadRequest, "login_mismatch", "the login answer does not belong to this login; open the dashboard link again")
+		pageError(w, r, http.StatusBadRequest, "login_mismatch", "Sign-in failed", "the login answer does not belong to this login; open the dashboard link again", "")
 		return
 	}
 	if e := q.Get("error"); e != "" {
-		WriteError(w, http.StatusUnauthorized, "login_refused", "the identity provider refused the login: "+e+" "+q.Get("error_description"))
+		pageError(w, r, http.StatusUnauthorized, "login_refused", "Sign-in refused", "the identity provider refused the login: "+e+" "+q.Get("error_description"), "")
 		return
 	}
 	tok, err := s.browser.OAuth2.Exchange(r.Context(), q.Get("code"), oauth2.VerifierOption(st.Verifier))
 	if err != nil {
 		s.log.Info("browser login: code exchange failed", "remote", remoteIP(r), "err", err)
-		WriteError(w, http.StatusUnauthorized, "login_failed", "the identity provider did not accept the login code; try again")
+		pageError(w, r, http.StatusUnauthorized, "login_failed", "Sign-in failed", "the identity provider did not accept the login code; try again", "")
 		return
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	u, err := s.browser.Verify(r.Context(), raw, st.Nonce)
 	if err != nil {
-		WriteError(w, http.StatusUnauthorized, "login_failed", detail(err, auth.ErrInvalid))
+		pageError(w, r, http.StatusUnauthorized, "login_failed", "Sign-in failed", detail(err, auth.ErrInvalid), "")
 		return
 	}
 	c, err := s.sessions.Start(r.Context(), *u, "login")
 	if err != nil {
 		s.log.Error("browser session not started", "user", u.Name, "err", err)
-		WriteError(w, http.StatusServiceUnavailable, "unavailable", "cannot start a session right now; try again")
+		pageError(w, r, http.StatusServiceUnavailable, "unavailable", "Sign-in failed", "cannot start a session right now; try again", "")
 		return
 	}
 	http.SetCookie(w, c)

@@ -10,8 +10,22 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/internal/errpage"
 	"github.com/gatewayhq/gateway/store"
 )
+
+// newLinkHint is what a person holding a refused sign-in link can do.
+const newLinkHint = "Ask for a new link on the command line with: gateway dashboard NAME (links work once, for a few minutes)."
+
+// pageError answers an error on the browser-facing pages (/auth/...): a
+// page a person can read when a browser asked for HTML, the API's JSON
+// error otherwise.
+func pageError(w http.ResponseWriter, r *http.Request, status int, code, title, msg, hint string) {
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="gateway"`)
+	}
+	errpage.Write(w, r, errpage.Error{Status: status, Code: code, Title: title, Message: msg, Hint: hint})
+}
 
 // Browser sessions for dashboards: a user authenticated on the command line
 // asks for a one-time sign-in link; opening it sets a session cookie that
@@ -61,18 +75,23 @@ func (s *Server) confirmTicket(w http.ResponseWriter, r *http.Request) {
 	}
 	next, ok := safeNext(r.URL.Query().Get("next"))
 	if !ok {
-		WriteError(w, http.StatusBadRequest, "invalid_request", "next must be a dashboard path on this gateway")
+		pageError(w, r, http.StatusBadRequest, "invalid_request", "This sign-in link is damaged", "next must be a dashboard path on this gateway", newLinkHint)
 		return
 	}
 	t := r.URL.Query().Get("t")
 	u, err := s.sessions.Peek(t)
 	if err != nil {
-		WriteError(w, http.StatusUnauthorized, "unauthenticated", detail(err, auth.ErrInvalid))
+		pageError(w, r, http.StatusUnauthorized, "unauthenticated", "This sign-in link no longer works", detail(err, auth.ErrInvalid), newLinkHint)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Referrer-Policy", "no-referrer") // the ticket is in this URL
+	// The ticket is in this URL, so no Referer may carry the URL's path or
+	// query anywhere, not even to this gateway's dashboards. But the form's
+	// POST must carry an Origin: under "no-referrer" browsers send
+	// "Origin: null", which cannot be told from a sandboxed page of another
+	// site. strict-origin sends only the origin, in both headers.
+	w.Header().Set("Referrer-Policy", "strict-origin")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
 	_ = confirmPage.Execute(w, map[string]string{"User": u.Name, "Ticket": t, "Next": next})
 }
@@ -97,32 +116,33 @@ func (s *Server) redeemTicket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !sameOrigin(r) {
-		WriteError(w, http.StatusForbidden, "cross_site", "sign in from the gateway's own page")
+		s.log.Info("cross-site sign-in refused", "remote", remoteIP(r), "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
+		pageError(w, r, http.StatusForbidden, "cross_site", "Sign-in refused", "sign in from the gateway's own page", "Open the sign-in link itself (from gateway dashboard NAME) and click the button there.")
 		return
 	}
 	if err := r.ParseForm(); err != nil {
-		WriteError(w, http.StatusBadRequest, "invalid_request", "malformed form")
+		pageError(w, r, http.StatusBadRequest, "invalid_request", "Sign-in refused", "malformed form", newLinkHint)
 		return
 	}
 	next, ok := safeNext(r.PostForm.Get("next"))
 	if !ok {
-		WriteError(w, http.StatusBadRequest, "invalid_request", "next must be a dashboard path on this gateway")
+		pageError(w, r, http.StatusBadRequest, "invalid_request", "Sign-in refused", "next must be a dashboard path on this gateway", newLinkHint)
 		return
 	}
 	u, err := s.sessions.Redeem(r.PostForm.Get("t"))
 	if err != nil {
 		s.log.Info("sign-in link refused", "remote", remoteIP(r))
-		WriteError(w, http.StatusUnauthorized, "unauthenticated", detail(err, auth.ErrInvalid))
+		pageError(w, r, http.StatusUnauthorized, "unauthenticated", "This sign-in link no longer works", detail(err, auth.ErrInvalid), newLinkHint)
 		return
 	}
 	c, err := s.sessions.Start(r.Context(), *u, "link")
 	if errors.Is(err, store.ErrNotFound) {
-		WriteError(w, http.StatusUnauthorized, "unauthenticated", "the API token that made this link was revoked or expired")
+		pageError(w, r, http.StatusUnauthorized, "unauthenticated", "This sign-in link no longer works", "the API token that made this link was revoked or expired", "Sign in again on the command line (gateway login), then run gateway dashboard NAME.")
 		return
 	}
 	if err != nil {
 		s.log.Error("browser session not started", "user", u.Name, "err", err)
-		WriteError(w, http.StatusServiceUnavailable, "unavailable", "cannot start a session right now; try again")
+		pageError(w, r, http.StatusServiceUnavailable, "unavailable", "Sign-in failed", "cannot start a session right now; try again", "")
 		return
 	}
 	http.SetCookie(w, c)
@@ -132,18 +152,26 @@ func (s *Server) redeemTicket(w http.ResponseWriter, r *http.Request) {
 
 // sameOrigin accepts requests that browsers mark as coming from this
 // origin (or from no page at all), and refuses cross-site ones.
+// Sec-Fetch-Site is set by the browser alone (pages cannot forge it) and
+// accounts for redirects and sandboxed frames, so "same-origin" is trusted
+// even with "Origin: null", which browsers send on a form POST from a page
+// whose Referrer-Policy is no-referrer (a proxy in front of the gateway
+// may add that header). Without Sec-Fetch-Site (older browsers), a "null"
+// Origin may be a sandboxed page of another site and is refused.
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+	site := r.Header.Get("Sec-Fetch-Site")
+	if site != "" && site != "same-origin" && site != "none" {
 		return false
 	}
-	if origin := r.Header.Get("Origin"); origin != "" && origin != "null" {
-		if o, err := url.Parse(origin); err != nil || o.Host != r.Host {
-			return false
-		}
-	} else if origin == "null" {
-		return false
+	switch origin := r.Header.Get("Origin"); origin {
+	case "":
+		return true
+	case "null":
+		return site == "same-origin"
+	default:
+		o, err := url.Parse(origin)
+		return err == nil && o.Host == r.Host
 	}
-	return true
 }
 
 // logout ends the browser's session in the store (so a copy of the cookie
@@ -155,19 +183,61 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !sameOrigin(r) {
-		WriteError(w, http.StatusForbidden, "cross_site", "sign out from the gateway's own pages")
+		pageError(w, r, http.StatusForbidden, "cross_site", "Sign-out refused", "sign out from the gateway's own pages", "Open /auth/logout on the gateway and click the button there.")
 		return
 	}
 	if err := s.sessions.End(r); err != nil {
 		// The cookie stays: clearing it would look like a sign-out while
 		// the session still works for anyone holding a copy.
 		s.log.Error("sign-out failed", "remote", remoteIP(r), "err", err)
-		WriteError(w, http.StatusServiceUnavailable, "unavailable", "cannot end the session right now; try again")
+		pageError(w, r, http.StatusServiceUnavailable, "unavailable", "Sign-out failed", "cannot end the session right now; try again", "")
 		return
 	}
 	http.SetCookie(w, s.sessions.ClearCookie())
+	w.Header().Set("Cache-Control", "no-store")
+	if errpage.WantsHTML(r) {
+		// The sign-out page's form: say so, rather than leave the person
+		// on a page that looks the same as before.
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+		_ = signedOutPage.Execute(w, nil)
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// logoutPage asks for a click to sign this browser out: the sign-out
+// itself is a POST from this origin, which no other site can send.
+func (s *Server) logoutPage(w http.ResponseWriter, r *http.Request) {
+	if s.sessions == nil {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "strict-origin")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	_ = logoutForm.Execute(w, nil)
+}
+
+var logoutForm = template.Must(template.New("logout").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>Sign out of the gateway</title></head>
+<body style="font-family: sans-serif; max-width: 36em; margin: 4em auto">
+<h1>Sign out of the gateway</h1>
+<p>This ends this browser's dashboard session. Your command-line login stays (<code>gateway logout</code> ends that, and all your browser sessions).</p>
+<form method="post" action="/auth/logout">
+<button type="submit">Sign out</button>
+</form>
+</body></html>
+`))
+
+var signedOutPage = template.Must(template.New("signedout").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>Signed out</title></head>
+<body style="font-family: sans-serif; max-width: 36em; margin: 4em auto">
+<h1>Signed out</h1>
+<p>This browser's dashboard session has ended. Opening a dashboard signs you in again.</p>
+</body></html>
+`))
 
 // SessionStore is what the session endpoints need of the store.
 type SessionStore interface {

@@ -6,14 +6,12 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/auth/authtest"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -31,11 +29,7 @@ type sessionServer struct {
 func newSessionServer(t *testing.T) (*sessionServer, map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "g.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	sessions, db := authtest.StoredSessions(t)
 	secrets := map[string]string{}
 	for _, ro := range []bool{false, true} {
 		id := map[bool]string{false: "rw", true: "ro"}[ro]
@@ -50,11 +44,6 @@ func newSessionServer(t *testing.T) (*sessionServer, map[string]string) {
 	// The static tokens first: the chain answers with the last
 	// authenticator's refusal, which for gw_ tokens must be the store's.
 	a := auth.Chain{auth.NewStaticTokens(map[string]auth.User{"alice-token-000000": {Name: "alice"}, "bob-token-00000000": {Name: "bob"}}), auth.NewAPITokens(db, nil, nil)}
-	sessions, err := auth.NewSessions(make([]byte, 32), time.Hour, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sessions.SetStore(db, auth.Access{})
 	ss := &sessionServer{db: db, sessions: sessions}
 	api := New(Config{Version: "test"}, core, a, sessions, nil)
 	api.SetTokenStore(db)
@@ -69,13 +58,7 @@ func newSessionServer(t *testing.T) (*sessionServer, map[string]string) {
 // cookie.
 func (ss *sessionServer) signIn(t *testing.T, token string) *http.Cookie {
 	t.Helper()
-	code, _, body := do(t, ss.srv, "POST", "/api/v1/clusters/run1/dashboard-link", token, "{}")
-	var v struct{ URL string }
-	if code != http.StatusOK || json.Unmarshal(body, &v) != nil {
-		t.Fatalf("link: %d %s", code, body)
-	}
-	u, _ := url.Parse(v.URL)
-	form := url.Values{"t": {u.Query().Get("t")}, "next": {u.Query().Get("next")}}
+	_, form := ss.link(t, token)
 	req, _ := http.NewRequest("POST", ss.srv.URL+"/auth/ticket", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
@@ -216,22 +199,11 @@ func (ss *sessionServer) dashboardUserOf(t *testing.T, token string) *http.Cooki
 	return c
 }
 
-// countingAuth counts the credentials that reach verification.
-type countingAuth struct {
-	auth.Authenticator
-	n atomic.Int64
-}
-
-func (c *countingAuth) Authenticate(ctx context.Context, tok string) (*auth.User, error) {
-	c.n.Add(1)
-	return c.Authenticator.Authenticate(ctx, tok)
-}
-
 // TestFailureLimitBeforeVerification: an address over the failure limit is
 // answered 429 before its credentials are verified, so a flood of forged
 // tokens costs no verification (nor, for ID tokens, key set fetches).
 func TestFailureLimitBeforeVerification(t *testing.T) {
-	ca := &countingAuth{Authenticator: auth.NewStaticTokens(map[string]auth.User{"alice-token-000000": {Name: "alice"}})}
+	ca := &authtest.Counting{Authenticator: auth.NewStaticTokens(map[string]auth.User{"alice-token-000000": {Name: "alice"}})}
 	s := New(Config{Version: "test"}, &fakeCore{clusters: map[string]*store.Cluster{}}, ca, nil, nil)
 	const limit = 5
 	s.SetFailureLimiter(auth.NewFailureLimiter(limit))
@@ -248,14 +220,14 @@ func TestFailureLimitBeforeVerification(t *testing.T) {
 	if counts[http.StatusUnauthorized] != limit || counts[http.StatusTooManyRequests] != 300-limit {
 		t.Errorf("answers %v, want %d × 401 and %d × 429", counts, limit, 300-limit)
 	}
-	if n := ca.n.Load(); n != limit+1 {
+	if n := ca.Count(); n != limit+1 {
 		t.Errorf("%d of 300 forged tokens were verified, want %d", n, limit+1)
 	}
 	// The address waits out the window, whatever it sends.
 	if code, _, _ := do(t, srv, "GET", "/api/v1/clusters/", "alice-token-000000", ""); code != http.StatusTooManyRequests {
 		t.Errorf("a blocked address: %d, want 429", code)
 	}
-	if n := ca.n.Load(); n != limit+1 {
+	if n := ca.Count(); n != limit+1 {
 		t.Errorf("a blocked address's credentials were verified")
 	}
 }

@@ -43,12 +43,16 @@ type ClusterDetail struct {
 	// own port, with SNI naming the cluster.
 	SchedulerAddress string `json:"scheduler_address,omitempty"`
 	// GatewayAddress is the dask_gateway form of the same.
-	GatewayAddress string     `json:"gateway_address,omitempty"`
-	ServerName     string     `json:"tls_server_name"`
-	DashboardURL   string     `json:"dashboard_url,omitempty"`
-	CreatedAt      time.Time  `json:"created_at"`
-	StartedAt      *time.Time `json:"started_at,omitempty"`
-	StoppedAt      *time.Time `json:"stopped_at,omitempty"`
+	GatewayAddress string `json:"gateway_address,omitempty"`
+	ServerName     string `json:"tls_server_name"`
+	DashboardURL   string `json:"dashboard_url,omitempty"`
+	// DashboardProblem is why the cluster's dashboard cannot work (its
+	// Dask lacks a usable bokeh), with the install command, when the
+	// gateway knows; the CLI shows it next to the dashboard's address.
+	DashboardProblem string     `json:"dashboard_problem,omitempty"`
+	CreatedAt        time.Time  `json:"created_at"`
+	StartedAt        *time.Time `json:"started_at,omitempty"`
+	StoppedAt        *time.Time `json:"stopped_at,omitempty"`
 }
 
 // EventJSON is one lifecycle event.
@@ -116,6 +120,9 @@ func (s *Server) clusterJSON(c *store.Cluster, detail, readOnly bool) any {
 				d.DashboardURL = u.Scheme + "://" + u.Host + *out.DashboardRoute
 			}
 		}
+	}
+	if s.cfg.DashboardProblem != nil {
+		d.DashboardProblem = s.cfg.DashboardProblem(c.Provider)
 	}
 	if !c.StartedAt.IsZero() {
 		t := c.StartedAt.UTC()

@@ -1,7 +1,7 @@
 // Package auth turns a request's credentials into a user.
 //
 // Credentials travel as "Authorization: Bearer <token>" (or dask-gateway's
-// "token <token>" form). Authenticators are tried in order; the first that
+// "token <token>" and "jupyterhub <token>" forms, or HTTP Basic). Authenticators are tried in order; the first that
 // recognises the credential decides.
 package auth
 
@@ -89,7 +89,9 @@ func BearerToken(r *http.Request) (string, error) {
 		return "", fmt.Errorf("%w: malformed Authorization header; use \"Bearer <token>\"", ErrInvalid)
 	}
 	switch strings.ToLower(scheme) {
-	case "bearer", "token":
+	case "bearer", "token", "jupyterhub":
+		// "jupyterhub" is what dask_gateway.auth.JupyterHubAuth sends; the
+		// token is checked like any other, whatever the scheme's name.
 		return strings.TrimSpace(tok), nil
 	case "basic":
 		// dask-gateway's default client auth is HTTP Basic: the token goes

@@ -23,6 +23,9 @@ func TestBearerToken(t *testing.T) {
 		{"Bearer abc", "abc", nil},
 		{"bearer  abc ", "abc", nil},
 		{"token abc", "abc", nil},
+		{"jupyterhub abc", "abc", nil}, // dask_gateway.auth.JupyterHubAuth
+		{"JupyterHub abc", "abc", nil},
+		{"jupyterhub ", "", ErrInvalid},
 		{"Basic dXNlcjpwdw==", "pw", nil},  // user:pw
 		{"Basic OnRvaw==", "tok", nil},     // :tok
 		{"Basic dXNlcjo=", "", ErrInvalid}, // user: (no password)

@@ -93,7 +93,7 @@ client.close()
 
 	// In a browser: a one-time link sets a session cookie, then the plain
 	// dashboard URL works; the link does not work twice.
-	link := strings.TrimSpace(e.gwOK("dashboard", c.Name))
+	link := strings.TrimSpace(e.gwStdout("dashboard", c.Name))
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar}
 	resp, err := browser.Get(link)
@@ -322,6 +322,10 @@ func TestBadInput(t *testing.T) {
 		{"unknown option", "POST", "/api/v1/clusters/", `{"cluster_options": {"gpus": 8}}`, 422, "invalid_request", "unknown option(s) gpus; known options are idle_timeout, worker_memory, worker_threads, workers"},
 		{"tiny memory", "POST", "/api/v1/clusters/", `{"cluster_options": {"worker_memory": 0.001}}`, 422, "invalid_request", "worker_memory must be between"},
 		{"bad status filter", "GET", "/api/v1/clusters/?status=BOGUS", "", 422, "invalid_request", "unknown status"},
+		// A value of the wrong type is a 422 (dask-gateway's ValueError) on every route, before any lookup.
+		{"scale count as a string", "POST", "/api/v1/clusters/0123456789abcdef/scale", `{"count": "2"}`, 422, "invalid_request", "count must be a whole number, not string"},
+		{"adapt minimum as a string", "POST", "/api/v1/clusters/0123456789abcdef/adapt", `{"minimum": "1"}`, 422, "invalid_request", "minimum must be a whole number, not string"},
+		{"options not an object", "POST", "/api/v1/clusters/", `{"cluster_options": [1]}`, 422, "invalid_request", "cluster_options must be a JSON object"},
 		{"unknown route", "GET", "/api/v1/nothing", "", 404, "not_found", "no API route"},
 	}
 	for _, tc := range cases {

@@ -226,12 +226,13 @@ func (e *env) gwOK(args ...string) string {
 	return out
 }
 
-// gwJSON runs a CLI command with -o json and decodes its standard output.
-func (e *env) gwJSON(v any, args ...string) {
+// gwStdout runs the CLI, fails the test if it fails, and returns its
+// standard output alone (notes to the user go to standard error).
+func (e *env) gwStdout(args ...string) string {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.bin, append(args, "-o", "json")...)
+	cmd := exec.CommandContext(ctx, e.bin, args...)
 	cmd.Env = e.vars
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -239,7 +240,14 @@ func (e *env) gwJSON(v any, args ...string) {
 	if err != nil {
 		e.t.Fatalf("gateway %s: %v\n%s%s\n--- gateway log:\n%s", strings.Join(args, " "), err, out, stderr.String(), e.gwLog.String())
 	}
-	if err := json.Unmarshal(out, v); err != nil {
+	return string(out)
+}
+
+// gwJSON runs a CLI command with -o json and decodes its standard output.
+func (e *env) gwJSON(v any, args ...string) {
+	e.t.Helper()
+	out := e.gwStdout(append(args, "-o", "json")...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
 		e.t.Fatalf("gateway %s -o json: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/internal/errpage"
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
@@ -67,6 +67,14 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = t.route.Dashboard.Scheme, t.route.Dashboard.Host
 			pr.Out.Host = t.route.Dashboard.Host
 			pr.SetXForwarded()
+			// A page of the gateway's own origin is, to the scheduler, a page
+			// of its own: Tornado (Dask's websockets) refuses an upgrade whose
+			// Origin is not the Host it was sent to, and the Host here is the
+			// scheduler's. Any other Origin passes unchanged, so the scheduler
+			// still sees a foreign page as foreign.
+			if o, err := url.Parse(pr.In.Header.Get("Origin")); err == nil && o.Host != "" && strings.EqualFold(o.Host, pr.In.Host) {
+				pr.Out.Header.Set("Origin", t.route.Dashboard.Scheme+"://"+t.route.Dashboard.Host)
+			}
 			// The gateway's credentials are for the gateway, not the scheduler.
 			pr.Out.Header.Del("Authorization")
 			removeCookie(pr.Out, auth.SessionCookie)
@@ -190,15 +198,29 @@ func crossSite(r *http.Request) string {
 	return ""
 }
 
+// dashError answers the proxy's own errors: a page a person can read when
+// a browser asked for HTML (a dashboard opened in a tab), the API's JSON
+// error for API clients and for the dashboard's own scripts.
 func dashError(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	code := map[int]string{401: "unauthenticated", 403: "read_only", 404: "cluster_not_found", 502: "bad_gateway"}[status]
-	if strings.HasPrefix(msg, "cross-site") {
-		code = "cross_site"
+	e := errpage.Error{Status: status, Message: msg}
+	switch status {
+	case http.StatusUnauthorized:
+		e.Code, e.Title = "unauthenticated", "Sign-in needed"
+		e.Hint = "Open the link that gateway dashboard NAME prints, or open the dashboard URL in this browser to sign in."
+	case http.StatusForbidden:
+		e.Code, e.Title = "read_only", "Request refused"
+	case http.StatusNotFound:
+		e.Code, e.Title = "cluster_not_found", "Dashboard not found"
+		e.Hint = "See your clusters with gateway list. If this browser is signed in as someone else, sign out at /auth/logout."
+	case http.StatusBadGateway:
+		e.Code, e.Title = "bad_gateway", "The dashboard did not answer"
+		e.Hint = "The cluster's scheduler may be starting or stopping; try again in a moment (gateway show NAME says how it is)."
 	}
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg, "code": code, "message": msg})
+	if strings.HasPrefix(msg, "cross-site") {
+		e.Code = "cross_site"
+		e.Hint = "Open the dashboard from its own address, not from another site's page."
+	}
+	errpage.Write(w, r, e)
 }
 
 // removeCookie drops one cookie from the request's Cookie headers and leaves

@@ -2,19 +2,16 @@ package proxy
 
 import (
 	"bufio"
-	"crypto/tls"
 	"fmt"
 	"io"
-	"log"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/internal/pki"
+	"github.com/gatewayhq/gateway/internal/testutil"
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
@@ -149,37 +146,15 @@ func TestDashboardRefusesCrossSiteCookieRequests(t *testing.T) {
 // certificate, as members do (Dask's dashboard.tls settings).
 func tlsDashBackend(t *testing.T, name string, cert pki.Pair) *dashBackend {
 	t.Helper()
-	kp, err := tls.X509KeyPair(cert.CertPEM, cert.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
 	d := &dashBackend{name: name}
-	ts := httptest.NewUnstartedServer(http.HandlerFunc(d.serve))
-	ts.Listener.Close()
-	ln, err := net.Listen("tcp", loopback)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.Listener = ln
-	ts.TLS = &tls.Config{Certificates: []tls.Certificate{kp}}
-	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
-	ts.StartTLS()
-	d.srv = ts
-	t.Cleanup(ts.Close)
+	d.srv = testutil.ServeTLS(t, cert, http.HandlerFunc(d.serve))
 	return d
 }
 
 // Network isolation (issue 14): the gateway reaches an https dashboard
 // only when the member presents the cluster's own certificate.
 func TestDashboardOverTLSVerifiesClusterCert(t *testing.T) {
-	certA, err := pki.ClusterCert("ca", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	certB, err := pki.ClusterCert("cb", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	certA, certB := testutil.ClusterCert(t, "ca"), testutil.ClusterCert(t, "cb")
 	memberA := tlsDashBackend(t, "ca", certA)
 	memberB := tlsDashBackend(t, "cb", certB)
 	rt := routes.New()

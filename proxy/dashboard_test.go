@@ -119,12 +119,7 @@ type dashFixture struct {
 func startDashboard(t *testing.T) *dashFixture {
 	t.Helper()
 	f := &dashFixture{c1: startDashBackend(t, "c1"), c2: startDashBackend(t, "c2")}
-	dead, err := net.Listen("tcp", loopback)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadURL := "http://" + dead.Addr().String()
-	dead.Close()
+	deadURL := deadURL(t)
 
 	rt := routes.New()
 	rt.SetRoute("c1", "alice", "127.0.0.1:1", f.c1.url(), nil)
@@ -579,4 +574,15 @@ func TestRegressionCookieHeaderRewritten(t *testing.T) {
 	if got := reqs[len(reqs)-1].Header.Get("Cookie"); got != sent {
 		t.Fatalf("scheduler got Cookie %q, want %q unchanged", got, sent)
 	}
+}
+
+// deadURL is the URL of a loopback port that nothing listens on.
+func deadURL(t *testing.T) string {
+	t.Helper()
+	dead, err := net.Listen("tcp", loopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	return "http://" + dead.Addr().String()
 }

@@ -88,6 +88,15 @@ func TestPassthroughCapsUnderFlood(t *testing.T) {
 	p := startProxy(t, Config{AllowPlainHTTP: true, HandshakeTimeout: time.Minute,
 		MaxConnections: total, MaxConnectionsPerCluster: perCluster, MaxConnectionsPerSource: perSource}, rt, nil)
 	hello1, hello2, hello3 := captureHello(t, SNIPrefix+"c1"), captureHello(t, SNIPrefix+"c2"), captureHello(t, SNIPrefix+"c3")
+	// refusedOnce: one more pair, from src, is closed, the first refused
+	// for reason (a cap just reached).
+	refusedOnce := func(src string, hello []byte, reason string) {
+		t.Helper()
+		expectClosed(t, halfOpen(t, p.addr, src, hello), 10*time.Second)
+		if got := p.srv.Counted(reason); got != 1 {
+			t.Fatalf("counted %s: %d, want 1", reason, got)
+		}
+	}
 
 	// A real client, connected before the flood, must keep working.
 	early, _, err := dialTLS(t, p.addr, c1.clientConfig(SNIPrefix+"c1"))
@@ -103,11 +112,7 @@ func TestPassthroughCapsUnderFlood(t *testing.T) {
 		halfOpen(t, p.addr, "127.0.0.1", hello1)
 	}
 	waitFor(t, 20*time.Second, "c1's pairs to be open", func() bool { return p.srv.ActivePassthrough() == perCluster })
-	extra := halfOpen(t, p.addr, "127.0.0.2", hello1)
-	expectClosed(t, extra, 10*time.Second)
-	if got := p.srv.Counted(RefusedCluster); got != 1 {
-		t.Fatalf("refused for the cluster cap: %d, want 1", got)
-	}
+	refusedOnce("127.0.0.2", hello1, RefusedCluster)
 	// Another cluster is still reachable, by a real client.
 	other, _, err := dialTLS(t, p.addr, c2.clientConfig(SNIPrefix+"c2"))
 	if err != nil {
@@ -122,22 +127,14 @@ func TestPassthroughCapsUnderFlood(t *testing.T) {
 		halfOpen(t, p.addr, "127.0.0.1", hello2)
 	}
 	waitFor(t, 20*time.Second, "the source's pairs to be open", func() bool { return p.srv.ActivePassthrough() == perSource })
-	extra = halfOpen(t, p.addr, "127.0.0.1", hello2)
-	expectClosed(t, extra, 10*time.Second)
-	if got := p.srv.Counted(RefusedSource); got != 1 {
-		t.Fatalf("refused for the source cap: %d, want 1", got)
-	}
+	refusedOnce("127.0.0.1", hello2, RefusedSource)
 
 	// Another source fills the total, with a third cluster.
 	for range total - perSource {
 		halfOpen(t, p.addr, "127.0.0.3", hello3)
 	}
 	waitFor(t, 20*time.Second, "all pairs to be open", func() bool { return p.srv.ActivePassthrough() == total })
-	extra = halfOpen(t, p.addr, "127.0.0.4", hello3)
-	expectClosed(t, extra, 10*time.Second)
-	if got := p.srv.Counted(RefusedTotal); got != 1 {
-		t.Fatalf("refused for the total cap: %d, want 1", got)
-	}
+	refusedOnce("127.0.0.4", hello3, RefusedTotal)
 
 	// During the flood: the HTTP side answers, established pairs work, and
 	// nothing was closed that the caps did not refuse.

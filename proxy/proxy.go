@@ -428,8 +428,10 @@ func (s *Server) unadmit(cluster, source string) {
 // counts it, and logs refusals at most every refuseLogEvery, since a flood
 // would otherwise flood the log too.
 func (s *Server) refuse(conn net.Conn, cluster, source, reason string) {
-	conn.Close()
+	// Counted before the close, so that whoever sees the connection end
+	// also sees it counted.
 	s.counts[reason].Add(1)
+	conn.Close()
 	s.unlogged.Add(1)
 	now := time.Now().UnixNano()
 	last := s.lastLog.Load()

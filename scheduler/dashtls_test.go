@@ -1,18 +1,14 @@
 package scheduler
 
 import (
-	"crypto/tls"
 	"fmt"
-	"io"
-	"log"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gatewayhq/gateway/internal/pki"
+	"github.com/gatewayhq/gateway/internal/testutil"
 	"github.com/gatewayhq/gateway/proxy/routes"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -21,41 +17,19 @@ import (
 // counts.json for cluster as a Dask scheduler does.
 func countsMember(t *testing.T, cluster string, cert pki.Pair) string {
 	t.Helper()
-	kp, err := tls.X509KeyPair(cert.CertPEM, cert.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return testutil.ServeTLS(t, cert, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/clusters/"+cluster+"/json/counts.json" {
 			http.NotFound(w, r)
 			return
 		}
 		fmt.Fprint(w, `{"workers": 3, "desired_workers": 3, "processing": 0, "waiting": 0, "clients": 1}`)
-	}))
-	ts.Listener.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.Listener = ln
-	ts.TLS = &tls.Config{Certificates: []tls.Certificate{kp}}
-	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
-	return ts.URL
+	})).URL
 }
 
 // Network isolation (issue 14): the health poll reads counts.json only
 // from a member presenting the cluster's own certificate.
 func TestHealthPollVerifiesClusterCert(t *testing.T) {
-	certA, err := pki.ClusterCert("ca", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	certB, err := pki.ClusterCert("cb", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	certA, certB := testutil.ClusterCert(t, "ca"), testutil.ClusterCert(t, "cb")
 	urlA := countsMember(t, "ca", certA)
 	urlB := countsMember(t, "cb", certA) // cb's address, but a member with ca's certificate
 	c := &Core{dash: routes.NewPool(pollTransport), now: time.Now, active: map[string]time.Time{}}

@@ -17,6 +17,12 @@ fi
 if ! /usr/bin/python3 -c 'import prometheus_client' >/dev/null 2>&1; then
 	missing+=(python3-prometheus-client)
 fi
+# The browser tests drive Debian's Chromium. As root (CI) it is installed
+# when missing, and scripts/test.sh then requires those tests to run;
+# elsewhere they are skipped with a message when it is missing.
+if [ "$(id -u)" -eq 0 ] && ! command -v chromium >/dev/null; then
+	missing+=(chromium)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
 	exit 0
 fi

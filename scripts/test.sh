@@ -48,6 +48,8 @@ if [ "$(id -u)" -eq 0 ]; then
 	# The cloud members' boot scripts are run in network namespaces with
 	# iptables; as root they must run, not skip.
 	export GATEWAY_TEST_REQUIRE_SANDBOX=1
+	# scripts/setup.sh installed Chromium: the browser tests must run.
+	export GATEWAY_TEST_REQUIRE_BROWSER=1
 	scripts/docker.sh
 	GATEWAY_TEST_DASK_IMAGE=$(scripts/testimage.sh)
 	export GATEWAY_TEST_DASK_IMAGE GATEWAY_TEST_REQUIRE_DOCKER=1

@@ -30,6 +30,9 @@ type connectInfo struct {
 	TLSCertFile      string `json:"tls_cert_file"`
 	TLSKeyFile       string `json:"tls_key_file"`
 	Python           string `json:"python"`
+	// DashboardProblem is the gateway's one line on why dashboards cannot
+	// work (and how to fix it), if it knows of one.
+	DashboardProblem string `json:"dashboard_problem,omitempty"`
 }
 
 func pythonSnippet(addr, serverName, cert, key string) string {
@@ -59,7 +62,8 @@ client = Client(%[1]q, security=security)
 // returns how to connect.
 func connection(d *api.ClusterDetail) (connectInfo, error) {
 	ci := connectInfo{Name: d.Name, Status: d.State, Phase: d.Phase, Workers: d.Workers.Ready,
-		SchedulerAddress: d.SchedulerAddress, ServerName: d.ServerName, GatewayAddress: d.GatewayAddress, DashboardURL: d.DashboardURL}
+		SchedulerAddress: d.SchedulerAddress, ServerName: d.ServerName, GatewayAddress: d.GatewayAddress, DashboardURL: d.DashboardURL,
+		DashboardProblem: d.DashboardProblem}
 	if d.TLSCert == nil || d.TLSKey == nil {
 		return ci, nil
 	}
@@ -77,6 +81,9 @@ func printConnection(w io.Writer, ci connectInfo) {
 	fmt.Fprintf(w, "  Scheduler address:  %s  (TLS server name %s)\n", ci.SchedulerAddress, ci.ServerName)
 	fmt.Fprintf(w, "  dask_gateway:       %s\n", ci.GatewayAddress)
 	fmt.Fprintf(w, "  Dashboard:          %s\n                      (in a browser: gateway dashboard %s)\n", ci.DashboardURL, ci.Name)
+	if ci.DashboardProblem != "" {
+		fmt.Fprintf(w, "                      NOTE: %s\n", ci.DashboardProblem)
+	}
 	fmt.Fprintf(w, "  TLS credentials:    %s, %s\n", ci.TLSCertFile, ci.TLSKeyFile)
 	fmt.Fprintf(w, "\nConnect from Python:\n\n%s", ci.Python)
 }

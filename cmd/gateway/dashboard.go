@@ -27,6 +27,11 @@ dashboard URL works in that browser. With curl, send your token instead:
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), link)
+			// Stdout stays the link alone, for scripts; the warning goes
+			// to stderr, and its absence (an older gateway) is no error.
+			if d, err := c.Get(cmd.Context(), args[0]); err == nil && d.DashboardProblem != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "note: "+d.DashboardProblem)
+			}
 			if open {
 				if path, err := exec.LookPath("xdg-open"); err == nil {
 					return exec.Command(path, link).Start()

@@ -33,7 +33,11 @@ func newRootCmd() *cobra.Command {
 
 Server:   gateway dev            (development: local clusters, plain HTTP, a dev user)
           gateway serve          (production: TLS, configured authentication)
-Clusters: gateway new-cluster, list, show, scale, stop, logs`,
+          gateway config print | keys
+Access:   gateway login, logout, whoami, print-token, token, sessions
+Clusters: gateway new-cluster, list, show, scale, adapt, stop, logs, dashboard
+Software: gateway env, instance-types
+Limits:   gateway quota, usage, admin (admins only)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       buildVersion(),

@@ -90,7 +90,13 @@ this machine in as any of its users without a password, and no built-in quota
 applies (gateway serve gives every user 5 clusters and 2 image builds at once
 unless configured otherwise). It answers only requests addressed to its
 loopback address and port (127.0.0.1, localhost or [::1]), so that web pages
-cannot reach it by pointing their own name at this machine.`,
+cannot reach it by pointing their own name at this machine.
+
+At start it checks once whether the Python that runs the clusters
+(providers.local.python) can serve Dask's dashboard, that is whether it has a
+bokeh in the range its distributed accepts; Debian's python3-distributed has
+none. If it cannot, the banner says so in one line with the install command,
+and new-cluster and dashboard repeat it.`,
 		Args: cobra.NoArgs,
 	}
 	sf := addServerFlags(cmd.Flags())
@@ -155,6 +161,11 @@ func devBanner(cmd *cobra.Command, g *gateway.Gateway, cfg *config.Config) error
 	for _, u := range gateway.DevUsers() {
 		users = append(users, u.Username)
 	}
+	// One line, only when dashboards cannot work: Debian's Dask has no bokeh.
+	dashLine := ""
+	if problem := g.DashboardProblem(ctx); problem != "" {
+		dashLine = "    dashboards:    " + problem + "\n"
+	}
 	fmt.Fprintf(cmd.ErrOrStderr(), `
   gateway dev: FOR DEVELOPMENT ONLY (plain HTTP, an embedded identity provider that signs anyone in, Dask on this machine)
     gateway URL:   %s
@@ -162,10 +173,10 @@ func devBanner(cmd *cobra.Command, g *gateway.Gateway, cfg *config.Config) error
     data dir:      %s
     CLI signed in: as "dev" (credentials in %s)
     quotas:        configured ones only (gateway serve adds built-in defaults: max_clusters 5, max_builds 2 per user)
-    next, in another shell:  gateway new-cluster --workers 2
+%s    next, in another shell:  gateway new-cluster --workers 2
     as someone else:         gateway login   (approve in the browser as dev2 or admin)
 
-`, g.PublicURL, g.Issuer, strings.Join(users, ", "), cfg.DataDir, credPath)
+`, g.PublicURL, g.Issuer, strings.Join(users, ", "), cfg.DataDir, credPath, dashLine)
 	return nil
 }
 

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/auth/authtest"
 	"github.com/gatewayhq/gateway/client"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -27,16 +27,7 @@ type sessionGateway struct {
 
 func newSessionGateway(t *testing.T) *sessionGateway {
 	t.Helper()
-	db, err := store.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "g.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	sessions, err := auth.NewSessions(make([]byte, 32), time.Hour, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sessions.SetStore(db, auth.Access{})
+	sessions, db := authtest.StoredSessions(t)
 	who := tokens{"ann": {ID: "id-ann", Name: "ann"}, "bob": {ID: "id-bob", Name: "bob"}}
 	s := api.New(api.Config{Version: "test"}, &core{rec: &records{quotas: map[string]store.QuotaRow{}, now: time.Now}}, who, sessions, nil)
 	s.SetSessionStore(db)

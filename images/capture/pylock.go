@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/gatewayhq/gateway/internal/pyversion"
 )
 
 // pylock is the part of a PEP 751 lock file that FromFile reads.
@@ -113,35 +115,16 @@ func parseSpecifiers(s string) ([]specifier, error) {
 	return out, nil
 }
 
-func compareRelease(a, b []int) int {
-	for i := 0; i < max(len(a), len(b)); i++ {
-		var x, y int
-		if i < len(a) {
-			x = a[i]
-		}
-		if i < len(b) {
-			y = b[i]
-		}
-		if x != y {
-			if x < y {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
-}
-
 func hasPrefix(v, prefix []int) bool {
 	if len(v) < len(prefix) {
 		v = append(v[:len(v):len(v)], make([]int, len(prefix)-len(v))...)
 	}
-	return compareRelease(v[:len(prefix)], prefix) == 0
+	return pyversion.CompareRelease(v[:len(prefix)], prefix) == 0
 }
 
 // matches reports whether the release version v satisfies the clause.
 func (sp specifier) matches(v []int) bool {
-	c := compareRelease(v, sp.release)
+	c := pyversion.CompareRelease(v, sp.release)
 	switch sp.op {
 	case "==", "===":
 		if sp.wildcard {

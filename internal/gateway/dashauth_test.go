@@ -5,26 +5,12 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/gatewayhq/gateway/auth"
-	"github.com/gatewayhq/gateway/store"
+	"github.com/gatewayhq/gateway/auth/authtest"
 )
-
-// countingAuth counts the bearer credentials that reach verification.
-type countingAuth struct {
-	auth.Authenticator
-	n atomic.Int64
-}
-
-func (c *countingAuth) Authenticate(ctx context.Context, tok string) (*auth.User, error) {
-	c.n.Add(1)
-	return c.Authenticator.Authenticate(ctx, tok)
-}
 
 // TestDashboardAuthLimitsBeforeVerification: the dashboard proxy's
 // authentication refuses an address over the failure limit before verifying
@@ -32,17 +18,8 @@ func (c *countingAuth) Authenticate(ctx context.Context, tok string) (*auth.User
 // from other addresses still work.
 func TestDashboardAuthLimitsBeforeVerification(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "g.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	sessions, err := auth.NewSessions(make([]byte, 32), time.Hour, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sessions.SetStore(db, auth.Access{})
-	ca := &countingAuth{Authenticator: auth.NewStaticTokens(map[string]auth.User{"alice-token-000000": {Name: "alice"}})}
+	sessions, _ := authtest.StoredSessions(t)
+	ca := &authtest.Counting{Authenticator: auth.NewStaticTokens(map[string]auth.User{"alice-token-000000": {Name: "alice"}})}
 	const limit = 3
 	check := dashboardAuth(ca, sessions, auth.NewFailureLimiter(limit))
 	req := func(addr, bearer string, c *http.Cookie) *http.Request {
@@ -61,7 +38,7 @@ func TestDashboardAuthLimitsBeforeVerification(t *testing.T) {
 			t.Fatalf("forged token %d: %v", i, err)
 		}
 	}
-	if n := ca.n.Load(); n != limit+1 {
+	if n := ca.Count(); n != limit+1 {
 		t.Errorf("%d of 100 forged tokens were verified, want %d", n, limit+1)
 	}
 	alice, err := sessions.Start(ctx, auth.User{Name: "alice"}, "login")

@@ -53,6 +53,8 @@ type Gateway struct {
 	PublicURL string
 	// Issuer is the OIDC issuer the gateway trusts (the embedded one in dev).
 	Issuer string
+
+	dash dashboardCheck // whether local clusters can serve dashboards
 }
 
 // New opens everything the gateway needs and binds its port, but serves
@@ -98,6 +100,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	if g.provider, err = newProvider(ctx, cfg, gwID, pullAuth, log); err != nil {
 		return nil, err
+	}
+	if lp, ok := g.provider.(*local.Provider); ok {
+		g.dash.start(ctx, lp, log, cfg.Dev)
 	}
 
 	quotas, err := newQuotas(cfg, g.store)
@@ -181,11 +186,19 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	sessions.SetStore(g.store, access)
 	limiter := auth.NewFailureLimiter(cfg.Auth.FailedPerMinute)
 	apiSrv := api.New(api.Config{Version: version, PublicURL: g.PublicURL, Issuer: g.Issuer, ClientID: cfg.Auth.OIDC.ClientID,
-		OnExceed: cfg.Quotas.OnExceed}, g.core, authn, sessions, log)
+		OnExceed: cfg.Quotas.OnExceed, DashboardProblem: g.dash.forProvider}, g.core, authn, sessions, log)
 	apiSrv.SetAdmin(quotas, g.store)
 	apiSrv.SetTokenStore(g.store)
 	apiSrv.SetSessionStore(g.store)
 	apiSrv.SetFailureLimiter(limiter)
+	// Shared like the session key: a cookie one replica set works on all.
+	cookieKey, err := g.store.SharedKey(ctx, "api-cookie-key", 32)
+	if err != nil {
+		return nil, err
+	}
+	if err := apiSrv.SetAPICookie(cookieKey, strings.HasPrefix(g.PublicURL, "https://")); err != nil {
+		return nil, err
+	}
 	apiSrv.SetBrowserLogin(g.browserLogin(oidcAuth))
 	if envs != nil {
 		apiSrv.SetEnvs(envs)

@@ -1,16 +1,28 @@
 // Package testutil holds helpers shared by tests of several packages: a
-// clock tests move, and a look at the processes the local provider marks.
+// clock tests move, a look at the processes the local provider marks, a
+// sandbox of network and mount namespaces for boot scripts, and a member's
+// dashboard served over TLS.
 package testutil
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gatewayhq/gateway/internal/pki"
 )
 
 // Clock is a clock a test moves by hand.
@@ -93,4 +105,76 @@ func SandboxMissing(t testing.TB, why string) {
 		t.Fatalf("%s (%s=1)", why, EnvRequireSandbox)
 	}
 	t.Skip(why)
+}
+
+// RunSandbox writes files (paths relative to a fresh directory that has a
+// bin folder; all written executable) and runs the run.sh among them with
+// bash in a network and mount namespace of its own, with SANDBOX naming the
+// directory, for at most timeout. It skips (or fails, see SandboxMissing)
+// where no namespace can be made, fails the test when run.sh fails, and
+// returns a reader of the directory's files for what the run left there.
+func RunSandbox(t testing.TB, timeout time.Duration, files map[string]string) (read func(name string) string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "unshare", "--net", "--mount", "--fork", "bash", filepath.Join(dir, "run.sh"))
+	cmd.Env = append(os.Environ(), "SANDBOX="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		if strings.Contains(string(out), "Operation not permitted") || strings.Contains(string(out), "unshare failed") {
+			SandboxMissing(t, "no network namespace here: "+string(out))
+		}
+		t.Fatalf("sandbox: %v\n%s", err, out)
+	}
+	return func(name string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+}
+
+// ClusterCert is a certificate and key for cluster, valid for an hour from
+// now, as the gateway makes them.
+func ClusterCert(t testing.TB, cluster string) pki.Pair {
+	t.Helper()
+	pair, err := pki.ClusterCert(cluster, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair
+}
+
+// ServeTLS serves h over TLS with cert on an IPv4 loopback port, as a
+// member serves its dashboard with its cluster's certificate (Dask's
+// dashboard.tls settings), until the test ends. Handshakes the client
+// refuses are not logged: tests make them on purpose.
+func ServeTLS(t testing.TB, cert pki.Pair, h http.Handler) *httptest.Server {
+	t.Helper()
+	kp, err := tls.X509KeyPair(cert.CertPEM, cert.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(h)
+	ts.Listener.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Listener = ln
+	ts.TLS = &tls.Config{Certificates: []tls.Certificate{kp}}
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	return ts
 }

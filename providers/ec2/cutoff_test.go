@@ -1,10 +1,6 @@
 package ec2
 
 import (
-	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -125,17 +121,13 @@ kill %1
 // (which read every cluster's key) or undo the cut-off.
 func TestMetadataCutOffBeforeImageCode(t *testing.T) {
 	testutil.NeedSandbox(t, "unshare", "iptables", "python3", "setpriv", "/usr/bin/curl", "ip")
-	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	p := &Provider{cfg: Config{Region: "eu-west-1", GatewayID: "gw1", Image: DefaultImage}.withDefaults()}
 	s := spec("c1")
 	b64, err := userData(p.script(s, "scheduler", providers.RoleScheduler, "", "m6i.large", s.Scheduler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string]string{
+	read := testutil.RunSandbox(t, 120*time.Second, map[string]string{
 		"user-data.sh":   decodeScript(t, b64),
 		"imds.py":        imdsServer,
 		"run.sh":         ec2Runner,
@@ -148,29 +140,7 @@ func TestMetadataCutOffBeforeImageCode(t *testing.T) {
 		"usercode.log":   "",
 		"imds.log":       "",
 		"try.out":        "",
-	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(c, "unshare", "--net", "--mount", "--fork", "bash", filepath.Join(dir, "run.sh"))
-	cmd.Env = append(os.Environ(), "SANDBOX="+dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "Operation not permitted") || strings.Contains(string(out), "unshare failed") {
-			testutil.SandboxMissing(t, "no network namespace here: "+string(out))
-		}
-		t.Fatalf("sandbox: %v\n%s", err, out)
-	}
-	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
+	})
 	calls, usercode, out := read("calls.log"), read("usercode.log"), read("user-data.out")
 	t.Logf("user data output:\n%s\ncalls:\n%s\nimage code:\n%s", out, calls, usercode)
 

@@ -196,30 +196,10 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster string) (string, err
 // staleIngress is what the group admits beyond ingress: each source of
 // each permission that no wanted rule has.
 func (p *Provider) staleIngress(groupID string, have []ec2types.IpPermission) []ec2types.IpPermission {
-	type rule struct {
-		proto    string
-		from, to int32
-		src      string
-	}
-	wanted := map[rule]bool{}
-	for _, w := range p.ingress(groupID) {
-		r := rule{proto: aws.ToString(w.IpProtocol), from: aws.ToInt32(w.FromPort), to: aws.ToInt32(w.ToPort)}
-		for _, x := range w.IpRanges {
-			r.src = aws.ToString(x.CidrIp)
-			wanted[r] = true
-		}
-		for _, x := range w.Ipv6Ranges {
-			r.src = aws.ToString(x.CidrIpv6)
-			wanted[r] = true
-		}
-		for _, x := range w.UserIdGroupPairs {
-			r.src = aws.ToString(x.GroupId)
-			wanted[r] = true
-		}
-	}
+	wanted := ingressSources(p.ingress(groupID))
 	var out []ec2types.IpPermission
 	for _, h := range have {
-		r := rule{proto: aws.ToString(h.IpProtocol), from: aws.ToInt32(h.FromPort), to: aws.ToInt32(h.ToPort)}
+		r := sourceOf(h)
 		stale := ec2types.IpPermission{IpProtocol: h.IpProtocol, FromPort: h.FromPort, ToPort: h.ToPort}
 		for _, x := range h.IpRanges {
 			if r.src = aws.ToString(x.CidrIp); !wanted[r] {
@@ -269,32 +249,10 @@ func (p *Provider) ingress(groupID string) []ec2types.IpPermission {
 }
 
 func (p *Provider) missingIngress(groupID string, have []ec2types.IpPermission) []ec2types.IpPermission {
-	type rule struct {
-		from, to int32
-		src      string
-	}
-	present := map[rule]bool{}
-	for _, h := range have {
-		if aws.ToString(h.IpProtocol) != "tcp" {
-			continue
-		}
-		r := rule{from: aws.ToInt32(h.FromPort), to: aws.ToInt32(h.ToPort)}
-		for _, x := range h.IpRanges {
-			r.src = aws.ToString(x.CidrIp)
-			present[r] = true
-		}
-		for _, x := range h.Ipv6Ranges {
-			r.src = aws.ToString(x.CidrIpv6)
-			present[r] = true
-		}
-		for _, x := range h.UserIdGroupPairs {
-			r.src = aws.ToString(x.GroupId)
-			present[r] = true
-		}
-	}
+	present := ingressSources(have)
 	var out []ec2types.IpPermission
 	for _, want := range p.ingress(groupID) {
-		r := rule{from: aws.ToInt32(want.FromPort), to: aws.ToInt32(want.ToPort)}
+		r := sourceOf(want)
 		miss := want
 		miss.IpRanges, miss.Ipv6Ranges, miss.UserIdGroupPairs = nil, nil, nil
 		for _, x := range want.IpRanges {
@@ -317,6 +275,40 @@ func (p *Provider) missingIngress(groupID string, have []ec2types.IpPermission) 
 		}
 	}
 	return out
+}
+
+// ingressSource is what EC2 tells ingress rules apart by: protocol, ports
+// and one source (a CIDR or a group id), whatever the description.
+type ingressSource struct {
+	proto    string
+	from, to int32
+	src      string
+}
+
+// sourceOf is perm's protocol and ports, its source left to fill in.
+func sourceOf(perm ec2types.IpPermission) ingressSource {
+	return ingressSource{proto: aws.ToString(perm.IpProtocol), from: aws.ToInt32(perm.FromPort), to: aws.ToInt32(perm.ToPort)}
+}
+
+// ingressSources is every source of every permission in perms.
+func ingressSources(perms []ec2types.IpPermission) map[ingressSource]bool {
+	set := map[ingressSource]bool{}
+	for _, perm := range perms {
+		r := sourceOf(perm)
+		for _, x := range perm.IpRanges {
+			r.src = aws.ToString(x.CidrIp)
+			set[r] = true
+		}
+		for _, x := range perm.Ipv6Ranges {
+			r.src = aws.ToString(x.CidrIpv6)
+			set[r] = true
+		}
+		for _, x := range perm.UserIdGroupPairs {
+			r.src = aws.ToString(x.GroupId)
+			set[r] = true
+		}
+	}
+	return set
 }
 
 // ---- the cluster's TLS secret ----

@@ -1,11 +1,7 @@
 package gce
 
 import (
-	"context"
 	"encoding/base64"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -121,15 +117,10 @@ kill %1
 // less the dropped ones, no new privileges, the host's network).
 func TestMetadataCutOffKeepsTheTokenFromUserCode(t *testing.T) {
 	testutil.NeedSandbox(t, "unshare", "iptables", "python3", "setpriv", "chroot", "od", "/usr/bin/curl", "ip")
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
-	if err := os.Mkdir(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	cert, key := testTLS(t)
 	script := startupScript(scriptParams{Project: "p", SecretID: "gw-b-tls", Image: "ghcr.io/example/dask:1", Role: providers.RoleWorker,
 		Member: "worker-0", Scheduler: "10.0.0.2:8786"})
-	files := map[string]string{
+	read := testutil.RunSandbox(t, 90*time.Second, map[string]string{
 		"startup.sh":   script,
 		"md.py":        metadataServer,
 		"run.sh":       sandboxRunner,
@@ -144,29 +135,7 @@ func TestMetadataCutOffKeepsTheTokenFromUserCode(t *testing.T) {
 		"md.log":       "",
 		"startup.out":  "",
 		"try.out":      "",
-	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "unshare", "--net", "--mount", "--fork", "bash", filepath.Join(dir, "run.sh"))
-	cmd.Env = append(os.Environ(), "SANDBOX="+dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "Operation not permitted") || strings.Contains(string(out), "unshare failed") {
-			testutil.SandboxMissing(t, "no network namespace here: "+string(out))
-		}
-		t.Fatalf("sandbox: %v\n%s", err, out)
-	}
-	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
+	})
 	calls, usercode, md, out := read("calls.log"), read("usercode.log"), read("md.log"), read("startup.out")
 	t.Logf("startup script output:\n%s\ncalls:\n%s\nmetadata server:\n%s", out, calls, md)
 

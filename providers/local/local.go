@@ -67,6 +67,7 @@ const (
 
 // Provider is the local backend.
 type Provider struct {
+	dashboardState
 	cfg Config
 	log *slog.Logger
 

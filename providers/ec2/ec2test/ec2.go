@@ -1037,16 +1037,20 @@ func (f *EC2) createSecurityGroup(v url.Values) (any, *apiError) {
 	return xCreateGroup{Return: true, GroupID: g.ID, Tags: xTagsOf(g.Tags)}, nil
 }
 
-// ingressRules parses the IpPermissions of an Authorize or Revoke call on
-// group g, one Rule per source.
-func (f *EC2) ingressRules(g *SecurityGroup, v url.Values) ([]Rule, *apiError) {
+// ingressRules looks up the group an Authorize or Revoke call names and
+// parses its IpPermissions, one Rule per source.
+func (f *EC2) ingressRules(v url.Values) (*SecurityGroup, []Rule, *apiError) {
+	g := f.group(v.Get("GroupId"))
+	if g == nil {
+		return nil, nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", v.Get("GroupId"))
+	}
 	var rules []Rule
 	for _, perm := range members(v, "IpPermissions") {
 		from, err1 := strconv.Atoi(perm.Get("FromPort"))
 		to, err2 := strconv.Atoi(perm.Get("ToPort"))
 		proto := perm.Get("IpProtocol")
 		if proto == "" || err1 != nil || err2 != nil || from > to {
-			return nil, errorf("InvalidParameterValue", "invalid protocol or port range in IpPermissions")
+			return nil, nil, errorf("InvalidParameterValue", "invalid protocol or port range in IpPermissions")
 		}
 		for _, r := range members(perm, "IpRanges") {
 			rules = append(rules, Rule{Protocol: proto, From: from, To: to, CIDR: r.Get("CidrIp"), Description: r.Get("Description")})
@@ -1061,35 +1065,29 @@ func (f *EC2) ingressRules(g *SecurityGroup, v url.Values) ([]Rule, *apiError) {
 			src := f.group(r.Get("GroupId"))
 			switch {
 			case r.Get("GroupId") == "":
-				return nil, errorf("InvalidParameterValue", "a security group in a VPC must be referenced by its id (GroupId), not its name")
+				return nil, nil, errorf("InvalidParameterValue", "a security group in a VPC must be referenced by its id (GroupId), not its name")
 			case src == nil:
-				return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", r.Get("GroupId"))
+				return nil, nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", r.Get("GroupId"))
 			case src.VPC != g.VPC:
-				return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist in VPC '%s'", r.Get("GroupId"), g.VPC)
+				return nil, nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist in VPC '%s'", r.Get("GroupId"), g.VPC)
 			}
 			rules = append(rules, Rule{Protocol: proto, From: from, To: to, GroupID: r.Get("GroupId"), Description: r.Get("Description")})
 		}
 	}
 	if len(rules) == 0 {
-		return nil, errorf("MissingParameter", "No IpPermissions given")
+		return nil, nil, errorf("MissingParameter", "No IpPermissions given")
 	}
-	return rules, nil
+	return g, rules, nil
 }
 
 func (f *EC2) authorizeIngress(v url.Values) (any, *apiError) {
-	g := f.group(v.Get("GroupId"))
-	if g == nil {
-		return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", v.Get("GroupId"))
-	}
-	rules, err := f.ingressRules(g, v)
+	g, rules, err := f.ingressRules(v)
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range rules {
-		for _, h := range g.Ingress {
-			if h.Protocol == r.Protocol && h.From == r.From && h.To == r.To && h.CIDR == r.CIDR && h.GroupID == r.GroupID {
-				return nil, errorf("InvalidPermission.Duplicate", "the specified rule \"peer: %s, TCP, from port: %d, to port: %d, ALLOW\" already exists", r.CIDR+r.GroupID, r.From, r.To)
-			}
+		if slices.ContainsFunc(g.Ingress, func(h Rule) bool { return sameRule(h, r) }) {
+			return nil, errorf("InvalidPermission.Duplicate", "the specified rule \"peer: %s, TCP, from port: %d, to port: %d, ALLOW\" already exists", r.CIDR+r.GroupID, r.From, r.To)
 		}
 	}
 	g.Ingress = append(g.Ingress, rules...)
@@ -1100,26 +1098,25 @@ func (f *EC2) authorizeIngress(v url.Values) (any, *apiError) {
 // named must exist (matched on protocol, ports and source, whatever its
 // description), else InvalidPermission.NotFound and nothing is removed.
 func (f *EC2) revokeIngress(v url.Values) (any, *apiError) {
-	g := f.group(v.Get("GroupId"))
-	if g == nil {
-		return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", v.Get("GroupId"))
-	}
-	rules, err := f.ingressRules(g, v)
+	g, rules, err := f.ingressRules(v)
 	if err != nil {
 		return nil, err
 	}
-	same := func(a, b Rule) bool {
-		return a.Protocol == b.Protocol && a.From == b.From && a.To == b.To && a.CIDR == b.CIDR && a.GroupID == b.GroupID
-	}
 	for _, r := range rules {
-		if !slices.ContainsFunc(g.Ingress, func(h Rule) bool { return same(h, r) }) {
+		if !slices.ContainsFunc(g.Ingress, func(h Rule) bool { return sameRule(h, r) }) {
 			return nil, errorf("InvalidPermission.NotFound", "The specified rule does not exist in this security group.")
 		}
 	}
 	g.Ingress = slices.DeleteFunc(g.Ingress, func(h Rule) bool {
-		return slices.ContainsFunc(rules, func(r Rule) bool { return same(h, r) })
+		return slices.ContainsFunc(rules, func(r Rule) bool { return sameRule(h, r) })
 	})
 	return xAuthorize{Return: true}, nil
+}
+
+// sameRule: EC2 tells rules apart by protocol, ports and source, whatever
+// their descriptions.
+func sameRule(a, b Rule) bool {
+	return a.Protocol == b.Protocol && a.From == b.From && a.To == b.To && a.CIDR == b.CIDR && a.GroupID == b.GroupID
 }
 
 func (f *EC2) describeSecurityGroups(v url.Values) (any, *apiError) {

@@ -272,9 +272,14 @@ func tagList(tags map[string]string) []xmlTag {
 	return out
 }
 
-// ingressRules parses the IpPermissions of an Authorize or Revoke call on
-// group g, one Rule per source.
-func (s *Server) ingressRules(g *group, form url.Values) ([]Rule, *apiError) {
+// ingressRules looks up the group an Authorize or Revoke call names and
+// parses its IpPermissions, one Rule per source.
+func (s *Server) ingressRules(form url.Values) (*group, []Rule, *apiError) {
+	id := form.Get("GroupId")
+	g, ok := s.groups[id]
+	if !ok {
+		return nil, nil, clientErr("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
+	}
 	var rules []Rule
 	for i := 1; ; i++ {
 		p := "IpPermissions." + strconv.Itoa(i)
@@ -285,10 +290,10 @@ func (s *Server) ingressRules(g *group, form url.Values) ([]Rule, *apiError) {
 		from, err1 := strconv.Atoi(form.Get(p + ".FromPort"))
 		to, err2 := strconv.Atoi(form.Get(p + ".ToPort"))
 		if proto != "-1" && (err1 != nil || err2 != nil || from < 0 || to > 65535 || from > to) {
-			return nil, clientErr("InvalidParameterValue", "Invalid port range %s-%s", form.Get(p+".FromPort"), form.Get(p+".ToPort"))
+			return nil, nil, clientErr("InvalidParameterValue", "Invalid port range %s-%s", form.Get(p+".FromPort"), form.Get(p+".ToPort"))
 		}
 		if proto != "tcp" && proto != "udp" && proto != "-1" {
-			return nil, clientErr("InvalidParameterValue", "Invalid value '%s' for IP protocol.", proto)
+			return nil, nil, clientErr("InvalidParameterValue", "Invalid value '%s' for IP protocol.", proto)
 		}
 		n := len(rules)
 		for j := 1; ; j++ {
@@ -298,7 +303,7 @@ func (s *Server) ingressRules(g *group, form url.Values) ([]Rule, *apiError) {
 				break
 			}
 			if pf, err := netip.ParsePrefix(cidr); err != nil || !pf.Addr().Is4() {
-				return nil, clientErr("InvalidParameterValue", "CIDR block %s is malformed", cidr)
+				return nil, nil, clientErr("InvalidParameterValue", "CIDR block %s is malformed", cidr)
 			}
 			rules = append(rules, Rule{Protocol: proto, FromPort: from, ToPort: to, CIDR: cidr, Description: form.Get(q + ".Description")})
 		}
@@ -309,7 +314,7 @@ func (s *Server) ingressRules(g *group, form url.Values) ([]Rule, *apiError) {
 				break
 			}
 			if pf, err := netip.ParsePrefix(cidr); err != nil || !pf.Addr().Is6() {
-				return nil, clientErr("InvalidParameterValue", "CIDR block %s is malformed", cidr)
+				return nil, nil, clientErr("InvalidParameterValue", "CIDR block %s is malformed", cidr)
 			}
 			rules = append(rules, Rule{Protocol: proto, FromPort: from, ToPort: to, CIDR: cidr, Description: form.Get(q + ".Description")})
 		}
@@ -323,30 +328,25 @@ func (s *Server) ingressRules(g *group, form url.Values) ([]Rule, *apiError) {
 			// is added to (or a peered one, which the fake does not have).
 			sg, ok := s.groups[src]
 			if !ok {
-				return nil, clientErr("InvalidGroup.NotFound", "The security group '%s' does not exist", src)
+				return nil, nil, clientErr("InvalidGroup.NotFound", "The security group '%s' does not exist", src)
 			}
 			if sg.vpc != g.vpc {
-				return nil, clientErr("InvalidGroup.NotFound", "The security group '%s' does not exist in VPC '%s'", src, g.vpc)
+				return nil, nil, clientErr("InvalidGroup.NotFound", "The security group '%s' does not exist in VPC '%s'", src, g.vpc)
 			}
 			rules = append(rules, Rule{Protocol: proto, FromPort: from, ToPort: to, SourceGroup: src, Description: form.Get(q + ".Description")})
 		}
 		if len(rules) == n {
-			return nil, clientErr("InvalidParameterValue", "a permission needs a source (CIDR or group)")
+			return nil, nil, clientErr("InvalidParameterValue", "a permission needs a source (CIDR or group)")
 		}
 	}
 	if len(rules) == 0 {
-		return nil, clientErr("MissingParameter", "The request must contain the parameter ipPermissions")
+		return nil, nil, clientErr("MissingParameter", "The request must contain the parameter ipPermissions")
 	}
-	return rules, nil
+	return g, rules, nil
 }
 
 func (s *Server) authorizeIngress(form url.Values) (any, *apiError) {
-	id := form.Get("GroupId")
-	g, ok := s.groups[id]
-	if !ok {
-		return nil, clientErr("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
-	}
-	rules, aerr := s.ingressRules(g, form)
+	g, rules, aerr := s.ingressRules(form)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -374,12 +374,7 @@ func (s *Server) authorizeIngress(form url.Values) (any, *apiError) {
 // named must exist (protocol, ports and source), else
 // InvalidPermission.NotFound and nothing is removed.
 func (s *Server) revokeIngress(form url.Values) (any, *apiError) {
-	id := form.Get("GroupId")
-	g, ok := s.groups[id]
-	if !ok {
-		return nil, clientErr("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
-	}
-	rules, aerr := s.ingressRules(g, form)
+	g, rules, aerr := s.ingressRules(form)
 	if aerr != nil {
 		return nil, aerr
 	}

@@ -1117,16 +1117,7 @@ func (s *Server) firewallsAPI(r *http.Request, parts []string, body []byte) (any
 		}
 		f.Kind, f.ID, f.CreationTimestamp = "compute#firewall", s.nextID(), s.now()
 		f.SelfLink = s.link("global/firewalls/" + f.Name)
-		if f.Priority == 0 {
-			f.Priority = 1000
-		}
-		if f.Direction == "" {
-			f.Direction = "INGRESS"
-		}
-		stored := f
-		op := s.newOp("", "insert", f.SelfLink, f.ID, nil)
-		op.pending = func() { s.firewalls[stored.Name] = &stored }
-		return op.Operation, nil
+		return s.storeFirewall("insert", f), nil
 	case len(parts) == 1 && r.Method == http.MethodGet:
 		f := s.firewalls[parts[0]]
 		if f == nil {
@@ -1151,16 +1142,7 @@ func (s *Server) firewallsAPI(r *http.Request, parts []string, body []byte) (any
 			return nil, err
 		}
 		f.Kind, f.ID, f.CreationTimestamp, f.SelfLink = cur.Kind, cur.ID, cur.CreationTimestamp, cur.SelfLink
-		if f.Priority == 0 {
-			f.Priority = 1000
-		}
-		if f.Direction == "" {
-			f.Direction = "INGRESS"
-		}
-		stored := f
-		op := s.newOp("", "update", f.SelfLink, f.ID, nil)
-		op.pending = func() { s.firewalls[stored.Name] = &stored }
-		return op.Operation, nil
+		return s.storeFirewall("update", f), nil
 	case len(parts) == 1 && r.Method == http.MethodDelete:
 		f := s.firewalls[parts[0]]
 		if f == nil {
@@ -1172,6 +1154,20 @@ func (s *Server) firewallsAPI(r *http.Request, parts []string, body []byte) (any
 		return op.Operation, nil
 	}
 	return nil, computeErr(404, "notFound", "no such method: %s %s", r.Method, r.URL.Path)
+}
+
+// storeFirewall fills in the defaults of f's fields left out and returns
+// the operation (of opType) that stores f when it completes.
+func (s *Server) storeFirewall(opType string, f Firewall) Operation {
+	if f.Priority == 0 {
+		f.Priority = 1000
+	}
+	if f.Direction == "" {
+		f.Direction = "INGRESS"
+	}
+	op := s.newOp("", opType, f.SelfLink, f.ID, nil)
+	op.pending = func() { s.firewalls[f.Name] = &f }
+	return op.Operation
 }
 
 func validateFirewall(f *Firewall) *apiError {
