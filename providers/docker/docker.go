@@ -183,6 +183,11 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("docker provider: providers.docker.network is %q; want %q (a network per cluster) or %q (the host's, shared by every cluster)", cfg.Network, NetworkCluster, NetworkHost)
 	}
 	if cfg.Network == NetworkCluster && !cfg.Egress {
+		if ep := engineEndpoint(cfg.Endpoint); !localEngine(ep) {
+			// The bridges are on the engine's host: this process cannot
+			// turn their forwarding off.
+			return nil, fmt.Errorf("docker provider: the engine at %s is on another host, where the gateway cannot turn forwarding off on the clusters' bridges; set providers.docker.egress: true there and keep the engine's iptables rules on (dockerd's default), which keep the clusters' networks apart", endpointName(ep))
+		}
 		if err := canIsolate(); err != nil {
 			return nil, err
 		}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,6 +74,39 @@ func networkName(gatewayID, cluster string) string {
 func bridgeName(gatewayID, cluster string) string {
 	sum := sha256.Sum256([]byte(gatewayID + "\x00" + cluster))
 	return "gw-" + hex.EncodeToString(sum[:6])
+}
+
+// engineEndpoint is the engine address the client will use: the
+// configured one, else DOCKER_HOST, else the local socket ("").
+func engineEndpoint(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	return os.Getenv("DOCKER_HOST")
+}
+
+// localEngine reports whether the engine at endpoint runs on this host (a
+// socket, or TCP on a loopback address), where its bridges can be reached.
+func localEngine(endpoint string) bool {
+	if endpoint == "" {
+		return true
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	switch u.Scheme {
+	case "unix", "npipe":
+		return true
+	case "tcp", "http", "https":
+		host := u.Hostname()
+		if host == "localhost" {
+			return true
+		}
+		ip, err := netip.ParseAddr(host)
+		return err == nil && ip.IsLoopback()
+	}
+	return false // ssh:// and anything else reach another machine
 }
 
 // canIsolate checks, at start-up, that this process may turn forwarding

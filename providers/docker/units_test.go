@@ -300,3 +300,30 @@ func TestStopSeconds(t *testing.T) {
 		}
 	}
 }
+
+// Turning forwarding off works only on the engine's own host: a remote
+// engine without egress is refused at start with what to set instead.
+func TestRemoteEngineNeedsEgress(t *testing.T) {
+	for _, tc := range []struct {
+		endpoint string
+		local    bool
+	}{
+		{"", true},
+		{"unix:///var/run/docker.sock", true},
+		{"tcp://127.0.0.1:2375", true},
+		{"tcp://localhost:2376", true},
+		{"tcp://[::1]:2376", true},
+		{"tcp://10.0.0.5:2376", false},
+		{"tcp://docker.example:2376", false},
+		{"ssh://me@builder", false},
+		{"://bad", false},
+	} {
+		if got := localEngine(tc.endpoint); got != tc.local {
+			t.Errorf("localEngine(%q) = %v, want %v", tc.endpoint, got, tc.local)
+		}
+	}
+	_, err := New(context.Background(), Config{GatewayID: "gw", Endpoint: "tcp://10.0.0.5:2376"})
+	if err == nil || !strings.Contains(err.Error(), "providers.docker.egress: true") {
+		t.Fatalf("remote engine without egress: %v", err)
+	}
+}
