@@ -158,6 +158,14 @@ type InstanceTypes interface {
 	InstanceTypes(ctx context.Context) ([]catalog.InstanceType, error)
 }
 
+// Spot is implemented by backends that can put workers on spot or
+// preemptible capacity (falling back to on-demand) without instance types,
+// such as Fargate with FARGATE_SPOT: the spot option is offered for them
+// too. Backends with instance types offer it anyway.
+type Spot interface {
+	SpotCapacity()
+}
+
 // Regional is implemented by backends that run in one configured region.
 type Regional interface {
 	Region() string

@@ -94,6 +94,9 @@ type Config struct {
 	// Price estimates a member's price per hour for the usage ledger
 	// (nil: 0).
 	Price func(quota.Size) float64
+	// InstanceGPUs are the GPUs the operator declares for instance types
+	// (pricing.instance_types), over what the backend's listing counts.
+	InstanceGPUs map[string]catalog.GPUs
 	// Envs resolves the software options to an image (nil: an image is
 	// taken as given, unchecked, and env is refused).
 	Envs EnvResolver
@@ -156,6 +159,7 @@ type Core struct {
 	exits     map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
 	active    map[string]time.Time       // last time each running cluster was seen busy
 	reaped    atomic.Int64               // leftover clusters the reaper stopped
+	cleaned   map[string]bool            // clusters the reaper tidied whose stopped members the provider still lists
 	answered  map[string]time.Time       // last answer of each running scheduler
 	downSince map[string]time.Time       // when each adaptive cluster first asked for fewer workers
 	quotaNote map[string]string          // per cluster, the last quota message recorded for adaptive scaling
@@ -166,6 +170,9 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 	cfg.setDefaults()
 	if _, ok := p.(providers.InstanceTypes); ok {
 		cfg.Limits.InstanceTypes, cfg.Limits.GPUTypes = true, catalog.GPUTypes()
+	}
+	if _, ok := p.(providers.Spot); ok {
+		cfg.Limits.Spot = true
 	}
 	cfg.Limits.Provider = p.Name()
 	if log == nil {
@@ -870,14 +877,14 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 	starting := c.now().Sub(cl.CreatedAt)
 	switch {
 	case sched == nil:
-		return startPoll(starting, 200*time.Millisecond), nil
+		return c.startPoll(starting, 200*time.Millisecond), nil
 	case sched.State == providers.StateStopped:
 		if table, ok := images.MismatchIn(sched.Reason); ok {
 			return 0, c.fail(ctx, cl, "the scheduler runs other software than the client:\n"+table)
 		}
 		return 0, c.fail(ctx, cl, "the scheduler failed to start: "+orDefault(sched.Reason, "it exited"))
 	case sched.State != providers.StateRunning || sched.Address == "":
-		return startPoll(starting, 100*time.Millisecond), nil
+		return c.startPoll(starting, 100*time.Millisecond), nil
 	}
 	c.router.SetRoute(cl.Name, cl.Owner, sched.Address, sched.DashboardURL, cl.TLSCert)
 	_, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
@@ -906,6 +913,31 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 // (whose Describe calls a cloud API).
 func startPoll(elapsed, ceiling time.Duration) time.Duration {
 	return min(max(elapsed/20, 20*time.Millisecond), ceiling)
+}
+
+// startPacer is implemented by backends whose members take a while to
+// boot and whose Describe calls a cloud API metered per account (EC2,
+// Fargate, Compute Engine): StartPoll is the first wait between polls of
+// a member coming up.
+type startPacer interface {
+	StartPoll() time.Duration
+}
+
+// startPoll is how soon to look again at a cluster coming up on this
+// backend: for a cloud backend from its StartPoll up to the poll interval
+// (a machine boots in a minute or two; polling it ten times a second
+// only spends the account's request rate), else the fast cadence that a
+// local or container cluster's time to ready needs.
+func (c *Core) startPoll(elapsed, ceiling time.Duration) time.Duration {
+	if p, ok := c.provider.(startPacer); ok {
+		return cloudStartPoll(elapsed, p.StartPoll(), c.cfg.PollInterval)
+	}
+	return startPoll(elapsed, ceiling)
+}
+
+// cloudStartPoll grows like startPoll, from first to ceiling.
+func cloudStartPoll(elapsed, first, ceiling time.Duration) time.Duration {
+	return min(max(elapsed/20, first), max(ceiling, first))
 }
 
 func workerPhase(ready, desired int) string {
@@ -1086,7 +1118,7 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		}
 	}
 	if ready != cl.DesiredWorkers {
-		return startPoll(c.now().Sub(cl.CreatedAt), 250*time.Millisecond), nil
+		return c.startPoll(c.now().Sub(cl.CreatedAt), 250*time.Millisecond), nil
 	}
 	if cl.Adaptive {
 		return min(c.cfg.PollInterval, time.Second), nil // follow demand closely

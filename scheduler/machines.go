@@ -11,9 +11,6 @@ import (
 	"github.com/gatewayhq/gateway/quota"
 )
 
-// unknownPrice orders unpriced types after every priced one.
-const unknownPrice = 1e9
-
 // maxAlternatives bounds the fallback types recorded per member: enough
 // to ride out one type's shortage, few enough to try quickly.
 const maxAlternatives = 3
@@ -31,15 +28,10 @@ func (c *Core) machines(ctx context.Context, o Options, eff quota.Effective) (sc
 	if err != nil {
 		return sched, worker, fmt.Errorf("scheduler: instance types of %s: %w", c.provider.Name(), err)
 	}
+	types = catalog.ApplyGPUs(types, c.cfg.InstanceGPUs)
 	// A type without a known price (new in the cloud's listing, absent
-	// from the table) is chosen only when no priced type fits: "cheapest"
-	// must not mean "unknown".
-	types = slices.Clone(types)
-	for i := range types {
-		if types[i].PriceHour == 0 {
-			types[i].PriceHour = unknownPrice
-		}
-	}
+	// from the table) is chosen only when no priced type fits: the
+	// catalog sorts it last.
 	cat, err := catalog.New(types, nil)
 	if err != nil {
 		return sched, worker, fmt.Errorf("scheduler: instance types of %s: %w", c.provider.Name(), err)
@@ -128,18 +120,37 @@ func (c *Core) InstanceTypes(ctx context.Context, who Who) ([]catalog.InstanceTy
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: instance types of %s: %w", c.provider.Name(), err)
 	}
-	cat, err := catalog.New(types, nil)
+	types = catalog.ApplyGPUs(types, c.cfg.InstanceGPUs)
+	// Priced before sorting, so that the operator's prices order the list
+	// and unpriced types come last.
+	cat, err := c.priced(types)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: instance types of %s: %w", c.provider.Name(), err)
 	}
 	var out []catalog.InstanceType
 	for _, t := range cat.Types("") {
 		if eff.CheckShape(quota.Shape{Worker: quota.Size{InstanceType: t.Name}}, 0, -1) == nil {
-			if c.cfg.Price != nil {
-				t.PriceHour = c.cfg.Price(quota.Size{InstanceType: t.Name, VCPUs: float64(t.VCPUs), MemoryGiB: t.MemoryGiB})
-			}
 			out = append(out, t)
 		}
 	}
 	return out, nil
+}
+
+// priced is the backend's listing with the gateway's prices (the table
+// with the operator's overrides) applied to the types it prices, where
+// they give one above zero: for a type the table does not know, Price
+// falls back to the per-vCPU and per-GiB rates, 0 by default, which must
+// neither erase a backend's own estimate (Compute Engine's) nor make an
+// unpriced type look free.
+func (c *Core) priced(types []catalog.InstanceType) (*catalog.Catalog, error) {
+	if c.cfg.Price != nil {
+		types = slices.Clone(types)
+		for i, t := range types {
+			p := c.cfg.Price(quota.Size{InstanceType: t.Name, VCPUs: float64(t.VCPUs), MemoryGiB: t.MemoryGiB, GPUs: t.GPUs, GPUType: t.GPUType})
+			if !t.Unpriced && p > 0 {
+				types[i].PriceHour = p
+			}
+		}
+	}
+	return catalog.New(types, nil)
 }

@@ -60,6 +60,10 @@ type Limits struct {
 	// machine options are offered; GPUTypes are the models it knows.
 	InstanceTypes bool
 	GPUTypes      []string
+	// Spot says the backend can put workers on spot capacity without
+	// instance types (Fargate): the spot option is offered. Backends with
+	// instance types offer it anyway.
+	Spot bool
 	// Provider names the backend, for messages.
 	Provider string
 	// Images says the backend runs container images: the software options
@@ -115,18 +119,20 @@ func (l Limits) Spec() []OptionField {
 			OptionField{Field: "allow_mismatch", Label: "Run even if the image's software differs from the client's", Default: false, Spec: map[string]any{"type": "bool"}},
 		)
 	}
-	if !l.InstanceTypes {
-		return out
+	if l.InstanceTypes {
+		gpuTypes := append([]string{""}, l.GPUTypes...)
+		out = append(out,
+			OptionField{Field: "worker_cpus", Label: "vCPUs per worker (0: one per thread)", Default: 0, Spec: map[string]any{"type": "int", "min": 0, "max": maxMachineCPUs}},
+			OptionField{Field: "worker_gpus", Label: "GPUs per worker", Default: 0, Spec: map[string]any{"type": "int", "min": 0, "max": maxMachineGPUs}},
+			OptionField{Field: "gpu_type", Label: "GPU model (empty: any)", Default: "", Spec: map[string]any{"type": "select", "options": gpuTypes}},
+			OptionField{Field: "worker_vm_type", Label: "Worker instance type (empty: the cheapest that fits)", Default: "", Spec: map[string]any{"type": "string"}},
+			OptionField{Field: "scheduler_vm_type", Label: "Scheduler instance type (empty: chosen)", Default: "", Spec: map[string]any{"type": "string"}},
+		)
 	}
-	gpuTypes := append([]string{""}, l.GPUTypes...)
-	return append(out,
-		OptionField{Field: "worker_cpus", Label: "vCPUs per worker (0: one per thread)", Default: 0, Spec: map[string]any{"type": "int", "min": 0, "max": maxMachineCPUs}},
-		OptionField{Field: "worker_gpus", Label: "GPUs per worker", Default: 0, Spec: map[string]any{"type": "int", "min": 0, "max": maxMachineGPUs}},
-		OptionField{Field: "gpu_type", Label: "GPU model (empty: any)", Default: "", Spec: map[string]any{"type": "select", "options": gpuTypes}},
-		OptionField{Field: "worker_vm_type", Label: "Worker instance type (empty: the cheapest that fits)", Default: "", Spec: map[string]any{"type": "string"}},
-		OptionField{Field: "scheduler_vm_type", Label: "Scheduler instance type (empty: chosen)", Default: "", Spec: map[string]any{"type": "string"}},
-		OptionField{Field: "spot", Label: "Workers on spot capacity (on-demand when there is none)", Default: false, Spec: map[string]any{"type": "bool"}},
-	)
+	if l.InstanceTypes || l.Spot {
+		out = append(out, OptionField{Field: "spot", Label: "Workers on spot capacity (on-demand when there is none)", Default: false, Spec: map[string]any{"type": "bool"}})
+	}
+	return out
 }
 
 // parseSoftware reads the software options (only known when the backend

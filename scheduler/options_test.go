@@ -279,3 +279,44 @@ func TestParseSoftwareOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestSpotOptionOffered: spot is offered to backends with instance types
+// and to those that say they have spot capacity without them (Fargate),
+// and refused by the others.
+func TestSpotOptionOffered(t *testing.T) {
+	spotOnly := testLimits
+	spotOnly.Spot = true
+	typed := testLimits
+	typed.InstanceTypes = true
+	for _, tc := range []struct {
+		name   string
+		limits scheduler.Limits
+		offer  bool
+	}{
+		{"no spot capacity", testLimits, false},
+		{"spot capacity without instance types", spotOnly, true},
+		{"instance types", typed, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			for _, f := range tc.limits.Spec() {
+				if f.Field == "spot" {
+					n++
+				}
+				if tc.limits.Spot && !tc.limits.InstanceTypes && f.Field == "worker_vm_type" {
+					t.Errorf("machine option %s offered without instance types", f.Field)
+				}
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.offer]; n != want {
+				t.Errorf("spot offered %d times; want %d", n, want)
+			}
+			o, err := tc.limits.ParseOptions(raw(map[string]string{"spot": "true"}))
+			switch {
+			case tc.offer && (err != nil || !o.Spot):
+				t.Errorf("spot: true = %+v, %v; want admitted", o, err)
+			case !tc.offer && (!errors.Is(err, scheduler.ErrInvalid) || !strings.Contains(err.Error(), "unknown option(s) spot")):
+				t.Errorf("spot: true = %v; want unknown option", err)
+			}
+		})
+	}
+}

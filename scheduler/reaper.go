@@ -55,6 +55,7 @@ func (c *Core) ReapOnce(ctx context.Context) {
 	for _, m := range members {
 		byCluster[m.Cluster] = append(byCluster[m.Cluster], m)
 	}
+	c.pruneCleaned(byCluster)
 	for name, ms := range byCluster {
 		cl, err := c.store.GetCluster(ctx, name)
 		known := err == nil
@@ -83,12 +84,15 @@ func (c *Core) ReapOnce(ctx context.Context) {
 			why = "cluster is " + string(cl.Status)
 		}
 		if live == 0 {
-			// Only records of stopped members: tidy them without fuss.
-			if !c.cfg.Reaper.DryRun {
-				_ = c.provider.StopCluster(ctx, name)
+			// Only records of stopped members: tidy them without fuss, once.
+			// EC2 lists terminated instances for about an hour, and calling
+			// StopCluster on every pass of that hour only costs API calls.
+			if !c.cfg.Reaper.DryRun && !c.wasCleaned(name) && c.provider.StopCluster(ctx, name) == nil {
+				c.markCleaned(name)
 			}
 			continue
 		}
+		c.forgetCleaned(name) // a member runs again: reap it like any other
 		if c.cfg.Reaper.DryRun {
 			c.log.Warn("reaper (dry run): would stop leftover resources", "cluster", name, "running", live, "why", why)
 			c.reaped.Add(1)
@@ -102,6 +106,46 @@ func (c *Core) ReapOnce(ctx context.Context) {
 		c.log.Warn("reaper: stopped leftover resources", "cluster", name, "running", live, "why", why)
 		if known {
 			c.event(ctx, name, "reaped", "stopped "+why+" leftovers")
+		}
+	}
+}
+
+// maxCleaned bounds the reaper's memory of tidied clusters. Past it the
+// reaper forgets nothing and remembers nothing new: the worst case is the
+// old behaviour, one needless StopCluster per pass.
+const maxCleaned = 10000
+
+func (c *Core) wasCleaned(cluster string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cleaned[cluster]
+}
+
+func (c *Core) markCleaned(cluster string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cleaned == nil {
+		c.cleaned = map[string]bool{}
+	}
+	if len(c.cleaned) < maxCleaned {
+		c.cleaned[cluster] = true
+	}
+}
+
+func (c *Core) forgetCleaned(cluster string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.cleaned, cluster)
+}
+
+// pruneCleaned forgets the clusters the provider no longer lists: once
+// their records are gone there is nothing left to skip.
+func (c *Core) pruneCleaned(listed map[string][]providers.Member) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.cleaned {
+		if _, ok := listed[name]; !ok {
+			delete(c.cleaned, name)
 		}
 	}
 }

@@ -204,7 +204,7 @@ type Config struct {
 	} `mapstructure:"quotas"`
 
 	Pricing struct {
-		InstanceTypes []map[string]any `mapstructure:"instance_types" doc:"price overrides: a list of {name: <instance type>, price_hour: <USD>} over the built-in approximate table"`
+		InstanceTypes []map[string]any `mapstructure:"instance_types" doc:"per instance type: a list of {name: <instance type>, price_hour: <USD>, gpus: <count>, gpu_type: <short name>}; price_hour overrides the built-in approximate table, gpus/gpu_type declare GPUs the gateway does not count by itself (only NVIDIA's count)"`
 		VCPUHour      float64          `mapstructure:"vcpu_hour" doc:"estimated USD per vCPU-hour of members without an instance type (local, docker)"`
 		MemoryGiBHour float64          `mapstructure:"memory_gib_hour" doc:"estimated USD per GiB-hour of memory of members without an instance type"`
 	} `mapstructure:"pricing"`

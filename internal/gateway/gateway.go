@@ -115,7 +115,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if b, ok := g.builder.(*build.Builder); ok {
 		startImageGC(b, g.store, cfg.Images.Retention)
 	}
-	price, err := pricing(cfg)
+	price, gpus, err := pricing(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +140,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		WorkerRestarts:   cfg.Cluster.WorkerRestarts,
 		Quotas:           quotas,
 		Price:            price,
+		InstanceGPUs:     gpus,
 		SchedulerGPU:     cfg.Cluster.SchedulerGPU,
 	}, g.store, g.provider, g.routes, log)
 

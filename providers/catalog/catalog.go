@@ -11,6 +11,7 @@ package catalog
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -28,6 +29,46 @@ type InstanceType struct {
 	GPUs      int     `json:"gpus"`               // accelerators that come with the type
 	GPUType   string  `json:"gpu_type,omitempty"` // short lower-case name: "t4", "a10g", "l4", "v100", "a100", "a100-80gb", "h100"
 	PriceHour float64 `json:"price_hour"`         // approximate on-demand USD per hour, Linux, us-east-1 / us-central1
+	// Unpriced marks a type whose price nobody knows (listed by the
+	// cloud, absent from the table and from the operator's prices): its
+	// PriceHour is meaningless, it sorts after every priced type, and JSON
+	// carries its price_hour as null. A known price of 0 (a type paid for
+	// up front) is priced.
+	Unpriced bool `json:"-"`
+}
+
+// instanceTypeJSON is InstanceType on the wire, price_hour null when
+// unpriced, so that a reader never takes "unknown" for "free".
+type instanceTypeJSON struct {
+	Name      string   `json:"name"`
+	Cloud     string   `json:"cloud"`
+	VCPUs     int      `json:"vcpus"`
+	MemoryGiB float64  `json:"memory_gib"`
+	GPUs      int      `json:"gpus"`
+	GPUType   string   `json:"gpu_type,omitempty"`
+	PriceHour *float64 `json:"price_hour"`
+}
+
+// MarshalJSON writes price_hour as null for an unpriced type.
+func (t InstanceType) MarshalJSON() ([]byte, error) {
+	w := instanceTypeJSON{Name: t.Name, Cloud: t.Cloud, VCPUs: t.VCPUs, MemoryGiB: t.MemoryGiB, GPUs: t.GPUs, GPUType: t.GPUType}
+	if !t.Unpriced {
+		w.PriceHour = &t.PriceHour
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads a null or absent price_hour as unpriced.
+func (t *InstanceType) UnmarshalJSON(b []byte) error {
+	var w instanceTypeJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*t = InstanceType{Name: w.Name, Cloud: w.Cloud, VCPUs: w.VCPUs, MemoryGiB: w.MemoryGiB, GPUs: w.GPUs, GPUType: w.GPUType, Unpriced: w.PriceHour == nil}
+	if w.PriceHour != nil {
+		t.PriceHour = *w.PriceHour
+	}
+	return nil
 }
 
 // String describes the shape in one line, as error messages and logs show it.
@@ -37,7 +78,11 @@ func (t InstanceType) String() string {
 	if t.GPUs > 0 {
 		fmt.Fprintf(&b, ", %dx %s", t.GPUs, t.GPUType)
 	}
-	fmt.Fprintf(&b, ", $%g/h)", t.PriceHour)
+	if t.Unpriced {
+		b.WriteString(", unpriced)")
+	} else {
+		fmt.Fprintf(&b, ", $%g/h)", t.PriceHour)
+	}
 	return b.String()
 }
 
@@ -58,7 +103,7 @@ var (
 // immutable after New, so it is safe for concurrent use.
 type Catalog struct {
 	byName   map[string]InstanceType
-	byPrice  []InstanceType // sorted by price, then name
+	byPrice  []InstanceType // sorted by price, then name; unpriced types last
 	gpuTypes []string       // distinct GPU types present, sorted
 }
 
@@ -109,7 +154,7 @@ func New(types []InstanceType, prices map[string]float64) (*Catalog, error) {
 			problems = append(problems, fmt.Sprintf("price override for %q is %v; set it to a USD price per hour >= 0", name, price))
 			continue
 		}
-		t.PriceHour = price
+		t.PriceHour, t.Unpriced = price, false
 		byName[name] = t
 	}
 
@@ -181,6 +226,9 @@ func validate(t InstanceType) []string {
 	if t.GPUType != "" && !isShortName(t.GPUType) {
 		p = append(p, fmt.Sprintf(`gpu_type %q is not a short lower-case name; use letters, digits and "-" only, e.g. "a100-80gb"`, t.GPUType))
 	}
+	if t.Unpriced && t.PriceHour != 0 {
+		p = append(p, fmt.Sprintf("price_hour is %v but the type is marked unpriced; clear one of them", t.PriceHour))
+	}
 	if !validPrice(t.PriceHour) {
 		p = append(p, fmt.Sprintf("price_hour is %v; set it to the on-demand USD price per hour (>= 0)", t.PriceHour))
 	}
@@ -215,7 +263,18 @@ func suggest(name string, byName map[string]InstanceType) string {
 	return ""
 }
 
+// comparePriceName orders priced types by price and unpriced ones after
+// them all: "cheapest" must never mean "price unknown".
 func comparePriceName(a, b InstanceType) int {
+	if a.Unpriced != b.Unpriced {
+		if a.Unpriced {
+			return 1
+		}
+		return -1
+	}
+	if a.Unpriced {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Cloud, b.Cloud))
+	}
 	return cmp.Or(cmp.Compare(a.PriceHour, b.PriceHour), strings.Compare(a.Name, b.Name), strings.Compare(a.Cloud, b.Cloud))
 }
 
@@ -231,7 +290,8 @@ func (c *Catalog) Lookup(name string) (InstanceType, bool) {
 }
 
 // Types returns a copy of the types of one cloud ("" for all), sorted by
-// price then name, i.e. in the order Cheapest considers them. An unknown
+// price then name with unpriced types last, i.e. in the order Cheapest
+// considers them. An unknown
 // cloud has no types.
 func (c *Catalog) Types(cloud string) []InstanceType {
 	var out []InstanceType
@@ -289,7 +349,8 @@ func (r Requirements) String() string {
 const maxClosest = 3
 
 // Cheapest returns the cheapest type that satisfies r, breaking price ties
-// by name so the choice is stable.
+// by name so the choice is stable; an unpriced type only when no priced
+// one fits.
 //
 // Invalid requirements give an error wrapping ErrInvalidRequirements (and
 // path.ErrBadPattern for a malformed glob). When nothing fits, the error
@@ -452,4 +513,43 @@ func (c *Catalog) anyMatch(pattern, cloud string) bool {
 		}
 	}
 	return false
+}
+
+// GPUs is what an operator declares of an instance type's accelerators,
+// over what the cloud's listing says: a type whose GPUs the gateway does
+// not count by itself (AMD's, Habana's, ones of no stated make) counts as
+// a GPU type when its workers' image can use them, and Count 0 takes a
+// type's GPUs away.
+type GPUs struct {
+	Count int
+	Type  string // short lower-case name; empty when Count is 0
+}
+
+// ApplyGPUs returns a copy of types with the GPUs of the named ones
+// replaced by the operator's declaration; other types are unchanged.
+func ApplyGPUs(types []InstanceType, declared map[string]GPUs) []InstanceType {
+	if len(declared) == 0 {
+		return types
+	}
+	out := slices.Clone(types)
+	for i, t := range out {
+		if g, ok := declared[t.Name]; ok {
+			out[i].GPUs, out[i].GPUType = g.Count, g.Type
+		}
+	}
+	return out
+}
+
+// CheckGPUs says what is wrong with a declaration, for the configuration
+// key that holds it; nil when it is valid.
+func CheckGPUs(g GPUs) error {
+	switch {
+	case g.Count < 0:
+		return fmt.Errorf("gpus is %d; set it to the number of GPUs (0 for none)", g.Count)
+	case g.Count > 0 && !isShortName(g.Type):
+		return fmt.Errorf(`gpus is %d but gpu_type %q is not a short lower-case name; set gpu_type to the accelerator's, e.g. "radeon-pro-v520"`, g.Count, g.Type)
+	case g.Count == 0 && g.Type != "":
+		return fmt.Errorf("gpu_type is %q but gpus is 0; set gpus to the number of accelerators or remove gpu_type", g.Type)
+	}
+	return nil
 }

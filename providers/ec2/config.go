@@ -283,13 +283,13 @@ func (c Config) validate() []string {
 
 	if c.AMI != "" {
 		if !reAMI.MatchString(c.AMI) {
-			add("ami %q is not an image id; use one like ami-0123456789abcdef0, or leave it empty to use ami_parameter", c.AMI)
+			add("ami %q is not an image id; use one like ami-0123456789abcdef0, or leave it empty to use the default image", c.AMI)
 		}
 		if c.AMIParameter != "" || c.AMIParameterARM64 != "" || c.AMIParameterGPU != "" {
-			add("ami and ami_parameter* are both set; set only one of them")
+			add("ami and Config.AMIParameter* are both set; set only one of them")
 		}
 	}
-	for _, f := range []field{{"ami_parameter", c.AMIParameter}, {"ami_parameter_arm64", c.AMIParameterARM64}, {"ami_parameter_gpu", c.AMIParameterGPU}} {
+	for _, f := range []field{{"Config.AMIParameter", c.AMIParameter}, {"Config.AMIParameterARM64", c.AMIParameterARM64}, {"Config.AMIParameterGPU", c.AMIParameterGPU}} {
 		if f.v != "" && (strings.ContainsAny(f.v, " \t\n") || len(f.v) > 2048) {
 			add("%s %q is not an SSM parameter name; use one like %s", f.key, f.v, DefaultAMIParameter)
 		}
@@ -327,19 +327,19 @@ func (c Config) validate() []string {
 		v := c.ExtraTags[k]
 		switch {
 		case k == "" || len(k) > 128:
-			add("extra_tags: key %q must have 1 to 128 characters", k)
+			add("Config.ExtraTags: key %q must have 1 to 128 characters", k)
 		case strings.HasPrefix(strings.ToLower(k), "aws:"):
-			add("extra_tags: key %q uses the reserved prefix aws:; rename it", k)
+			add("Config.ExtraTags: key %q uses the reserved prefix aws:; rename it", k)
 		case slices.Contains(reservedTagKeys(), k):
-			add("extra_tags: key %q is set by the gateway itself; rename it", k)
+			add("Config.ExtraTags: key %q is set by the gateway itself; rename it", k)
 		}
 		if len(v) > 256 {
-			add("extra_tags: the value of %q is longer than 256 characters; shorten it", k)
+			add("Config.ExtraTags: the value of %q is longer than 256 characters; shorten it", k)
 		}
 	}
 	// EC2 allows 50 tags per resource.
 	if n := len(c.ExtraTags) + len(reservedTagKeys()); n > 50 {
-		add("extra_tags has %d tags; with the gateway's own %d a resource may have at most 50", len(c.ExtraTags), len(reservedTagKeys()))
+		add("Config.ExtraTags has %d tags; with the gateway's own %d a resource may have at most 50", len(c.ExtraTags), len(reservedTagKeys()))
 	}
 
 	for _, f := range []field{{"ec2_endpoint", c.EC2Endpoint}, {"ssm_endpoint", c.SSMEndpoint}} {
@@ -352,10 +352,10 @@ func (c Config) validate() []string {
 	}
 
 	if c.MaxAttempts < 1 {
-		add("max_attempts is %d; set it to 1 or more", c.MaxAttempts)
+		add("Config.MaxAttempts is %d; set it to 1 or more", c.MaxAttempts)
 	}
 	if c.BaseDelay < 0 || c.MaxDelay < 0 || c.MaxDelay < c.BaseDelay {
-		add("base_delay (%s) and max_delay (%s) must be positive, base_delay <= max_delay", c.BaseDelay, c.MaxDelay)
+		add("Config.BaseDelay (%s) and Config.MaxDelay (%s) must be positive, BaseDelay <= MaxDelay", c.BaseDelay, c.MaxDelay)
 	}
 	for _, d := range []struct {
 		key string

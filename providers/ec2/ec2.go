@@ -72,6 +72,9 @@ type Provider struct {
 	// ready holds, per cluster, the scheduler instances that have accepted
 	// a connection.
 	ready map[string]map[string]bool
+	// describes is the rate budget of Describe* calls, shared by every
+	// cluster (describeBudget).
+	describes *rateBudget
 	// ends records when members stopped by StopCluster ended, for
 	// StoppedAt (its records are dropped after a while if nobody asks:
 	// clusters the reaper tidied).

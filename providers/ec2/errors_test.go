@@ -406,7 +406,7 @@ func TestImageErrors(t *testing.T) {
 		{
 			name:  "default parameter missing",
 			setup: func(e *env) { e.ssm.Delete(DefaultAMIParameter) },
-			want:  []string{"AMI parameter " + DefaultAMIParameter + " does not exist in eu-west-1 (ParameterNotFound)", "set ami_parameter", "or ami to an image id"},
+			want:  []string{"AMI parameter " + DefaultAMIParameter + " does not exist in eu-west-1 (ParameterNotFound)", "set providers.ec2.ami to an image id there"},
 		},
 		{
 			name: "configured parameter missing",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/ec2/ec2test"
+	"github.com/gatewayhq/gateway/providers/internal/awslive"
 )
 
 const testRegion = "eu-west-1"
@@ -22,13 +23,14 @@ const testRegion = "eu-west-1"
 // testGatewayGroup is the security group the gateway's tasks are in.
 const testGatewayGroup = "sg-0e000000000000001"
 
+// operatorAWS is the AWS set-up of the machine running the tests, as
+// TestMain found it: only the live test (live_test.go) gets it back.
+var operatorAWS awslive.Env
+
 func TestMain(m *testing.M) {
-	// Belt and braces: nothing here may reach instance metadata, and the
-	// SDK must not read a developer's AWS set-up.
-	os.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	for _, k := range []string{"AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EC2", "AWS_ENDPOINT_URL_SSM", "AWS_CA_BUNDLE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
-		os.Unsetenv(k)
-	}
+	// Belt and braces for the hermetic tests: nothing here may reach
+	// instance metadata, and the SDK must not read a developer's AWS set-up.
+	operatorAWS = awslive.Isolate()
 	os.Exit(m.Run())
 }
 

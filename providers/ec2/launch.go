@@ -238,7 +238,7 @@ func (p *Provider) launch(ctx context.Context, spec providers.ClusterSpec, membe
 	}
 	if launches == 0 {
 		// Not a want of capacity: no allowed type can boot the image.
-		return fmt.Errorf("ec2 provider: no allowed instance type can run %s of cluster %s: %s; set ami (or ami_parameter*) to an image for their architecture, or allow other types: %w",
+		return fmt.Errorf("ec2 provider: no allowed instance type can run %s of cluster %s: %s; set providers.ec2.ami to an image for their architecture, or allow other types: %w",
 			member, spec.Name, strings.Join(list, "; "), providers.ErrUnsupported)
 	}
 	return fmt.Errorf("%w: ec2 could not launch %s of cluster %s in %s; tried %s. Try again later, or allow more instance types or subnets",

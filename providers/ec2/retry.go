@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"time"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -99,13 +100,64 @@ func retryable(err error) bool {
 	return errors.As(err, &ne) || errors.As(err, &oe)
 }
 
+// The budget of EC2's non-mutating (Describe*) calls that one gateway
+// keeps to. EC2 limits them per account and region with a token bucket
+// (documented as 100 calls at once, refilled at 20 a second) and throttles
+// every caller in the account beyond it: the gateway takes half the
+// refill, so that the console, Terraform and other tools keep the rest,
+// and every cluster's polls share it.
+const (
+	DescribeRate  = 10.0
+	DescribeBurst = 20
+)
+
+// throttled reports whether err is the service refusing a call for its
+// request rate (as opposed to failing it).
+func throttled(err error) bool {
+	switch errorCode(err) {
+	case "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled",
+		"RequestThrottledException", "TooManyRequestsException", "EC2ThrottledException":
+		return true
+	}
+	return httpStatus(err) == 429
+}
+
+// rateBudget is the shared rate budget's type, named here so that the
+// Provider struct needs no import of its own for it.
+type rateBudget = backoff.Budget
+
+// describeBudget is the rate budget of the provider's Describe* calls,
+// made on first use.
+func (p *Provider) describeBudget() *backoff.Budget {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.describes == nil {
+		// Through cfg.Sleep as it is at each wait, as the retries do.
+		p.describes = backoff.NewBudget(DescribeRate, DescribeBurst, nil, func(ctx context.Context, d time.Duration) error { return p.cfg.Sleep(ctx, d) })
+	}
+	return p.describes
+}
+
 // call runs f until it succeeds, fails for good, or MaxAttempts calls have
 // been throttled or met server errors, waiting between attempts with
 // exponential backoff and full jitter (a random wait up to the exponential
-// bound), which spreads many gateways' retries apart.
+// bound), which spreads many gateways' retries apart. Describe* calls
+// first take their turn in the provider's budget; a throttled one pauses
+// the budget for everyone and waits at least half the bound, so that a
+// throttled account is not retried at once.
 func call[T any](ctx context.Context, p *Provider, op string, f func(context.Context) (T, error)) (T, error) {
 	var zero T
+	var budget *backoff.Budget
+	if strings.HasPrefix(op, "Describe") {
+		budget = p.describeBudget()
+	}
+	paused := false // the retry after a throttled call: it has waited the pause
 	for attempt := 1; ; attempt++ {
+		if !paused {
+			if err := budget.Wait(ctx); err != nil {
+				return zero, err
+			}
+		}
 		out, err := f(ctx)
 		if err == nil {
 			return out, nil
@@ -121,7 +173,15 @@ func call[T any](ctx context.Context, p *Provider, op string, f func(context.Con
 			return zero, fmt.Errorf("still failing after %d attempts (%s): %w", attempt, orDefault(errorCode(err), "network error"), err)
 		}
 		d := p.backoff(attempt)
+		if throttled(err) {
+			d = max(d, backoff.Window(attempt, p.cfg.BaseDelay, p.cfg.MaxDelay)/2)
+		}
 		p.log.Debug("retrying AWS call", "op", op, "attempt", attempt, "code", errorCode(err), "wait", d)
+		// Everyone else sharing the budget keeps the pause too.
+		paused = throttled(err)
+		if paused {
+			budget.Throttled(d)
+		}
 		if err := p.cfg.Sleep(ctx, d); err != nil {
 			return zero, err
 		}
@@ -150,3 +210,8 @@ func dialProbe(ctx context.Context, address string) error {
 	}
 	return c.Close()
 }
+
+// StartPoll implements the scheduler's start pacing: an instance takes a
+// minute or more to boot and pull its image, so its cluster is polled from
+// once a second, not ten times.
+func (p *Provider) StartPoll() time.Duration { return time.Second }

@@ -116,7 +116,7 @@ func (p *Provider) image(ctx context.Context, instanceType string, m providers.M
 		param := p.cfg.AMIParameter
 		switch {
 		case gpu && arch == "arm64":
-			return "", "", fmt.Errorf("%w: there is no default GPU image for arm64 types such as %s (set ami to an image with the NVIDIA driver and container toolkit, or allow x86_64 GPU types)", errArchitecture, instanceType)
+			return "", "", fmt.Errorf("%w: there is no default GPU image for arm64 types such as %s (set providers.ec2.ami to an image with the NVIDIA driver and container toolkit, or allow x86_64 GPU types)", errArchitecture, instanceType)
 		case gpu:
 			param = p.cfg.AMIParameterGPU
 		case arch == "arm64":
@@ -151,7 +151,7 @@ func (p *Provider) resolveParameter(ctx context.Context, name string) (string, e
 	})
 	switch {
 	case errorCode(err) == codeParameterNotFound:
-		return "", fmt.Errorf("ec2 provider: the AMI parameter %s does not exist in %s (ParameterNotFound); set ami_parameter to an SSM parameter that names an image there, or ami to an image id: %w", name, p.cfg.Region, err)
+		return "", fmt.Errorf("ec2 provider: the AMI parameter %s does not exist in %s (ParameterNotFound); set providers.ec2.ami to an image id there: %w", name, p.cfg.Region, err)
 	case err != nil:
 		return "", p.apiError("GetParameter "+name, err)
 	}
@@ -160,7 +160,7 @@ func (p *Provider) resolveParameter(ctx context.Context, name string) (string, e
 		ami = strings.TrimSpace(aws.ToString(out.Parameter.Value))
 	}
 	if !reAMI.MatchString(ami) {
-		return "", fmt.Errorf("ec2 provider: the AMI parameter %s holds %q, not an image id; set ami_parameter to a parameter naming an AMI", name, truncate(ami, 80))
+		return "", fmt.Errorf("ec2 provider: the AMI parameter %s holds %q, not an image id; set providers.ec2.ami to an image id", name, truncate(ami, 80))
 	}
 	p.mu.Lock()
 	p.amis[name] = cached[string]{v: ami, expires: time.Now().Add(p.cfg.CacheTTL)}
@@ -188,7 +188,7 @@ func (p *Provider) describeImage(ctx context.Context, ami string) (imageInfo, er
 		return imageInfo{}, p.apiError("DescribeImages", err)
 	}
 	if err != nil || len(out.Images) == 0 {
-		return imageInfo{}, fmt.Errorf("ec2 provider: image %s does not exist in %s or is not shared with this account; set ami or ami_parameter to an image available there", ami, p.cfg.Region)
+		return imageInfo{}, fmt.Errorf("ec2 provider: image %s does not exist in %s or is not shared with this account; set providers.ec2.ami to an image available there", ami, p.cfg.Region)
 	}
 	img := out.Images[0]
 	info = imageInfo{arch: string(img.Architecture), rootDevice: orDefault(aws.ToString(img.RootDeviceName), "/dev/xvda")}

@@ -112,9 +112,11 @@ func (p *Provider) listTypes(ctx context.Context) (map[string]typeInfo, error) {
 }
 
 // fromAWS maps one DescribeInstanceTypes entry; types the catalog could not
-// hold (no vCPUs or memory reported) are left out.
+// hold (no vCPUs or memory reported) are left out. A type absent from
+// prices is unpriced, never "free".
 func fromAWS(it types.InstanceTypeInfo, prices map[string]float64) (typeInfo, bool) {
-	t := typeInfo{InstanceType: catalog.InstanceType{Name: string(it.InstanceType), Cloud: catalog.CloudAWS, PriceHour: prices[string(it.InstanceType)]}}
+	price, priced := prices[string(it.InstanceType)]
+	t := typeInfo{InstanceType: catalog.InstanceType{Name: string(it.InstanceType), Cloud: catalog.CloudAWS, PriceHour: price, Unpriced: !priced}}
 	if it.VCpuInfo != nil {
 		t.VCPUs = int(aws.ToInt32(it.VCpuInfo.DefaultVCpus))
 	}
@@ -128,6 +130,14 @@ func fromAWS(it types.InstanceTypeInfo, prices map[string]float64) (typeInfo, bo
 	}
 	if it.GpuInfo != nil {
 		for _, g := range it.GpuInfo.Gpus {
+			// Only NVIDIA's count: the images, drivers and dask-cuda the
+			// workers run are CUDA, so an AMD Radeon (g4ad), a Habana
+			// Gaudi (dl1) or an accelerator of no stated make is not a GPU
+			// a worker can use. Inferentia and Trainium come in NeuronInfo,
+			// not here.
+			if !strings.EqualFold(aws.ToString(g.Manufacturer), "NVIDIA") {
+				continue
+			}
 			t.GPUs += int(aws.ToInt32(g.Count))
 			if t.GPUType == "" {
 				var mem int32
@@ -196,8 +206,12 @@ func (p *Provider) architecture(instanceType string) string {
 	return "x86_64"
 }
 
-// gpuFamily matches the NVIDIA GPU families (g4dn, g5, g6e, p4d, p5...).
-var gpuFamily = regexp.MustCompile(`^(g|p|gr)[0-9]`)
+// gpuFamily matches the NVIDIA GPU families (g4dn, g5, g6e, p4d, p5...);
+// notNVIDIA the G families whose GPUs are AMD's (g4ad).
+var (
+	gpuFamily = regexp.MustCompile(`^(g|p|gr)[0-9]`)
+	notNVIDIA = regexp.MustCompile(`^g[0-9]+ad$`)
+)
 
 // hasGPUs reports whether an instance type has GPUs: from the listing when
 // loaded, else from the family name.
@@ -205,7 +219,8 @@ func (p *Provider) hasGPUs(instanceType string) bool {
 	if t, ok := p.cachedTypes()[instanceType]; ok {
 		return t.GPUs > 0
 	}
-	return gpuFamily.MatchString(family(instanceType))
+	f := family(instanceType)
+	return gpuFamily.MatchString(f) && !notNVIDIA.MatchString(f)
 }
 
 // quota names the Service Quotas limit a VcpuLimitExceeded error is about:

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
 	"github.com/gatewayhq/gateway/providers/catalog"
 )
 
@@ -35,8 +38,8 @@ func TestInstanceTypes(t *testing.T) {
 	for name, want := range map[string]catalog.InstanceType{
 		"m6i.xlarge":     {Name: "m6i.xlarge", Cloud: "aws", VCPUs: 4, MemoryGiB: 16, PriceHour: builtin["m6i.xlarge"]},
 		"g5.xlarge":      {Name: "g5.xlarge", Cloud: "aws", VCPUs: 4, MemoryGiB: 16, GPUs: 1, GPUType: "a10g", PriceHour: builtin["g5.xlarge"]},
-		"p4de.24xlarge":  {Name: "p4de.24xlarge", Cloud: "aws", VCPUs: 96, MemoryGiB: 1152, GPUs: 8, GPUType: "a100-80gb", PriceHour: builtin["p4de.24xlarge"]},
-		"brandnew.large": {Name: "brandnew.large", Cloud: "aws", VCPUs: 2, MemoryGiB: 4}, // unknown to the catalog: no price
+		"p4de.24xlarge":  {Name: "p4de.24xlarge", Cloud: "aws", VCPUs: 96, MemoryGiB: 1152, GPUs: 8, GPUType: "a100-80gb", Unpriced: true}, // not in the built-in table
+		"brandnew.large": {Name: "brandnew.large", Cloud: "aws", VCPUs: 2, MemoryGiB: 4, Unpriced: true},                                   // unknown to the catalog: no price
 	} {
 		if byName[name] != want {
 			t.Errorf("%s = %+v, want %+v", name, byName[name], want)
@@ -116,7 +119,7 @@ func TestTypeHeuristics(t *testing.T) {
 			t.Errorf("architecture(%s) = %s, want %s", it, got, arch)
 		}
 	}
-	for it, gpu := range map[string]bool{"g5.xlarge": true, "g4dn.xlarge": true, "p5.48xlarge": true, "gr6.4xlarge": true, "m6i.large": false, "c6gn.large": false} {
+	for it, gpu := range map[string]bool{"g4ad.xlarge": false, "dl1.24xlarge": false, "inf2.xlarge": false, "trn1.2xlarge": false, "g5.xlarge": true, "g4dn.xlarge": true, "p5.48xlarge": true, "gr6.4xlarge": true, "m6i.large": false, "c6gn.large": false} {
 		if got := p.hasGPUs(it); got != gpu {
 			t.Errorf("hasGPUs(%s) = %v", it, got)
 		}
@@ -124,6 +127,49 @@ func TestTypeHeuristics(t *testing.T) {
 	for name, want := range map[string]string{"T4": "t4", "A10G": "a10g", "Radeon Pro V520": "radeon-pro-v520", "L40S": "l40s"} {
 		if got := gpuShortName(name, 16384); got != want {
 			t.Errorf("gpuShortName(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestFromAWSCountsOnlyNVIDIA: only NVIDIA GPUs are GPUs a worker can use
+// (CUDA images); AMD, Habana and accelerators of no stated make are not,
+// and Inferentia/Trainium come as NeuronInfo, not GpuInfo. A type absent
+// from the price table is unpriced, not free.
+func TestFromAWSCountsOnlyNVIDIA(t *testing.T) {
+	gpu := func(name, maker string, n int32) *types.GpuInfo {
+		d := types.GpuDeviceInfo{Count: aws.Int32(n), MemoryInfo: &types.GpuDeviceMemoryInfo{SizeInMiB: aws.Int32(16384)}}
+		if name != "" {
+			d.Name = aws.String(name)
+		}
+		if maker != "" {
+			d.Manufacturer = aws.String(maker)
+		}
+		return &types.GpuInfo{Gpus: []types.GpuDeviceInfo{d}}
+	}
+	neuron := &types.NeuronInfo{NeuronDevices: []types.NeuronDeviceInfo{{Count: aws.Int32(1), Name: aws.String("Inferentia2")}}}
+	prices := map[string]float64{"g4dn.xlarge": 0.526}
+	for _, c := range []struct {
+		it       types.InstanceTypeInfo
+		gpus     int
+		gpuType  string
+		unpriced bool
+	}{
+		{types.InstanceTypeInfo{InstanceType: "g4dn.xlarge", GpuInfo: gpu("T4", "NVIDIA", 1)}, 1, "t4", false},
+		{types.InstanceTypeInfo{InstanceType: "g4ad.xlarge", GpuInfo: gpu("Radeon Pro V520", "AMD", 1)}, 0, "", true},
+		{types.InstanceTypeInfo{InstanceType: "dl1.24xlarge", GpuInfo: gpu("Gaudi HL-205", "Habana", 8)}, 0, "", true},
+		{types.InstanceTypeInfo{InstanceType: "x9.large", GpuInfo: gpu("", "", 1)}, 0, "", true},
+		{types.InstanceTypeInfo{InstanceType: "inf2.xlarge", NeuronInfo: neuron}, 0, "", true},
+		{types.InstanceTypeInfo{InstanceType: "trn1.2xlarge", NeuronInfo: neuron}, 0, "", true},
+	} {
+		c.it.VCpuInfo = &types.VCpuInfo{DefaultVCpus: aws.Int32(4)}
+		c.it.MemoryInfo = &types.MemoryInfo{SizeInMiB: aws.Int64(16384)}
+		got, ok := fromAWS(c.it, prices)
+		if !ok {
+			t.Errorf("%s left out", c.it.InstanceType)
+			continue
+		}
+		if got.GPUs != c.gpus || got.GPUType != c.gpuType || got.Unpriced != c.unpriced {
+			t.Errorf("%s: %d GPUs %q, unpriced %v; want %d %q, unpriced %v", c.it.InstanceType, got.GPUs, got.GPUType, got.Unpriced, c.gpus, c.gpuType, c.unpriced)
 		}
 	}
 }

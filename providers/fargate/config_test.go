@@ -41,13 +41,13 @@ func TestConfigValidation(t *testing.T) {
 		{"bad task role", func(c *fargate.Config) { c.TaskRoleArn = "dask" }, `task_role_arn: "dask"`},
 		{"bad image", func(c *fargate.Config) { c.Image = "a b" }, "image"},
 		{"blank command", func(c *fargate.Config) { c.Command = "  " }, "command: empty"},
-		{"bad architecture", func(c *fargate.Config) { c.CPUArchitecture = "RISCV" }, "cpu_architecture"},
+		{"bad architecture", func(c *fargate.Config) { c.CPUArchitecture = "RISCV" }, "Config.CPUArchitecture"},
 		{"bad log group", func(c *fargate.Config) { c.LogGroup = "a group" }, "log_group"},
 		{"no gateway id", func(c *fargate.Config) { c.GatewayID = "" }, "gateway id: empty"},
-		{"bad endpoint", func(c *fargate.Config) { c.Endpoints.ECS = "127.0.0.1:1" }, "endpoints.ecs"},
+		{"bad endpoint", func(c *fargate.Config) { c.Endpoints.ECS = "127.0.0.1:1" }, "ecs_endpoint"},
 		{"negative retry", func(c *fargate.Config) { c.Retry.MaxAttempts = -1 }, "retry: attempts and delays cannot be negative"},
 		{"max below base", func(c *fargate.Config) { c.Retry.BaseDelay, c.Retry.MaxDelay = time.Second, time.Millisecond }, "below the base delay"},
-		{"negative stop timeout", func(c *fargate.Config) { c.StopTimeout = -time.Second }, "stop_timeout"},
+		{"negative stop timeout", func(c *fargate.Config) { c.StopTimeout = -time.Second }, "Config.StopTimeout"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,7 +70,7 @@ func TestConfigValidation(t *testing.T) {
 		if err == nil {
 			t.Fatal("New accepted")
 		}
-		for _, want := range []string{"moon-1", "cluster:", "listed twice", "host bits", "gateway_cidrs", "execution_role_arn", "task_role_arn", "image", "command", "cpu_architecture", "log_group", "gateway id", "endpoints.ecs", "retry"} {
+		for _, want := range []string{"moon-1", "cluster:", "listed twice", "host bits", "gateway_cidrs", "execution_role_arn", "task_role_arn", "image", "command", "CPUArchitecture", "log_group", "gateway id", "ecs_endpoint", "retry"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("combined error lacks %q:\n%v", want, err)
 			}

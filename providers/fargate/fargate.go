@@ -19,8 +19,8 @@
 // deleted by StopCluster once the tasks have stopped.
 //
 // AWS permissions the gateway needs: ecs:RegisterTaskDefinition,
-// DescribeTaskDefinition, ListTaskDefinitions, DeregisterTaskDefinition,
-// DeleteTaskDefinitions, RunTask, ListTasks, DescribeTasks, StopTask and
+// DescribeTaskDefinition, ListTaskDefinitionFamilies, ListTaskDefinitions,
+// DeregisterTaskDefinition, DeleteTaskDefinitions, RunTask, ListTasks, DescribeTasks, StopTask and
 // TagResource (tags at launch), iam:PassRole on the execution and task
 // roles, secretsmanager:CreateSecret, DescribeSecret, DeleteSecret and
 // TagResource, and ec2:DescribeSubnets, DescribeSecurityGroups,
@@ -166,10 +166,12 @@ type Provider struct {
 	taskDefs map[string]string            // family -> task definition ARN
 	launched map[string]map[string]string // cluster -> task ARN -> member: tasks this process started
 	ends     providers.EndTimes           // when StopCluster saw each member end
+	budgets  budgets                      // rate budgets of reads, per service
 }
 
 var _ providers.Provider = (*Provider)(nil)
 var _ providers.StopTimes = (*Provider)(nil)
+var _ providers.Spot = (*Provider)(nil)
 
 // validate reports every problem of the configuration at once, so that an
 // operator fixes them in one go.
@@ -241,7 +243,7 @@ func (c *Config) validate() error {
 	switch c.CPUArchitecture {
 	case "", "X86_64", "ARM64":
 	default:
-		bad("cpu_architecture: %q is not X86_64 or ARM64", c.CPUArchitecture)
+		bad("Config.CPUArchitecture: %q is not X86_64 or ARM64", c.CPUArchitecture)
 	}
 	if c.LogGroup != "" && !logGroupRE.MatchString(c.LogGroup) {
 		bad("log_group: %q is not a CloudWatch Logs group name", c.LogGroup)
@@ -249,12 +251,12 @@ func (c *Config) validate() error {
 	if strings.TrimSpace(c.GatewayID) == "" {
 		bad("gateway id: empty; it is the ownership tag of every task")
 	}
-	for name, e := range map[string]string{"ecs": c.Endpoints.ECS, "secretsmanager": c.Endpoints.SecretsManager, "ec2": c.Endpoints.EC2} {
+	for name, e := range map[string]string{"ecs_endpoint": c.Endpoints.ECS, "secretsmanager_endpoint": c.Endpoints.SecretsManager, "ec2_endpoint": c.Endpoints.EC2} {
 		if e == "" {
 			continue
 		}
 		if u, err := url.Parse(e); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			bad("endpoints.%s: %q is not an http(s) URL", name, e)
+			bad("%s: %q is not an http(s) URL", name, e)
 		}
 	}
 	if c.Retry.MaxAttempts < 0 || c.Retry.BaseDelay < 0 || c.Retry.MaxDelay < 0 {
@@ -264,7 +266,7 @@ func (c *Config) validate() error {
 		bad("retry: max delay %s is below the base delay %s", c.Retry.MaxDelay, c.Retry.BaseDelay)
 	}
 	if c.StopTimeout < 0 || c.PollInterval < 0 {
-		bad("stop_timeout and poll_interval cannot be negative")
+		bad("Config.StopTimeout and Config.PollInterval cannot be negative")
 	}
 	if len(errs) == 0 {
 		return nil
@@ -334,37 +336,47 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
-	awsCfg := aws.Config{Region: cfg.Region, Credentials: cfg.Credentials}
-	if cfg.Credentials == nil {
-		// The default chain: environment, shared files, SSO, container and
-		// instance roles. Loading reads files only; credentials are fetched
-		// when first needed.
-		loaded, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(cfg.Region))
-		if err != nil {
-			return nil, fmt.Errorf("fargate provider: load AWS configuration: %w", err)
-		}
-		awsCfg = loaded
+	// The SDK's standard configuration is loaded even when credentials
+	// are given, so that its endpoint settings (AWS_ENDPOINT_URL,
+	// AWS_ENDPOINT_URL_<SERVICE>, endpoint_url in the shared config) apply
+	// to every client. The default credential chain: environment, shared
+	// files, SSO, container and instance roles. Loading reads files only;
+	// credentials are fetched when first needed.
+	loadOpts := []func(*config.LoadOptions) error{config.WithRegion(cfg.Region)}
+	if cfg.Credentials != nil {
+		loadOpts = append(loadOpts, config.WithCredentialsProvider(cfg.Credentials))
 	}
 	if cfg.HTTPClient != nil {
-		awsCfg.HTTPClient = cfg.HTTPClient
+		loadOpts = append(loadOpts, config.WithHTTPClient(cfg.HTTPClient))
+	}
+	awsCfg, err := config.LoadDefaultConfig(context.Background(), loadOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("fargate provider: load AWS configuration: %w", err)
 	}
 	// Retries are this package's (bounded, with an injectable sleep and a
 	// log line each), not the SDK's: two layers would multiply.
 	awsCfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
-	endpoint := func(u string) *string {
-		if u == "" {
-			return nil
-		}
-		return aws.String(u)
-	}
 	p := &Provider{
 		cfg: cfg,
 		log: cfg.Logger.With("provider", Name),
-		ecs: ecs.NewFromConfig(awsCfg, func(o *ecs.Options) { o.BaseEndpoint = endpoint(cfg.Endpoints.ECS) }),
-		sm: secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) {
-			o.BaseEndpoint = endpoint(cfg.Endpoints.SecretsManager)
+		// A configured endpoint replaces the SDK's; an unset one leaves what
+		// the SDK resolved (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>,
+		// endpoint_url in the shared config) in place.
+		ecs: ecs.NewFromConfig(awsCfg, func(o *ecs.Options) {
+			if cfg.Endpoints.ECS != "" {
+				o.BaseEndpoint = aws.String(cfg.Endpoints.ECS)
+			}
 		}),
-		ec2:      ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { o.BaseEndpoint = endpoint(cfg.Endpoints.EC2) }),
+		sm: secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) {
+			if cfg.Endpoints.SecretsManager != "" {
+				o.BaseEndpoint = aws.String(cfg.Endpoints.SecretsManager)
+			}
+		}),
+		ec2: ec2.NewFromConfig(awsCfg, func(o *ec2.Options) {
+			if cfg.Endpoints.EC2 != "" {
+				o.BaseEndpoint = aws.String(cfg.Endpoints.EC2)
+			}
+		}),
 		gwKey:    shortHash(cfg.GatewayID, 8),
 		groups:   map[string]string{},
 		secrets:  map[string]string{},
@@ -373,6 +385,10 @@ func New(cfg Config) (*Provider, error) {
 	}
 	return p, nil
 }
+
+// SpotCapacity implements providers.Spot: workers asked for on spot run on
+// FARGATE_SPOT, falling back to FARGATE.
+func (p *Provider) SpotCapacity() {}
 
 // Name implements providers.Provider.
 func (p *Provider) Name() string { return Name }

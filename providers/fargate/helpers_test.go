@@ -16,15 +16,18 @@ import (
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/fargate"
 	"github.com/gatewayhq/gateway/providers/fargate/fargatetest"
+	"github.com/gatewayhq/gateway/providers/internal/awslive"
 )
 
+// operatorAWS is the AWS set-up of the machine running the tests, as
+// TestMain found it: only the live test (live_test.go) gets it back.
+var operatorAWS awslive.Env
+
 func TestMain(m *testing.M) {
-	// Never ask an instance metadata service for anything, and let no
-	// AWS setting of the machine running the tests steer the clients.
-	os.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	for _, v := range []string{"AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_ECS", "AWS_ENDPOINT_URL_EC2", "AWS_ENDPOINT_URL_SECRETS_MANAGER", "AWS_CA_BUNDLE"} {
-		os.Unsetenv(v)
-	}
+	// The hermetic tests never ask an instance metadata service for
+	// anything, and no AWS setting of the machine running them steers the
+	// clients.
+	operatorAWS = awslive.Isolate()
 	os.Exit(m.Run())
 }
 

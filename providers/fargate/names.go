@@ -10,14 +10,18 @@ import (
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 )
 
-// Tags on every task (and, for the first two, on the security group, the
-// secret and the task definitions): how List, Describe and the reaper find
-// what belongs to this gateway and to which cluster and member.
+// Tags on every task, security group, secret and task definition: how
+// List, Describe and the reaper find what belongs to this gateway and to
+// which cluster, member and owner.
 const (
 	tagGateway = "gateway-id"
 	tagCluster = "gateway-cluster"
 	tagMember  = "gateway-member"
 	tagOwner   = "gateway-owner"
+	// clusterMember is the gateway-member tag of what the cluster's
+	// members share (security group, secret, task definitions): no member
+	// is named so.
+	clusterMember = "cluster"
 )
 
 const schedulerMember = "scheduler"

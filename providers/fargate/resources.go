@@ -109,7 +109,7 @@ func ec2Tag(tags []ec2types.Tag, key string) string {
 // its networks), and every TCP port from the group itself (workers and
 // scheduler reach each other; no other cluster's tasks). Egress stays
 // AWS's default (all), for image pulls, secrets and user code.
-func (p *Provider) ensureGroup(ctx context.Context, cluster string) (string, error) {
+func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string) (string, error) {
 	p.mu.Lock()
 	id := p.groups[cluster]
 	p.mu.Unlock()
@@ -141,6 +141,8 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster string) (string, err
 						{Key: aws.String("Name"), Value: aws.String(p.groupName(cluster))},
 						{Key: aws.String(tagGateway), Value: aws.String(p.idTag())},
 						{Key: aws.String(tagCluster), Value: aws.String(cluster)},
+						{Key: aws.String(tagMember), Value: aws.String(clusterMember)},
+						{Key: aws.String(tagOwner), Value: aws.String(tagValue(owner))},
 					},
 				}},
 			})
@@ -341,6 +343,8 @@ func (p *Provider) ensureSecret(ctx context.Context, spec providers.ClusterSpec)
 		Tags: []smtypes.Tag{
 			{Key: aws.String(tagGateway), Value: aws.String(p.idTag())},
 			{Key: aws.String(tagCluster), Value: aws.String(spec.Name)},
+			{Key: aws.String(tagMember), Value: aws.String(clusterMember)},
+			{Key: aws.String(tagOwner), Value: aws.String(tagValue(spec.Owner))},
 		},
 	}
 	if p.cfg.KMSKeyID != "" {
@@ -410,7 +414,7 @@ exec "$@"`
 
 // taskDefinition builds the definition for one role and size. The family
 // is left for ensureTaskDefinition to name after the content's hash.
-func (p *Provider) taskDefinition(cluster, image string, role providers.Role, size taskSize, secretARN string) *ecs.RegisterTaskDefinitionInput {
+func (p *Provider) taskDefinition(cluster, owner, image string, role providers.Role, size taskSize, secretARN string) *ecs.RegisterTaskDefinitionInput {
 	c := ecstypes.ContainerDefinition{
 		Name:       aws.String(containerName),
 		Image:      aws.String(image),
@@ -466,6 +470,8 @@ func (p *Provider) taskDefinition(cluster, image string, role providers.Role, si
 		Tags: []ecstypes.Tag{
 			{Key: aws.String(tagGateway), Value: aws.String(p.idTag())},
 			{Key: aws.String(tagCluster), Value: aws.String(cluster)},
+			{Key: aws.String(tagMember), Value: aws.String(clusterMember)},
+			{Key: aws.String(tagOwner), Value: aws.String(tagValue(owner))},
 		},
 	}
 	if p.cfg.TaskRoleArn != "" {
@@ -485,8 +491,8 @@ func (p *Provider) taskDefinition(cluster, image string, role providers.Role, si
 // task its secrets other than the definition (RunTask overrides cannot
 // carry them), so each cluster has its own definitions, shared by its
 // workers, and StopCluster removes them.
-func (p *Provider) ensureTaskDefinition(ctx context.Context, cluster, image string, role providers.Role, size taskSize, secretARN string) (string, error) {
-	in := p.taskDefinition(cluster, image, role, size, secretARN)
+func (p *Provider) ensureTaskDefinition(ctx context.Context, cluster, owner, image string, role providers.Role, size taskSize, secretARN string) (string, error) {
+	in := p.taskDefinition(cluster, owner, image, role, size, secretARN)
 	// The whole request is hashed, so that any change to what would be
 	// registered (a new image, size or command shape, or this code's next
 	// version) names a new family; the old one goes with its cluster.

@@ -122,7 +122,7 @@ func (p *Provider) start(ctx context.Context, spec providers.ClusterSpec, member
 	if running != nil {
 		return nil
 	}
-	group, err := p.ensureGroup(ctx, spec.Name)
+	group, err := p.ensureGroup(ctx, spec.Name, spec.Owner)
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func (p *Provider) start(ctx context.Context, spec providers.ClusterSpec, member
 	if image == "" {
 		image = p.cfg.Image
 	}
-	taskDef, err := p.ensureTaskDefinition(ctx, spec.Name, image, role, size, secretARN)
+	taskDef, err := p.ensureTaskDefinition(ctx, spec.Name, spec.Owner, image, role, size, secretARN)
 	if err != nil {
 		return err
 	}

@@ -208,30 +208,41 @@ func (p *Provider) deleteSecret(ctx context.Context, cluster string) error {
 // definitions. They hold no secret material (only the secret's ARN), so a
 // failure here is logged, not returned: it must not keep a cluster from
 // counting as stopped.
+//
+// ListTaskDefinitions filters by the full family name only (its
+// familyPrefix matches exactly), so the cluster's families are found first
+// with ListTaskDefinitionFamilies, whose familyPrefix is a prefix.
 func (p *Provider) deleteTaskDefinitions(ctx context.Context, cluster string) {
+	families, err := p.listFamilies(ctx, cluster)
+	if err != nil {
+		p.log.Warn("cannot list the cluster's task definition families", "cluster", cluster, "err", err)
+		return
+	}
 	var gone []string
 	seen := map[string]bool{}
-	for _, status := range []ecstypes.TaskDefinitionStatus{ecstypes.TaskDefinitionStatusActive, ecstypes.TaskDefinitionStatusInactive} {
-		arns, err := p.listTaskDefinitions(ctx, cluster, status)
-		if err != nil {
-			p.log.Warn("cannot list the cluster's task definitions", "cluster", cluster, "err", err)
-			return
-		}
-		for _, arn := range arns {
-			if seen[arn] {
-				continue // deregistered just above: now listed as INACTIVE
+	for _, family := range families {
+		for _, status := range []ecstypes.TaskDefinitionStatus{ecstypes.TaskDefinitionStatusActive, ecstypes.TaskDefinitionStatusInactive} {
+			arns, err := p.listTaskDefinitions(ctx, family, status)
+			if err != nil {
+				p.log.Warn("cannot list the cluster's task definitions", "cluster", cluster, "family", family, "err", err)
+				break
 			}
-			seen[arn] = true
-			if status == ecstypes.TaskDefinitionStatusActive {
-				_, err := call(ctx, p, "DeregisterTaskDefinition", func(ctx context.Context) (*ecs.DeregisterTaskDefinitionOutput, error) {
-					return p.ecs.DeregisterTaskDefinition(ctx, &ecs.DeregisterTaskDefinitionInput{TaskDefinition: aws.String(arn)})
-				})
-				if err != nil && !isNotFound(err) {
-					p.log.Warn("cannot deregister task definition", "cluster", cluster, "arn", arn, "err", err)
-					continue
+			for _, arn := range arns {
+				if seen[arn] {
+					continue // deregistered just above: now listed as INACTIVE
 				}
+				seen[arn] = true
+				if status == ecstypes.TaskDefinitionStatusActive {
+					_, err := call(ctx, p, "DeregisterTaskDefinition", func(ctx context.Context) (*ecs.DeregisterTaskDefinitionOutput, error) {
+						return p.ecs.DeregisterTaskDefinition(ctx, &ecs.DeregisterTaskDefinitionInput{TaskDefinition: aws.String(arn)})
+					})
+					if err != nil && !isNotFound(err) {
+						p.log.Warn("cannot deregister task definition", "cluster", cluster, "arn", arn, "err", err)
+						continue
+					}
+				}
+				gone = append(gone, arn)
 			}
-			gone = append(gone, arn)
 		}
 	}
 	for start := 0; start < len(gone); start += 10 { // DeleteTaskDefinitions takes 10 at most
@@ -249,10 +260,40 @@ func (p *Provider) deleteTaskDefinitions(ctx context.Context, cluster string) {
 	}
 }
 
-// listTaskDefinitions returns the ARNs of the cluster's task definitions
-// in one status.
-func (p *Provider) listTaskDefinitions(ctx context.Context, cluster string, status ecstypes.TaskDefinitionStatus) ([]string, error) {
-	in := ecs.ListTaskDefinitionsInput{FamilyPrefix: aws.String(p.familyPrefix(cluster)), Status: status}
+// listFamilies returns the cluster's task definition families, with or
+// without ACTIVE revisions.
+func (p *Provider) listFamilies(ctx context.Context, cluster string) ([]string, error) {
+	in := ecs.ListTaskDefinitionFamiliesInput{
+		FamilyPrefix: aws.String(p.familyPrefix(cluster)),
+		Status:       ecstypes.TaskDefinitionFamilyStatusAll,
+	}
+	var out []string
+	for range maxPages {
+		page, err := call(ctx, p, "ListTaskDefinitionFamilies", func(ctx context.Context) (*ecs.ListTaskDefinitionFamiliesOutput, error) {
+			return p.ecs.ListTaskDefinitionFamilies(ctx, &in)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, family := range page.Families {
+			// The prefix also matches another cluster whose name starts
+			// with this one's plus "-".
+			if p.ownFamily(family, cluster) {
+				out = append(out, family)
+			}
+		}
+		if aws.ToString(page.NextToken) == "" {
+			return out, nil
+		}
+		in.NextToken = page.NextToken
+	}
+	return out, nil
+}
+
+// listTaskDefinitions returns the ARNs of one family's revisions in one
+// status.
+func (p *Provider) listTaskDefinitions(ctx context.Context, family string, status ecstypes.TaskDefinitionStatus) ([]string, error) {
+	in := ecs.ListTaskDefinitionsInput{FamilyPrefix: aws.String(family), Status: status}
 	var out []string
 	for range maxPages {
 		page, err := call(ctx, p, "ListTaskDefinitions", func(ctx context.Context) (*ecs.ListTaskDefinitionsOutput, error) {
@@ -261,16 +302,7 @@ func (p *Provider) listTaskDefinitions(ctx context.Context, cluster string, stat
 		if err != nil {
 			return nil, err
 		}
-		for _, arn := range page.TaskDefinitionArns {
-			// arn:...:task-definition/<family>:<revision>
-			family := arn[strings.LastIndex(arn, "/")+1:]
-			if i := strings.LastIndex(family, ":"); i >= 0 {
-				family = family[:i]
-			}
-			if p.ownFamily(family, cluster) {
-				out = append(out, arn)
-			}
-		}
+		out = append(out, page.TaskDefinitionArns...)
 		if aws.ToString(page.NextToken) == "" {
 			return out, nil
 		}

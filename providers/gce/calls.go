@@ -19,14 +19,69 @@ import (
 	"google.golang.org/api/googleapi"
 )
 
+// The budget of Compute Engine read calls (lists, gets, guest attributes)
+// that one gateway keeps to, shared by every cluster: Compute Engine
+// meters reads per project in a per-minute quota and refuses every caller
+// in the project beyond it (403 rateLimitExceeded), so the gateway stays
+// well below and leaves the rest to the console and other tools.
+const (
+	ReadRate  = 10.0
+	ReadBurst = 20
+)
+
+// computeRead reports whether the call named what is a Compute Engine
+// read that the budget meters (Secret Manager is another service).
+func computeRead(what string) bool {
+	if strings.Contains(what, "secret") {
+		return false
+	}
+	return strings.HasPrefix(what, "list ") || strings.HasPrefix(what, "get ") || strings.HasPrefix(what, "guest attributes")
+}
+
+// readBudgetT is the budget's type, named here so that the Provider
+// struct needs no import of its own for it.
+type readBudgetT = backoff.Budget
+
+// readBudget is the budget of Compute Engine reads, made on first use.
+func (p *Provider) readBudget() *backoff.Budget {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reads == nil {
+		// Through Retry.Sleep as it is at each wait, as the retries do.
+		p.reads = backoff.NewBudget(ReadRate, ReadBurst, nil, func(ctx context.Context, d time.Duration) error { return p.cfg.Retry.Sleep(ctx, d) })
+	}
+	return p.reads
+}
+
+// rateLimited reports whether err is the service refusing a call for its
+// request rate (429, or 403 with a rate-limit reason).
+func rateLimited(err error) bool {
+	code, reasons := httpCode(err)
+	return code == http.StatusTooManyRequests ||
+		code == http.StatusForbidden && (slices.Contains(reasons, "rateLimitExceeded") || slices.Contains(reasons, "userRateLimitExceeded"))
+}
+
 // call runs f, retrying transient failures (see retryable) with
 // exponential backoff and full jitter, at most Retry.MaxAttempts times.
 // The error is f's own, so that callers can still test it for 404 or 409;
-// after retries it says how many were made.
+// after retries it says how many were made. Compute Engine reads first
+// take their turn in the provider's budget; a rate-limited call waits at
+// least half the backoff window, and a rate-limited read pauses the
+// budget for every cluster.
 func (p *Provider) call(ctx context.Context, what string, f func(context.Context) error) error {
+	var budget *backoff.Budget
+	if computeRead(what) {
+		budget = p.readBudget()
+	}
+	paused := false // the retry after a rate-limited call: it has waited the pause
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if !paused {
+			if err := budget.Wait(ctx); err != nil {
+				return err
+			}
 		}
 		err := f(ctx)
 		if err == nil {
@@ -39,12 +94,21 @@ func (p *Provider) call(ctx context.Context, what string, f func(context.Context
 			return fmt.Errorf("%s: gave up after %d attempts: %w", what, attempt, err)
 		}
 		d := p.backoff(attempt, err)
+		if paused = rateLimited(err); paused {
+			d = max(d, min(backoff.Window(attempt, p.cfg.Retry.BaseDelay, p.cfg.Retry.MaxDelay)/2, p.cfg.Retry.MaxDelay))
+			budget.Throttled(d) // everyone else sharing the budget keeps the pause too
+		}
 		p.log.Debug("retrying a call that failed transiently", "call", what, "attempt", attempt, "pause", d, "err", err)
 		if serr := p.cfg.Retry.Sleep(ctx, d); serr != nil {
 			return fmt.Errorf("%s: %w (while retrying after: %v)", what, serr, err)
 		}
 	}
 }
+
+// StartPoll implements the scheduler's start pacing: a VM takes a minute
+// or more to boot and pull its image, so its cluster is polled from once
+// a second, not ten times.
+func (p *Provider) StartPoll() time.Duration { return time.Second }
 
 // backoff is the pause before try attempt+1: uniformly random below
 // min(MaxDelay, BaseDelay*2^(attempt-1)), raised to a Retry-After the

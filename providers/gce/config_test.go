@@ -28,7 +28,7 @@ func TestConfigValidation(t *testing.T) {
 		want   []string
 	}{
 		{"empty", func(c *Config) { *c = Config{} }, []string{
-			"5 problems", "project is empty", "zones is empty", "gateway_service_account is empty", "service_account is empty", "gateway_id is empty",
+			"5 problems", "project is empty", "zones is empty", "gateway_service_account is empty", "service_account is empty", "gateway id is empty",
 		}},
 		{"project", func(c *Config) { c.Project = "My Project" }, []string{`project "My Project" is not a project ID`}},
 		{"zones", func(c *Config) { c.Zones = []string{"us-central1", "us-central1-a", "us-central1-a"} }, []string{`zone "us-central1" is not a zone name`, `zone "us-central1-a" is listed twice`}},
@@ -47,16 +47,16 @@ func TestConfigValidation(t *testing.T) {
 		{"scopes", func(c *Config) { c.Scopes = []string{"https://www.googleapis.com/auth/devstorage.read_only"} }, []string{"lack https://www.googleapis.com/auth/cloud-platform"}},
 		{"images and disks", func(c *Config) {
 			c.Image, c.ContainerImage, c.DiskGiB, c.GPUDiskGiB = "bad image", "bad image;rm", 5, 20
-		}, []string{`image "bad image" is not a resource name`, "container_image", "disk_gib is 5", "gpu_disk_gib is 20"}},
+		}, []string{`image "bad image" is not a resource name`, "container_image", "disk_gib is 5", "GPUDiskGiB is 20"}},
 		{"machine types", func(c *Config) { c.WorkerMachineType = "N2_STANDARD" }, []string{`worker_machine_type "N2_STANDARD"`}},
 		{"labels", func(c *Config) {
 			c.Labels = map[string]string{"gateway-x": "1", "Team": "a", "ok": "Bad Value"}
 		}, []string{`label "gateway-x" uses the reserved prefix`, `label key "Team" is invalid`, `label "ok" has value "Bad Value"`}},
-		{"endpoints", func(c *Config) { c.Endpoint, c.SecretManagerEndpoint = "ftp://x", "::" }, []string{`endpoint "ftp://x" is not an http(s) URL`, `secret_manager_endpoint "::"`}},
+		{"endpoints", func(c *Config) { c.Endpoint, c.SecretManagerEndpoint = "ftp://x", "::" }, []string{`endpoint "ftp://x" is not an http(s) URL`, `secretmanager_endpoint "::"`}},
 		{"durations", func(c *Config) {
 			c.Retry = RetryConfig{MaxAttempts: -1, BaseDelay: time.Second, MaxDelay: time.Millisecond}
 			c.OperationTimeout, c.InstanceTypesTTL = -1, -1
-		}, []string{"retry.max_attempts is -1", "retry delays", "operation_timeout", "instance_types_ttl"}},
+		}, []string{"retry.max_attempts is -1", "retry delays", "OperationTimeout", "InstanceTypesTTL"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -210,8 +210,11 @@ type Config struct {
 	Labels map[string]string
 	// Endpoint replaces the Compute Engine endpoint (tests, emulators);
 	// SecretManagerEndpoint the Secret Manager one (defaults to Endpoint
-	// when that is set, else https://secretmanager.googleapis.com/). The
-	// instances themselves always use Google's Secret Manager endpoint.
+	// when that is set). Unset, each client resolves its endpoint as
+	// Google's own clients do: the universe domain
+	// (GOOGLE_CLOUD_UNIVERSE_DOMAIN or option.WithUniverseDomain) and the
+	// mTLS settings apply. The instances themselves always use Google's
+	// Secret Manager endpoint.
 	Endpoint              string
 	SecretManagerEndpoint string
 	// ClientOptions are passed to every client: credentials
@@ -254,6 +257,7 @@ type Provider struct {
 	reasons  map[uint64]string  // instance id -> why it stopped on its own
 	ends     providers.EndTimes // when StopCluster saw each member end
 	types    typeCache
+	reads    *readBudgetT // rate budget of Compute Engine reads (readBudget)
 }
 
 // clusterState is what this process learnt about a cluster. None of it is
@@ -343,9 +347,6 @@ func (p *Provider) newClients(ctx context.Context, opts []option.ClientOption) e
 	endpoint := p.cfg.SecretManagerEndpoint
 	if endpoint == "" {
 		endpoint = p.cfg.Endpoint
-	}
-	if endpoint == "" {
-		endpoint = DefaultSecretEndpoint
 	}
 	if p.secrets, err = newSecretClient(ctx, p.cfg.Project, endpoint, p.cfg.ClientOptions); err != nil {
 		return fmt.Errorf("gce provider: secret manager client: %w", err)
@@ -488,7 +489,7 @@ func validate(cfg Config) []string {
 		add("disk_gib is %d; set it to at least 10 (the images need 10 GiB, and the container image room)", cfg.DiskGiB)
 	}
 	if cfg.GPUDiskGiB < 50 {
-		add("gpu_disk_gib is %d; set it to at least 50 (GPU images with drivers need it)", cfg.GPUDiskGiB)
+		add("Config.GPUDiskGiB is %d; set it to at least 50 (GPU images with drivers need it)", cfg.GPUDiskGiB)
 	}
 	if !imageRefRE.MatchString(cfg.ContainerImage) {
 		add("container_image %q is not an image reference; use e.g. ghcr.io/dask/dask:2024.12.1", cfg.ContainerImage)
@@ -517,7 +518,7 @@ func validate(cfg Config) []string {
 	if len(cfg.Labels) > 64-5 {
 		add("labels has %d entries; at most %d fit beside the provider's own 5", len(cfg.Labels), 64-5)
 	}
-	for _, f := range []struct{ name, v string }{{"endpoint", cfg.Endpoint}, {"secret_manager_endpoint", cfg.SecretManagerEndpoint}} {
+	for _, f := range []struct{ name, v string }{{"endpoint", cfg.Endpoint}, {"secretmanager_endpoint", cfg.SecretManagerEndpoint}} {
 		if f.v == "" {
 			continue
 		}
@@ -532,13 +533,13 @@ func validate(cfg Config) []string {
 		add("retry delays (base %s, max %s) must be positive with max >= base", cfg.Retry.BaseDelay, cfg.Retry.MaxDelay)
 	}
 	if cfg.OperationTimeout < 0 {
-		add("operation_timeout is %s; set it to a positive duration such as 5m", cfg.OperationTimeout)
+		add("Config.OperationTimeout is %s; set it to a positive duration such as 5m", cfg.OperationTimeout)
 	}
 	if cfg.InstanceTypesTTL < 0 {
-		add("instance_types_ttl is %s; set it to a positive duration such as 1h", cfg.InstanceTypesTTL)
+		add("Config.InstanceTypesTTL is %s; set it to a positive duration such as 1h", cfg.InstanceTypesTTL)
 	}
 	if strings.TrimSpace(cfg.GatewayID) == "" {
-		add("gateway_id is empty; every instance is tagged with it so that List and the reaper find them")
+		add("gateway id is empty; every instance is tagged with it so that List and the reaper find them")
 	}
 	return p
 }

@@ -2,6 +2,7 @@ package gce
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -20,17 +21,35 @@ import (
 //	go test -run TestLiveContract -timeout 60m ./providers/gce/
 //
 // with Application Default Credentials; this machine must reach the
-// network's private addresses.
+// network's private addresses. GATEWAY_LIVE_GCE_ENDPOINT and
+// GATEWAY_LIVE_GCE_SECRETMANAGER_ENDPOINT point it at an emulator (the
+// Google client libraries read no endpoint from the environment); the test
+// prints the endpoints before the first call.
 func TestLiveContract(t *testing.T) {
 	if os.Getenv("GATEWAY_LIVE_GCP") != "1" {
 		t.Skip("live GCP test: set GATEWAY_LIVE_GCP=1 and GATEWAY_LIVE_GCE_* (see the comment); it is not part of the default run")
 	}
 	env := func(k string) string { return os.Getenv("GATEWAY_LIVE_GCE_" + k) }
 	const gatewayID = "gw-live-test"
+	// Before any call: where the requests go.
+	compute, secrets := env("ENDPOINT"), env("SECRETMANAGER_ENDPOINT")
+	if secrets == "" {
+		secrets = compute
+	}
+	if compute == "" {
+		compute = "the client library's default (compute.googleapis.com)"
+	}
+	if secrets == "" {
+		secrets = "the client library's default (secretmanager.googleapis.com)"
+	}
+	line := fmt.Sprintf("live GCP test: compute endpoint %s, secretmanager endpoint %s, project %s", compute, secrets, env("PROJECT"))
+	fmt.Fprintln(os.Stderr, line)
+	t.Log(line)
 	contract.Run(t, contract.Harness{
 		New: func(t *testing.T) providers.Provider {
 			p, err := New(context.Background(), Config{Project: env("PROJECT"), Zones: strings.Split(env("ZONES"), ","),
-				GatewayCIDRs: strings.Split(env("GATEWAY_CIDRS"), ","), ServiceAccount: env("SERVICE_ACCOUNT"), GatewayID: gatewayID})
+				GatewayCIDRs: strings.Split(env("GATEWAY_CIDRS"), ","), ServiceAccount: env("SERVICE_ACCOUNT"), GatewayID: gatewayID,
+				Endpoint: env("ENDPOINT"), SecretManagerEndpoint: env("SECRETMANAGER_ENDPOINT")})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"google.golang.org/api/option"
+	"google.golang.org/api/option/internaloption"
 	htransport "google.golang.org/api/transport/http"
 )
 
@@ -28,13 +29,26 @@ type secretClient struct {
 	project string
 }
 
+// newSecretClient makes the client. An empty endpoint is resolved the way
+// Google's generated clients resolve theirs (the universe domain, mTLS
+// settings), so that only a configured endpoint replaces Google's.
 func newSecretClient(ctx context.Context, project, endpoint string, opts []option.ClientOption) (*secretClient, error) {
-	all := append(slices.Clone(opts), option.WithScopes(CloudPlatformScope), option.WithEndpoint(endpoint))
-	hc, _, err := htransport.NewClient(ctx, all...)
+	all := append(slices.Clone(opts),
+		option.WithScopes(CloudPlatformScope),
+		internaloption.WithDefaultEndpoint(DefaultSecretEndpoint),
+		internaloption.WithDefaultEndpointTemplate("https://secretmanager.UNIVERSE_DOMAIN/"),
+		internaloption.WithDefaultMTLSEndpoint("https://secretmanager.mtls.googleapis.com/"),
+		internaloption.WithDefaultUniverseDomain("googleapis.com"),
+		internaloption.WithDefaultAudience(DefaultSecretEndpoint),
+	)
+	if endpoint != "" {
+		all = append(all, option.WithEndpoint(endpoint))
+	}
+	hc, resolved, err := htransport.NewClient(ctx, all...)
 	if err != nil {
 		return nil, err
 	}
-	return &secretClient{http: hc, base: strings.TrimRight(endpoint, "/"), project: project}, nil
+	return &secretClient{http: hc, base: strings.TrimRight(resolved, "/"), project: project}, nil
 }
 
 // secretAPIError is an error answer of Secret Manager (google.rpc.Status

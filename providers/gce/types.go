@@ -109,6 +109,12 @@ func (p *Provider) listTypes(ctx context.Context) ([]catalog.InstanceType, error
 			MemoryGiB: math.Round(float64(m.GetMemoryMb())/1024*100) / 100,
 		}
 		if accels := m.GetAccelerators(); len(accels) > 0 {
+			// Only NVIDIA's (nvidia-*) are GPUs the CUDA images can use;
+			// a machine type built around another accelerator (TPU) is
+			// not offered rather than offered as a GPU or a CPU machine.
+			if !strings.HasPrefix(accels[0].GetGuestAcceleratorType(), "nvidia-") {
+				continue
+			}
 			t.GPUs = int(accels[0].GetGuestAcceleratorCount())
 			t.GPUType = gpuShortName(accels[0].GetGuestAcceleratorType(), descriptions)
 		}

@@ -301,6 +301,7 @@ data "aws_iam_policy_document" "gateway_fargate" {
     actions = [
       "ecs:DescribeTaskDefinition",
       "ecs:DescribeTasks",
+      "ecs:ListTaskDefinitionFamilies",
       "ecs:ListTaskDefinitions",
       "ecs:ListTasks",
     ]

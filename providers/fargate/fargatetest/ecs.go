@@ -365,6 +365,8 @@ func (s *Server) ecsAction(action string, body []byte) (any, *apiError) {
 		return s.describeTaskDefinition(body)
 	case "ListTaskDefinitions":
 		return s.listTaskDefinitions(body)
+	case "ListTaskDefinitionFamilies":
+		return s.listTaskDefinitionFamilies(body)
 	case "DeregisterTaskDefinition":
 		return s.deregisterTaskDefinition(body)
 	case "DeleteTaskDefinitions":
@@ -529,6 +531,9 @@ func (s *Server) describeTaskDefinition(body []byte) (any, *apiError) {
 	return out, nil
 }
 
+// listTaskDefinitions follows AWS's API model: familyPrefix is the full
+// family name and matches exactly (not as a prefix); status defaults to
+// ACTIVE.
 func (s *Server) listTaskDefinitions(body []byte) (any, *apiError) {
 	var in struct {
 		FamilyPrefix string `json:"familyPrefix"`
@@ -539,12 +544,16 @@ func (s *Server) listTaskDefinitions(body []byte) (any, *apiError) {
 	if e := decode(body, &in); e != nil {
 		return nil, e
 	}
-	if in.Status == "" {
+	switch in.Status {
+	case "":
 		in.Status = "ACTIVE"
+	case "ACTIVE", "INACTIVE", "DELETE_IN_PROGRESS":
+	default:
+		return nil, clientErr("InvalidParameterException", "status must be ACTIVE, INACTIVE or DELETE_IN_PROGRESS")
 	}
 	var arns []string
 	for _, f := range sortedKeys(s.families) {
-		if !strings.HasPrefix(f, in.FamilyPrefix) {
+		if in.FamilyPrefix != "" && f != in.FamilyPrefix {
 			continue
 		}
 		for _, d := range s.families[f] {
@@ -558,6 +567,48 @@ func (s *Server) listTaskDefinitions(body []byte) (any, *apiError) {
 		return nil, err
 	}
 	out := map[string]any{"taskDefinitionArns": page}
+	if next != "" {
+		out["nextToken"] = next
+	}
+	return out, nil
+}
+
+// listTaskDefinitionFamilies follows AWS's API model: familyPrefix matches
+// the start of the family name; status ACTIVE lists the families with an
+// ACTIVE revision, INACTIVE those without, ALL (the default) both.
+func (s *Server) listTaskDefinitionFamilies(body []byte) (any, *apiError) {
+	var in struct {
+		FamilyPrefix string `json:"familyPrefix"`
+		Status       string `json:"status"`
+		NextToken    string `json:"nextToken"`
+		MaxResults   int    `json:"maxResults"`
+	}
+	if e := decode(body, &in); e != nil {
+		return nil, e
+	}
+	switch in.Status {
+	case "":
+		in.Status = "ALL"
+	case "ACTIVE", "INACTIVE", "ALL":
+	default:
+		return nil, clientErr("InvalidParameterException", "status must be ACTIVE, INACTIVE or ALL")
+	}
+	var families []string
+	for _, f := range sortedKeys(s.families) {
+		if !strings.HasPrefix(f, in.FamilyPrefix) {
+			continue
+		}
+		active := slices.ContainsFunc(s.families[f], func(d *taskDef) bool { return d.status == "ACTIVE" })
+		if (in.Status == "ACTIVE" && !active) || (in.Status == "INACTIVE" && active) {
+			continue
+		}
+		families = append(families, f)
+	}
+	page, next, err := s.paginate(families, in.NextToken, in.MaxResults)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{"families": page}
 	if next != "" {
 		out["nextToken"] = next
 	}
