@@ -25,10 +25,13 @@ import (
 	"github.com/gatewayhq/gateway/internal/pki"
 )
 
-// Clock is a clock a test moves by hand.
+// Clock is a clock a test moves by hand, or by sleeping on it: Sleep and
+// Pass move it to the sleep's end at once (simulated time), so a test can
+// check call counts against time without waiting.
 type Clock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu     sync.Mutex
+	t      time.Time
+	sleeps []time.Duration
 }
 
 // NewClock starts a clock at t.
@@ -47,6 +50,71 @@ func (c *Clock) Advance(d time.Duration) time.Time {
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
 	return c.t
+}
+
+// Sleep moves the clock on by d (if positive) at once, records d for
+// Sleeps, and returns ctx's error. It has the shape of a retry's sleep.
+func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
+	return c.sleep(ctx, d, true)
+}
+
+// Pass is Sleep without the record: for waits a test does not count
+// (a rate budget's, say), told apart from the ones it does.
+func (c *Clock) Pass(ctx context.Context, d time.Duration) error {
+	return c.sleep(ctx, d, false)
+}
+
+func (c *Clock) sleep(ctx context.Context, d time.Duration, record bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if record {
+		c.sleeps = append(c.sleeps, d)
+	}
+	if d > 0 {
+		c.t = c.t.Add(d)
+	}
+	return ctx.Err()
+}
+
+// Sleeps is a copy of the durations given to Sleep so far, in order.
+func (c *Clock) Sleeps() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.sleeps...)
+}
+
+// Callers starts callers goroutines at once, each making up to most calls
+// of call (given the caller's number, from 0), and waits for them all. When
+// bound is positive a caller stops early once bound of the clock's time
+// has passed since Callers began, so a test driving a rate limit on
+// simulated time is bounded in count as well as in time. A call's error
+// fails t and ends that caller. Callers returns the clock's time that
+// passed and how many calls succeeded.
+func (c *Clock) Callers(t testing.TB, callers, most int, bound time.Duration, call func(caller int) error) (elapsed time.Duration, calls int) {
+	t.Helper()
+	start := c.Now()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range most {
+				if bound > 0 && c.Now().Sub(start) >= bound {
+					return
+				}
+				if err := call(i); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				calls++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return c.Now().Sub(start), calls
 }
 
 // MemberPIDs lists live processes marked as members of the cluster by the

@@ -3,7 +3,6 @@ package ec2
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -44,7 +43,7 @@ func TestLiveContract(t *testing.T) {
 	if os.Getenv("GATEWAY_LIVE_AWS") != "1" {
 		t.Skip("live AWS test: set GATEWAY_LIVE_AWS=1 and GATEWAY_LIVE_EC2_* (see the comment); it is not part of the default run")
 	}
-	cfg, err := liveConfig(context.Background(), t, operatorAWS, io.MultiWriter(os.Stderr, logWriter{t}))
+	cfg, err := liveConfig(context.Background(), t, operatorAWS, io.MultiWriter(os.Stderr, awslive.LogWriter(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,31 +78,15 @@ func TestLiveContract(t *testing.T) {
 func liveConfig(ctx context.Context, t *testing.T, operator awslive.Env, w io.Writer) (Config, error) {
 	operator.Restore(t)
 	env := func(k string) string { return os.Getenv("GATEWAY_LIVE_EC2_" + k) }
-	awsCfg, err := awslive.Load(ctx, env("REGION"))
+	awsCfg, eps, err := awslive.Setup(ctx, w, "GATEWAY_LIVE_EC2_REGION", "ec2", "ssm")
 	if err != nil {
 		return Config{}, err
 	}
-	if awsCfg.Region == "" {
-		return Config{}, fmt.Errorf("no region: set GATEWAY_LIVE_EC2_REGION, AWS_REGION or region in the shared config")
-	}
-	eps, err := awslive.Endpoints(ctx, awsCfg, "ec2", "ssm")
-	if err != nil {
-		return Config{}, err
-	}
-	awslive.Print(w, awsCfg.Region, eps)
 	return Config{
 		Region: awsCfg.Region, Subnets: strings.Split(env("SUBNETS"), ","), GatewayCIDRs: strings.Split(env("GATEWAY_CIDRS"), ","),
 		InstanceProfile: env("INSTANCE_PROFILE"), GatewayID: "gw-live-test",
 		EC2Endpoint: awslive.Configured(eps, "ec2"), SSMEndpoint: awslive.Configured(eps, "ssm"),
 	}, nil
-}
-
-// logWriter puts each line written into the test's log as well.
-type logWriter struct{ t *testing.T }
-
-func (l logWriter) Write(p []byte) (int, error) {
-	l.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // TestLiveSetupHonoursSDKConfiguration: the live test's set-up takes
@@ -215,19 +198,7 @@ func TestLiveSetupHonoursSDKConfiguration(t *testing.T) {
 		})
 		// The live set-up lasts as long as its test: then the hermetic one
 		// is back, and the SDK resolves no configured endpoint.
-		for _, k := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SSM", "AWS_PROFILE", "AWS_ACCESS_KEY_ID"} {
-			if v, ok := os.LookupEnv(k); ok {
-				t.Errorf("after the live set-up's test, %s=%q is still set", k, v)
-			}
-		}
-		if v := os.Getenv("AWS_EC2_METADATA_DISABLED"); v != "true" {
-			t.Errorf("after the live set-up's test, AWS_EC2_METADATA_DISABLED=%q, want true", v)
-		}
-		for _, k := range []string{"AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
-			if v := os.Getenv(k); v != os.DevNull {
-				t.Errorf("after the live set-up's test, %s=%q, want %s (no shared files)", k, v, os.DevNull)
-			}
-		}
+		awslive.CheckIsolated(t, "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SSM", "AWS_PROFILE", "AWS_ACCESS_KEY_ID")
 		awsCfg, err := awslive.Load(t.Context(), testRegion)
 		if err != nil {
 			t.Fatal(err)

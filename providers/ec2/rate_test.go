@@ -1,53 +1,14 @@
 package ec2
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gatewayhq/gateway/internal/backoff"
+	"github.com/gatewayhq/gateway/internal/testutil"
 )
-
-// simClock is simulated time for the rate tests: a sleep moves it to the
-// sleep's end at once, so call counts are checked against time without
-// waiting (and without timing assertions).
-type simClock struct {
-	mu     sync.Mutex
-	t      time.Time
-	sleeps []time.Duration
-}
-
-func (c *simClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *simClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sleeps = append(c.sleeps, d)
-	if d > 0 {
-		c.t = c.t.Add(d)
-	}
-	return ctx.Err()
-}
-
-// Pass is Sleep without the record: the budget's waits, told apart from
-// the retries' backoff.
-func (c *simClock) Pass(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if d > 0 {
-		c.t = c.t.Add(d)
-	}
-	return ctx.Err()
-}
-
-func (c *simClock) waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.sleeps...)
-}
 
 // describeCalls counts the Describe* requests the fake received: the
 // calls EC2 meters in one account-wide bucket.
@@ -66,7 +27,7 @@ func (e *env) describeCalls() int {
 // provider's one budget allows over the simulated boot: burst plus rate
 // times the time that passed, however many clusters there are.
 func TestDescribeBudgetSharedByClusters(t *testing.T) {
-	clock := &simClock{t: time.Unix(1e9, 0)}
+	clock := testutil.NewClock(time.Unix(1e9, 0))
 	e := newEnv(t, func(c *Config) { c.Sleep = clock.Sleep })
 	e.p.describes = backoff.NewBudget(DescribeRate, DescribeBurst, clock.Now, clock.Sleep)
 	e.ec2.SetPendingDescribes(1 << 20) // the machines never finish booting
@@ -77,26 +38,12 @@ func TestDescribeBudgetSharedByClusters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	start, before := clock.Now(), e.describeCalls()
-	var wg sync.WaitGroup
-	for i := range clusters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Bounded in count as well as in simulated time.
-			for range maxPolls {
-				if clock.Now().Sub(start) >= boot {
-					return
-				}
-				if _, err := e.p.Describe(c, fmt.Sprintf("c%d", i)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := clock.Now().Sub(start)
+	before := e.describeCalls()
+	// Bounded in count as well as in simulated time.
+	elapsed, _ := clock.Callers(t, clusters, maxPolls, boot, func(i int) error {
+		_, err := e.p.Describe(c, fmt.Sprintf("c%d", i))
+		return err
+	})
 	calls := e.describeCalls() - before
 	if limit := DescribeBurst + DescribeRate*elapsed.Seconds(); float64(calls) > limit+1 {
 		t.Errorf("%d clusters made %d Describe calls in %s of simulated boot; the budget allows %.0f (%g/s)", clusters, calls, elapsed.Round(time.Millisecond), limit, DescribeRate)
@@ -111,18 +58,18 @@ func TestDescribeBudgetSharedByClusters(t *testing.T) {
 // least half the backoff bound, never at once, and the pause is the
 // budget's, so every cluster of the provider keeps it.
 func TestThrottledDescribeBacksOff(t *testing.T) {
-	clock := &simClock{t: time.Unix(1e9, 0)}
+	clock := testutil.NewClock(time.Unix(1e9, 0))
 	e := newEnv(t, func(c *Config) { c.Sleep = clock.Sleep; c.MaxAttempts = 8 })
 	e.p.describes = backoff.NewBudget(DescribeRate, DescribeBurst, clock.Now, clock.Pass)
 	c := ctx(t)
 	const rounds, fails = 5, 3
 	for round := range rounds {
 		e.ec2.FailNext("DescribeInstances", fails, "RequestLimitExceeded")
-		n := len(clock.waits())
+		n := len(clock.Sleeps())
 		if _, err := e.p.Describe(c, "c1"); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		waits := clock.waits()[n:]
+		waits := clock.Sleeps()[n:]
 		if len(waits) < fails {
 			t.Fatalf("round %d: %d waits for %d throttled answers: retried at once", round, len(waits), fails)
 		}

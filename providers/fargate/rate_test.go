@@ -4,41 +4,17 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/smithy-go"
 
 	"github.com/gatewayhq/gateway/internal/backoff"
+	"github.com/gatewayhq/gateway/internal/testutil"
 )
 
-// simClock is simulated time: a sleep moves it to the sleep's end at
-// once, so call counts are checked against time without waiting.
-type simClock struct {
-	mu     sync.Mutex
-	t      time.Time
-	sleeps []time.Duration
-}
-
-func (c *simClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *simClock) advance(ctx context.Context, d time.Duration, record bool) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if record {
-		c.sleeps = append(c.sleeps, d)
-	}
-	if d > 0 {
-		c.t = c.t.Add(d)
-	}
-	return ctx.Err()
-}
-
-func (c *simClock) Sleep(ctx context.Context, d time.Duration) error { return c.advance(ctx, d, true) }
-func (c *simClock) Pass(ctx context.Context, d time.Duration) error  { return c.advance(ctx, d, false) }
-
-func rateProvider(clock *simClock) *Provider {
+func rateProvider(clock *testutil.Clock) *Provider {
 	p := &Provider{
 		cfg: Config{
 			Sleep: clock.Sleep,
@@ -55,38 +31,20 @@ func rateProvider(clock *simClock) *Provider {
 // starting together go through the one ECS budget: no more calls than its
 // burst plus its rate over the simulated time, however many clusters.
 func TestReadBudgetSharedByClusters(t *testing.T) {
-	clock := &simClock{t: time.Unix(1e9, 0)}
+	clock := testutil.NewClock(time.Unix(1e9, 0))
 	p := rateProvider(clock)
 	const clusters, boot, maxPolls = 6, 40 * time.Second, 300
-	start := clock.Now()
-	var mu sync.Mutex
-	calls := 0
-	var wg sync.WaitGroup
-	for range clusters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range maxPolls {
-				if clock.Now().Sub(start) >= boot {
-					return
-				}
-				_, err := call(context.Background(), p, "DescribeTasks", func(context.Context) (int, error) {
-					mu.Lock()
-					calls++
-					mu.Unlock()
-					return 0, nil
-				})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := clock.Now().Sub(start)
-	if limit := ReadBurst + ReadRate*elapsed.Seconds(); float64(calls) > limit+1 || elapsed < boot {
-		t.Errorf("%d clusters made %d DescribeTasks calls in %s simulated; the budget allows %.0f, over %s", clusters, calls, elapsed, limit, boot)
+	// Counted where the requests arrive.
+	var calls atomic.Int64
+	elapsed, _ := clock.Callers(t, clusters, maxPolls, boot, func(int) error {
+		_, err := call(context.Background(), p, "DescribeTasks", func(context.Context) (int, error) {
+			calls.Add(1)
+			return 0, nil
+		})
+		return err
+	})
+	if limit := ReadBurst + ReadRate*elapsed.Seconds(); float64(calls.Load()) > limit+1 || elapsed < boot {
+		t.Errorf("%d clusters made %d DescribeTasks calls in %s simulated; the budget allows %.0f, over %s", clusters, calls.Load(), elapsed, limit, boot)
 	}
 }
 
@@ -94,7 +52,7 @@ func TestReadBudgetSharedByClusters(t *testing.T) {
 // least half the backoff window, even when the jitter would draw 0, and
 // pauses the budget for every other caller.
 func TestThrottledReadBacksOff(t *testing.T) {
-	clock := &simClock{t: time.Unix(1e9, 0)}
+	clock := testutil.NewClock(time.Unix(1e9, 0))
 	p := rateProvider(clock)
 	fails := 3
 	_, err := call(context.Background(), p, "ListTasks", func(context.Context) (int, error) {
@@ -107,9 +65,7 @@ func TestThrottledReadBacksOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock.mu.Lock()
-	waits := clock.sleeps
-	clock.mu.Unlock()
+	waits := clock.Sleeps()
 	if len(waits) != 3 {
 		t.Fatalf("waits %v; want 3, one per throttled answer", waits)
 	}

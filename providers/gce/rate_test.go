@@ -5,81 +5,42 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/api/googleapi"
 
 	"github.com/gatewayhq/gateway/internal/backoff"
+	"github.com/gatewayhq/gateway/internal/testutil"
 )
 
-// simClock is simulated time: a sleep moves it to the sleep's end at
-// once, so call counts are checked against time without waiting.
-type simClock struct {
-	mu     sync.Mutex
-	t      time.Time
-	sleeps []time.Duration
-}
-
-func (c *simClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *simClock) advance(ctx context.Context, d time.Duration, record bool) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if record {
-		c.sleeps = append(c.sleeps, d)
-	}
-	if d > 0 {
-		c.t = c.t.Add(d)
-	}
-	return ctx.Err()
-}
-
-func rateProvider(clock *simClock) *Provider {
+func rateProvider(clock *testutil.Clock) *Provider {
 	p := &Provider{
 		cfg: Config{Retry: RetryConfig{MaxAttempts: 8, BaseDelay: 100 * time.Millisecond, MaxDelay: 10 * time.Second,
-			Sleep: func(ctx context.Context, d time.Duration) error { return clock.advance(ctx, d, true) }}},
+			Sleep: clock.Sleep}},
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
-	p.reads = backoff.NewBudget(ReadRate, ReadBurst, clock.Now, func(ctx context.Context, d time.Duration) error { return clock.advance(ctx, d, false) })
+	p.reads = backoff.NewBudget(ReadRate, ReadBurst, clock.Now, clock.Pass)
 	return p
 }
 
 // TestReadBudgetSharedByClusters: the instance listings of clusters
 // starting together go through the one budget of Compute Engine reads.
 func TestReadBudgetSharedByClusters(t *testing.T) {
-	clock := &simClock{t: time.Unix(1e9, 0)}
+	clock := testutil.NewClock(time.Unix(1e9, 0))
 	p := rateProvider(clock)
 	const clusters, boot, maxPolls = 6, 40 * time.Second, 300
-	start := clock.Now()
-	var mu sync.Mutex
-	calls := 0
-	var wg sync.WaitGroup
-	for range clusters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range maxPolls {
-				if clock.Now().Sub(start) >= boot {
-					return
-				}
-				if err := p.call(context.Background(), "list instances", func(context.Context) error {
-					mu.Lock()
-					calls++
-					mu.Unlock()
-					return nil
-				}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := clock.Now().Sub(start)
-	if limit := ReadBurst + ReadRate*elapsed.Seconds(); float64(calls) > limit+1 || elapsed < boot {
-		t.Errorf("%d clusters made %d list calls in %s simulated; the budget allows %.0f, over %s", clusters, calls, elapsed, limit, boot)
+	// Counted where the requests arrive.
+	var calls atomic.Int64
+	elapsed, _ := clock.Callers(t, clusters, maxPolls, boot, func(int) error {
+		return p.call(context.Background(), "list instances", func(context.Context) error {
+			calls.Add(1)
+			return nil
+		})
+	})
+	if limit := ReadBurst + ReadRate*elapsed.Seconds(); float64(calls.Load()) > limit+1 || elapsed < boot {
+		t.Errorf("%d clusters made %d list calls in %s simulated; the budget allows %.0f, over %s", clusters, calls.Load(), elapsed, limit, boot)
 	}
 	// Secret Manager is another service, and writes are not metered.
 	for _, what := range []string{"get secret s1", "access secret s1", "insert gw-x", "delete gw-x"} {
@@ -94,7 +55,7 @@ func TestReadBudgetSharedByClusters(t *testing.T) {
 // jitter alone would draw a short wait about half the time), and pauses
 // the budget for every other cluster.
 func TestRateLimitedReadBacksOff(t *testing.T) {
-	clock := &simClock{t: time.Unix(1e9, 0)}
+	clock := testutil.NewClock(time.Unix(1e9, 0))
 	p := rateProvider(clock)
 	limited := &googleapi.Error{Code: http.StatusForbidden, Message: "Rate Limit Exceeded", Errors: []googleapi.ErrorItem{{Reason: "rateLimitExceeded"}}}
 	for round := range 20 {
@@ -108,9 +69,8 @@ func TestRateLimitedReadBacksOff(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		clock.mu.Lock()
-		w := clock.sleeps[len(clock.sleeps)-1]
-		clock.mu.Unlock()
+		sleeps := clock.Sleeps()
+		w := sleeps[len(sleeps)-1]
 		if half := p.cfg.Retry.BaseDelay / 2; w < half {
 			t.Errorf("round %d: waited %s after rateLimitExceeded; want at least %s", round, w, half)
 		}

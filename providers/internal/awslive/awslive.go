@@ -171,3 +171,65 @@ func Configured(eps []Endpoint, service string) string {
 	}
 	return ""
 }
+
+// Setup is a live test's start: it loads the SDK's standard configuration
+// (the region from the variable regionVar when set), requires a region,
+// resolves where each of services sends its requests, and prints that to
+// w before any call is made.
+func Setup(ctx context.Context, w io.Writer, regionVar string, services ...string) (aws.Config, []Endpoint, error) {
+	cfg, err := Load(ctx, os.Getenv(regionVar))
+	if err != nil {
+		return aws.Config{}, nil, err
+	}
+	if cfg.Region == "" {
+		return aws.Config{}, nil, fmt.Errorf("no region: set %s, AWS_REGION or region in the shared config", regionVar)
+	}
+	eps, err := Endpoints(ctx, cfg, services...)
+	if err != nil {
+		return aws.Config{}, nil, err
+	}
+	Print(w, cfg.Region, eps)
+	return cfg, eps, nil
+}
+
+// Logger is the part of testing.TB LogWriter needs.
+type Logger interface {
+	Log(args ...any)
+}
+
+// LogWriter is a writer that puts each line written into t's log.
+func LogWriter(t Logger) io.Writer { return logWriter{t} }
+
+type logWriter struct{ t Logger }
+
+func (l logWriter) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Errorer is the part of testing.TB CheckIsolated needs.
+type Errorer interface {
+	Helper()
+	Errorf(format string, args ...any)
+}
+
+// CheckIsolated fails t unless the hermetic set-up Isolate makes is in
+// place again after a live set-up's test: none of vars (AWS variables the
+// live set-up had set) is left, instance metadata is off, and the shared
+// files are os.DevNull.
+func CheckIsolated(t Errorer, vars ...string) {
+	t.Helper()
+	for _, k := range vars {
+		if v, ok := os.LookupEnv(k); ok {
+			t.Errorf("after the live set-up's test, %s=%q is still set", k, v)
+		}
+	}
+	if v := os.Getenv("AWS_EC2_METADATA_DISABLED"); v != "true" {
+		t.Errorf("after the live set-up's test, AWS_EC2_METADATA_DISABLED=%q, want true", v)
+	}
+	for _, k := range []string{"AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
+		if v := os.Getenv(k); v != os.DevNull {
+			t.Errorf("after the live set-up's test, %s=%q, want %s (no shared files)", k, v, os.DevNull)
+		}
+	}
+}
