@@ -46,6 +46,8 @@ func (s *Server) adminRoutes() {
 	a.HandleFunc("DELETE /api/v1/admin/clusters/{name}", s.adminStop)
 	a.HandleFunc("GET /api/v1/admin/usage", s.adminUsage)
 	a.HandleFunc("GET /api/v1/admin/audit", s.adminAudit)
+	a.HandleFunc("PUT /api/v1/admin/envs/{name}", s.adminPublishEnv)
+	a.HandleFunc("DELETE /api/v1/admin/envs/{name}", s.adminUnpublishEnv)
 	a.HandleFunc("/api/v1/admin/", func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no admin route %s %s", r.Method, r.URL.Path))
 	})
@@ -255,7 +257,7 @@ func (s *Server) adminClusters(w http.ResponseWriter, r *http.Request) {
 	out := make([]any, 0, len(cls))
 	for _, c := range cls {
 		// Never another user's TLS key: it is their cluster's credential.
-		out = append(out, s.clusterJSON(c, true, true))
+		out = append(out, s.clusterJSON(c, true, true, false))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

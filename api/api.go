@@ -76,10 +76,15 @@ type Server struct {
 	browser  *BrowserLogin // nil: no OIDC browser login
 	quotas   Quotas        // nil: no quotas, usage or admin API
 	envs     Envs          // nil: no environment builds
+	bench    BenchStore    // nil: no benchmark results
 	records  Records
 
 	sessionStore SessionStore // nil: browser sessions are not listed or ended through the API
 	cookie       *apiCookie   // nil: no API cookie (see apicookie.go)
+	lists        listCache    // encoded cluster lists (see list.go)
+
+	schedules    BenchSchedules // nil: no benchmark schedules (bench_schedules.go)
+	schedulesNow func() time.Time
 }
 
 // New builds the API. sessions may be nil.
@@ -122,6 +127,8 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /api/v1/sessions/{id}", s.authed(s.sessionsEnabled(s.revokeSession)))
 	s.adminRoutes()
 	s.envRoutes()
+	s.benchRoutes()
+	s.benchScheduleRoutes()
 	m.HandleFunc("GET /auth/ticket", s.confirmTicket)
 	m.HandleFunc("POST /auth/ticket", s.redeemTicket)
 	m.HandleFunc("POST /auth/logout", s.logout)
@@ -238,7 +245,10 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 				s.cookie.issue(w, tok, u.Expires)
 			}
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, u)))
+		// Someone waits for the answer: the request's writes go ahead of
+		// the reconcile loop's on SQLite (see store.Interactive).
+		ctx := store.Interactive(context.WithValue(r.Context(), ctxKey{}, u))
+		h(w, r.WithContext(ctx))
 	}
 }
 
@@ -443,26 +453,6 @@ func (s *Server) instanceTypes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {
-	u := UserFrom(r.Context())
-	statuses, err := statusesOf(r)
-	if err != nil {
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
-		return
-	}
-	cls, err := s.core.List(r.Context(), u.Owner(), statuses)
-	if err != nil {
-		s.coreError(w, r, err)
-		return
-	}
-	detail := r.URL.Query().Get("view") == "detail"
-	out := make(map[string]any, len(cls))
-	for _, c := range cls {
-		out[c.Name] = s.clusterJSON(c, detail, u.ReadOnly)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
 type createRequest struct {
 	ClusterOptions map[string]json.RawMessage `json:"cluster_options"`
 }
@@ -506,7 +496,7 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 		s.coreError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.clusterJSON(c, r.URL.Query().Get("view") == "detail", u.ReadOnly))
+	writeJSON(w, http.StatusOK, s.clusterJSON(c, r.URL.Query().Get("view") == "detail", u.ReadOnly, true))
 }
 
 func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) {

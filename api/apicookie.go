@@ -10,8 +10,9 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"net/url"
 	"time"
+
+	"github.com/gatewayhq/gateway/internal/crosssite"
 )
 
 // The API cookie spares dask-gateway's client a round trip per call: it
@@ -21,8 +22,10 @@ import (
 // keeps no server-side cache of users: the cookie carries the credential
 // that was sent, sealed (AES-GCM) with a key of the gateway's, for at most
 // apiCookieTTL, and each request with it authenticates that credential
-// again. A revoked API token or an expired ID token therefore stops its
-// cookie on the next request, and the cookie never outlives its credential.
+// again. A revoked API token therefore stops its cookie as it stops the
+// token itself (at once on the replica that revoked it, within a second on
+// the others: see auth.APITokens), an expired credential at its expiry, and
+// the cookie never outlives its credential.
 //
 // It is scoped to /api/ (Path), so browsers never send it to dashboards,
 // which have their own session cookie; the dashboard's authentication
@@ -109,12 +112,7 @@ func (c *apiCookie) credential(r *http.Request, publicURL string) (string, bool)
 // cookieMayAuthenticate says whether a request is one no other site's page
 // can make with the user's cookies.
 func cookieMayAuthenticate(r *http.Request, publicURL string) bool {
-	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
-	default:
-		return false
-	}
-	if o := r.Header.Get("Origin"); o != "" && !sameOriginAs(o, publicURL, r) {
+	if crosssite.Reason(r, publicURL) != "" {
 		return false
 	}
 	switch r.Method {
@@ -127,17 +125,6 @@ func cookieMayAuthenticate(r *http.Request, publicURL string) bool {
 		return err == nil && mt == "application/json"
 	}
 	return false
-}
-
-func sameOriginAs(origin, publicURL string, r *http.Request) bool {
-	o, err := url.Parse(origin)
-	if err != nil || o.Host == "" {
-		return false // includes "null"
-	}
-	if p, err := url.Parse(publicURL); err == nil && p.Host != "" {
-		return o.Scheme == p.Scheme && o.Host == p.Host
-	}
-	return o.Host == r.Host
 }
 
 // issue sets a fresh cookie for the credential that authenticated r, ending

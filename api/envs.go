@@ -8,6 +8,7 @@ import (
 
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/quota"
+	"github.com/gatewayhq/gateway/store"
 )
 
 // Errors an Envs implementation wraps so that the API answers with the
@@ -20,12 +21,19 @@ var (
 	ErrCodeRequired = errors.New("the environment's code is needed to build it")
 	// ErrNoBuilder: this gateway cannot build images. 501.
 	ErrNoBuilder = errors.New("this gateway builds no environments")
+	// ErrEnvInvalid: a publish request that is not one. 422.
+	ErrEnvInvalid = errors.New("invalid environment request")
+	// ErrEnvConflict: the name is taken, or the environment is not ready
+	// to be published. 409.
+	ErrEnvConflict = errors.New("environment conflict")
 )
 
 // EnvStatus is what the environment routes answer.
 type EnvStatus struct {
 	Hash  string `json:"hash"`
 	Image string `json:"image,omitempty"`
+	// Digest is the image's manifest digest, when known.
+	Digest string `json:"digest,omitempty"`
 	// State is building, ready or failed.
 	State string `json:"state"`
 	// Built is false when the image already existed (nothing was built
@@ -61,6 +69,21 @@ type Envs interface {
 	Published(ctx context.Context) ([]PublishedEnv, error)
 	// MaxCodeBytes bounds the user code of one environment.
 	MaxCodeBytes() int64
+}
+
+// PublishEnvRequest publishes an environment under a name: the image of a
+// built environment (Env, its hash or a unique prefix of it), or an image.
+type PublishEnvRequest struct {
+	Env         string `json:"env,omitempty"`
+	Image       string `json:"image,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// EnvPublisher is what the admin routes need of an environment service
+// that lets admins publish environments at run time.
+type EnvPublisher interface {
+	Publish(ctx context.Context, by store.Actor, name string, req PublishEnvRequest) (PublishedEnv, error)
+	Unpublish(ctx context.Context, by store.Actor, name string) error
 }
 
 // SetEnvs enables the environment routes.
@@ -134,6 +157,44 @@ func (s *Server) envLogs(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
+// publisher is the environment service's publishing, when it has one.
+func (s *Server) publisher(w http.ResponseWriter) (EnvPublisher, bool) {
+	p, ok := s.envs.(EnvPublisher)
+	if !ok {
+		WriteError(w, http.StatusNotImplemented, "envs_disabled", "this gateway does not publish environments: its provider runs no container images")
+	}
+	return p, ok
+}
+
+func (s *Server) adminPublishEnv(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.publisher(w)
+	if !ok {
+		return
+	}
+	var req PublishEnvRequest
+	if !decodeLimit(w, r, &req, 64<<10, "the request is larger than 64 KiB") {
+		return
+	}
+	pub, err := p.Publish(r.Context(), actorOf(r), r.PathValue("name"), req)
+	if err != nil {
+		s.envError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, pub)
+}
+
+func (s *Server) adminUnpublishEnv(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.publisher(w)
+	if !ok {
+		return
+	}
+	if err := p.Unpublish(r.Context(), actorOf(r), r.PathValue("name")); err != nil {
+		s.envError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 func (s *Server) envError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, ErrEnvNotFound):
@@ -142,8 +203,17 @@ func (s *Server) envError(w http.ResponseWriter, r *http.Request, err error) {
 		WriteError(w, http.StatusConflict, "code_required", err.Error())
 	case errors.Is(err, images.ErrInvalidSpec):
 		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
+	case errors.Is(err, images.ErrUnavailable):
+		// The package index or a registry could not be reached: the same
+		// request may succeed later.
+		w.Header().Set("Retry-After", "30")
+		WriteError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case errors.Is(err, ErrNoBuilder):
 		WriteError(w, http.StatusNotImplemented, "no_builder", err.Error())
+	case errors.Is(err, ErrEnvInvalid):
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", detail(err, ErrEnvInvalid))
+	case errors.Is(err, ErrEnvConflict):
+		WriteError(w, http.StatusConflict, "conflict", detail(err, ErrEnvConflict))
 	case errors.Is(err, quota.ErrExceeded):
 		// A cap on builds at once: the same request succeeds once one of
 		// the user's builds ends, hence 429 rather than the 403 of a

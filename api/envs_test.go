@@ -130,6 +130,10 @@ func TestEnvRouteErrors(t *testing.T) {
 	}{
 		{"a provider without images", nil, 501, "environments need the docker, ec2, fargate or gce provider"},
 		{"no builder", &fakeEnvs{fail: fmt.Errorf("wrapped: %w", ErrNoBuilder)}, 501, "no_builder"},
+		// Issue 16: an index or registry that cannot be reached is 503,
+		// and the same request may be retried.
+		{"the index cannot be reached", &fakeEnvs{fail: fmt.Errorf("%w: package index 127.0.0.1:9 could not be reached", images.ErrUnavailable)}, 503, "127.0.0.1:9 could not be reached"},
+		{"a package without a wheel", &fakeEnvs{fail: fmt.Errorf("wrapped: %w", images.ErrInvalidSpec)}, 422, "invalid_request"},
 		{"an internal failure hides its details", &fakeEnvs{fail: fmt.Errorf("dial unix /var/run/docker.sock: secret detail")}, 500, "the gateway's log has the details"},
 		// Issue 14, finding 4: over max_builds is a quota refusal that
 		// passes once a build ends.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/internal/crosssite"
 	"github.com/gatewayhq/gateway/internal/errpage"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -151,28 +152,12 @@ func (s *Server) redeemTicket(w http.ResponseWriter, r *http.Request) {
 }
 
 // sameOrigin accepts requests that browsers mark as coming from this
-// origin (or from no page at all), and refuses cross-site ones.
-// Sec-Fetch-Site is set by the browser alone (pages cannot forge it) and
-// accounts for redirects and sandboxed frames, so "same-origin" is trusted
+// origin (or from no page at all), and refuses cross-site ones
+// (crosssite.Reason, against the request's Host). Sec-Fetch-Site is trusted
 // even with "Origin: null", which browsers send on a form POST from a page
 // whose Referrer-Policy is no-referrer (a proxy in front of the gateway
-// may add that header). Without Sec-Fetch-Site (older browsers), a "null"
-// Origin may be a sandboxed page of another site and is refused.
-func sameOrigin(r *http.Request) bool {
-	site := r.Header.Get("Sec-Fetch-Site")
-	if site != "" && site != "same-origin" && site != "none" {
-		return false
-	}
-	switch origin := r.Header.Get("Origin"); origin {
-	case "":
-		return true
-	case "null":
-		return site == "same-origin"
-	default:
-		o, err := url.Parse(origin)
-		return err == nil && o.Host == r.Host
-	}
-}
+// may add that header).
+func sameOrigin(r *http.Request) bool { return crosssite.Reason(r, "") == "" }
 
 // logout ends the browser's session in the store (so a copy of the cookie
 // is worthless too) and clears the cookie. It is a POST from this origin

@@ -140,12 +140,21 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 		s.coreError(w, r, err)
 		return
 	}
+	// Apply the revocation here at once; other replicas' caches last at
+	// most a second.
+	if f, ok := s.auth.(forgetter); ok {
+		f.Forget()
+	}
 	if s.sessions != nil {
 		s.sessions.Forget() // the store ended the token's sessions: apply it here at once
 	}
 	s.log.Info("API token revoked", "user", u.Name, "token_id", r.PathValue("id"))
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// forgetter is an authenticator that remembers credentials for a while
+// (auth.APITokens, auth.Chain).
+type forgetter interface{ Forget() }
 
 func (s *Server) tokensEnabled(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -75,7 +75,10 @@ func compatStatus(s store.Status) string {
 	return string(s)
 }
 
-func (s *Server) clusterJSON(c *store.Cluster, detail, readOnly bool) any {
+// clusterJSON is a cluster's answer; credentials says whether a running
+// cluster's TLS certificate and key may go in it (single answers, to their
+// owner; never in lists, see list.go).
+func (s *Server) clusterJSON(c *store.Cluster, detail, readOnly, credentials bool) any {
 	out := Cluster{
 		Name:      c.Name,
 		Status:    compatStatus(c.Status),
@@ -96,7 +99,7 @@ func (s *Server) clusterJSON(c *store.Cluster, detail, readOnly bool) any {
 	}
 	// The key is a full Dask client credential (it runs code on the
 	// cluster): a read-only caller does not get it.
-	if running && !readOnly {
+	if running && !readOnly && credentials {
 		cert, key := string(c.TLSCert), string(c.TLSKey)
 		out.TLSCert, out.TLSKey = &cert, &key
 	}

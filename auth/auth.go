@@ -140,7 +140,7 @@ type Chain []Authenticator
 
 // Authenticate implements Authenticator.
 func (c Chain) Authenticate(ctx context.Context, token string) (*User, error) {
-	var last error = fmt.Errorf("%w: unknown token", ErrInvalid)
+	var last error
 	for _, a := range c {
 		u, err := a.Authenticate(ctx, token)
 		if err == nil {
@@ -150,7 +150,22 @@ func (c Chain) Authenticate(ctx context.Context, token string) (*User, error) {
 			last = err
 		}
 	}
+	if last == nil {
+		// Made only here: formatting it on every call cost more than
+		// a cached token's whole check.
+		last = fmt.Errorf("%w: unknown token", ErrInvalid)
+	}
 	return nil, last
+}
+
+// Forget makes every authenticator in c that remembers credentials (as
+// APITokens does) drop them, after a revocation made in the store.
+func (c Chain) Forget() {
+	for _, a := range c {
+		if f, ok := a.(interface{ Forget() }); ok {
+			f.Forget()
+		}
+	}
 }
 
 // NewToken makes a random token with a recognisable prefix.

@@ -56,3 +56,16 @@ func (c *Client) Envs(ctx context.Context) ([]api.PublishedEnv, error) {
 	err := c.do(ctx, http.MethodGet, "/api/v1/envs", nil, &v)
 	return v, err
 }
+
+// AdminPublishEnv publishes an environment under name (admins only).
+func (c *Client) AdminPublishEnv(ctx context.Context, name string, req api.PublishEnvRequest) (api.PublishedEnv, error) {
+	var p api.PublishedEnv
+	err := c.do(ctx, http.MethodPut, "/api/v1/admin/envs/"+url.PathEscape(name), req, &p)
+	return p, err
+}
+
+// AdminUnpublishEnv removes an environment published at run time (admins
+// only).
+func (c *Client) AdminUnpublishEnv(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/api/v1/admin/envs/"+url.PathEscape(name), nil, nil)
+}

@@ -110,7 +110,9 @@ type ProbeConda struct {
 	Packages []struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
-		Channel string `json:"channel"`
+		Build   string `json:"build"`
+		Channel string `json:"channel"` // a name ("conda-forge", "pkgs/main") or a URL without credentials
+		Subdir  string `json:"subdir"`
 	} `json:"packages"`
 	Channels []string `json:"channels"`
 }
@@ -135,8 +137,12 @@ func ParseProbe(out []byte) (Probe, error) {
 // Spec returns the probed environment as a Spec: every distribution that is
 // not an editable install (those are user code, not packages), pinned to its
 // version, and conda's packages (with their channels) when the probe ran in
-// a conda environment. GPU is set when GPU packages are installed. The
-// result is not normalised.
+// a conda environment. A conda package carries its conda identity (build,
+// channel, subdir) when these can be used for a Linux image of the probed
+// platform; a distribution pip and conda both report at one version is one
+// package with conda's identity, while one pip installed over conda's stays
+// a pip package. GPU is set when GPU packages are installed. The result is
+// not normalised.
 func (p Probe) Spec() Spec {
 	s := Spec{Python: p.Python, Platform: p.Platform, GPU: len(p.GPUPackages) > 0}
 	seen := map[string]bool{}
@@ -153,13 +159,34 @@ func (p Probe) Spec() Spec {
 	}
 	if p.Conda != nil {
 		s.Channels = append(s.Channels, p.Conda.Channels...)
+		subdir := CondaSubdir(p.Platform)
 		for _, pkg := range p.Conda.Packages {
 			n := NormalizeName(pkg.Name)
-			if n == "" || pkg.Version == "" || seen[n] || n == "python" {
+			if n == "" || pkg.Version == "" || n == "python" {
+				continue
+			}
+			cp := Package{Name: pkg.Name, Version: pkg.Version}
+			ch, err := NormalizeChannel(pkg.Channel)
+			if pkg.Build != "" && ch != "" && err == nil && (pkg.Subdir == subdir || pkg.Subdir == SubdirNoarch) && subdir != "" {
+				id := Package{Name: pkg.Name, Version: pkg.Version, Build: pkg.Build, Channel: ch, Subdir: pkg.Subdir}
+				if _, err := normalizeConda(id, pkg.Version, p.Platform); err == nil {
+					cp = id
+				}
+			}
+			if seen[n] {
+				// pip reports it too: the same version is conda's (its record
+				// says which build); another version is pip's, installed over.
+				if cp.Conda() {
+					for i := range s.Packages {
+						if NormalizeName(s.Packages[i].Name) == n && s.Packages[i].Version == cp.Version {
+							s.Packages[i] = cp
+						}
+					}
+				}
 				continue
 			}
 			seen[n] = true
-			s.Packages = append(s.Packages, Package{Name: pkg.Name, Version: pkg.Version})
+			s.Packages = append(s.Packages, cp)
 		}
 	}
 	return s

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -58,6 +59,39 @@ type Spec struct {
 type Package struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
+	// Build, Channel and Subdir are a conda package's identity, set only for
+	// packages conda installed: the exact build string ("py312h1234567_0"),
+	// the channel it came from (a name such as "conda-forge", or a URL
+	// without credentials; "" means the spec's Channels in priority order)
+	// and the repodata subdir ("linux-64", "linux-aarch64" or "noarch"; ""
+	// means the platform's, then noarch). A package with a Build keeps its
+	// conda name as written (lower-cased), since conda names such as
+	// python_abi are looked up verbatim in repodata.json.
+	Build   string `json:"build,omitempty"`
+	Channel string `json:"channel,omitempty"`
+	Subdir  string `json:"subdir,omitempty"`
+}
+
+// Conda reports whether the package was installed by conda (has a build).
+func (p Package) Conda() bool { return p.Build != "" }
+
+// Conda subdirs a Linux image can use.
+const (
+	SubdirLinux64      = "linux-64"
+	SubdirLinuxAArch64 = "linux-aarch64"
+	SubdirNoarch       = "noarch"
+)
+
+// CondaSubdir returns the conda subdir of a platform ("linux/amd64" ->
+// "linux-64"), or "".
+func CondaSubdir(platform string) string {
+	switch platformAlias[strings.ToLower(strings.TrimSpace(platform))] {
+	case PlatformAMD64:
+		return SubdirLinux64
+	case PlatformARM64:
+		return SubdirLinuxAArch64
+	}
+	return ""
 }
 
 // CodePart is one part of the user's code: a zip file, identified by name and
@@ -70,6 +104,10 @@ type CodePart struct {
 // Errors returned (wrapped) by Normalize.
 var (
 	ErrInvalidSpec = errors.New("invalid environment spec")
+	// ErrUnavailable is wrapped by errors of a service a build needs (the
+	// package index, a registry) that cannot be reached: the same request
+	// may succeed later (503).
+	ErrUnavailable = errors.New("a service the environment needs cannot be reached")
 )
 
 var (
@@ -79,6 +117,9 @@ var (
 	rePython      = regexp.MustCompile(`^(\d+)\.(\d+)(?:\.\d+)?(?:[a-z0-9+.]*)?$`)
 	reDigest      = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	reCodePart    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	reCondaName   = regexp.MustCompile(`^[a-z0-9_][a-z0-9._-]{0,127}$`)
+	reCondaBuild  = regexp.MustCompile(`^[A-Za-z0-9_.+]{1,128}$`)
+	reChannelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$`)
 	platformAlias = map[string]string{
 		"linux/amd64":    PlatformAMD64,
 		"linux/x86_64":   PlatformAMD64,
@@ -142,19 +183,36 @@ func (s Spec) Normalize() (Spec, error) {
 		if !reVersion.MatchString(strings.ToLower(version)) {
 			return Spec{}, fmt.Errorf("%w: package %q has version %q, which is not an exact version", ErrInvalidSpec, pkg.Name, pkg.Version)
 		}
+		np := Package{Name: name, Version: version}
+		if pkg.Build != "" || pkg.Channel != "" || pkg.Subdir != "" {
+			if np, err = normalizeConda(pkg, version, out.Platform); err != nil {
+				return Spec{}, err
+			}
+		}
 		if prev, dup := byName[name]; dup {
 			if prev.Version != version {
 				return Spec{}, fmt.Errorf("%w: package %q is listed twice with different versions: %q and %q", ErrInvalidSpec, name, prev.Version, version)
 			}
+			switch {
+			case np.Conda() && prev.Conda() && np != prev:
+				return Spec{}, fmt.Errorf("%w: conda package %q %s is listed twice with different builds: %s (%s) and %s (%s)",
+					ErrInvalidSpec, np.Name, version, prev.Build, orAny(prev.Channel), np.Build, orAny(np.Channel))
+			case np.Conda() && !prev.Conda():
+				// The same distribution seen by pip and by conda: conda's
+				// record says exactly which build it is.
+				byName[name] = np
+			}
 			continue
 		}
-		byName[name] = Package{Name: name, Version: version}
+		byName[name] = np
 	}
 	out.Packages = make([]Package, 0, len(byName))
 	for _, pkg := range byName {
 		out.Packages = append(out.Packages, pkg)
 	}
-	slices.SortFunc(out.Packages, func(a, b Package) int { return strings.Compare(a.Name, b.Name) })
+	// Sorted by normalised name, which is unique; a conda package's name is
+	// kept as conda writes it.
+	slices.SortFunc(out.Packages, func(a, b Package) int { return strings.Compare(NormalizeName(a.Name), NormalizeName(b.Name)) })
 
 	seen := make(map[string]bool, len(s.Channels))
 	for _, c := range s.Channels {
@@ -164,6 +222,9 @@ func (s Spec) Normalize() (Spec, error) {
 		}
 		if strings.ContainsAny(c, " \t\r\n") {
 			return Spec{}, fmt.Errorf("%w: conda channel %q contains white space", ErrInvalidSpec, c)
+		}
+		if channelHasCredentials(c) {
+			return Spec{}, fmt.Errorf("%w: a conda channel URL carries credentials (user:password@ or a /t/<token>/ path); give the channel by name and configure its URL and credentials in images.conda_channels", ErrInvalidSpec)
 		}
 		if !seen[c] {
 			seen[c] = true
@@ -196,13 +257,88 @@ func (s Spec) Normalize() (Spec, error) {
 	return out, nil
 }
 
+// normalizeConda checks a conda package's identity and returns the package
+// with its conda name (lower-cased, not PEP 503 normalised).
+func normalizeConda(pkg Package, version, platform string) (Package, error) {
+	name := strings.ToLower(strings.TrimSpace(pkg.Name))
+	if !reCondaName.MatchString(name) {
+		return Package{}, fmt.Errorf("%w: conda package name %q is not valid (lower-case letters, digits, '-', '_', '.', at most 128)", ErrInvalidSpec, pkg.Name)
+	}
+	build := strings.TrimSpace(pkg.Build)
+	if build == "" {
+		return Package{}, fmt.Errorf("%w: package %q has a conda channel or subdir but no build; give its exact build (name=version=build, as `conda list` shows it)", ErrInvalidSpec, name)
+	}
+	if !reCondaBuild.MatchString(build) {
+		return Package{}, fmt.Errorf("%w: conda package %q has build %q, which is not a conda build string (letters, digits, '_', '.', '+', at most 128)", ErrInvalidSpec, name, pkg.Build)
+	}
+	channel, err := NormalizeChannel(pkg.Channel)
+	if err != nil {
+		return Package{}, fmt.Errorf("conda package %q: %w", name, err)
+	}
+	subdir := strings.TrimSpace(pkg.Subdir)
+	switch subdir {
+	case "", SubdirNoarch:
+	case SubdirLinux64, SubdirLinuxAArch64:
+		if want := CondaSubdir(platform); subdir != want {
+			return Package{}, fmt.Errorf("%w: conda package %q is for %s, but the environment's platform %s needs %s or noarch", ErrInvalidSpec, name, subdir, platform, want)
+		}
+	default:
+		return Package{}, fmt.Errorf("%w: conda package %q has subdir %q; want %s, %s or %s", ErrInvalidSpec, name, pkg.Subdir, SubdirLinux64, SubdirLinuxAArch64, SubdirNoarch)
+	}
+	return Package{Name: name, Version: version, Build: build, Channel: channel, Subdir: subdir}, nil
+}
+
+// NormalizeChannel checks a conda channel as a package records it: "" (none
+// said), a name ("conda-forge", "pkgs/main") or an http(s) URL without
+// credentials, query or fragment. The trailing "/" is dropped. Errors never
+// repeat a URL that carries credentials.
+func NormalizeChannel(ch string) (string, error) {
+	c := strings.TrimRight(strings.TrimSpace(ch), "/")
+	if channelHasCredentials(c) {
+		return "", fmt.Errorf("%w: a conda channel URL carries credentials (user:password@ or a /t/<token>/ path); give the channel by name and configure its URL and credentials in images.conda_channels", ErrInvalidSpec)
+	}
+	if c == "" || reChannelName.MatchString(c) && !strings.Contains(c, "..") {
+		return c, nil
+	}
+	u, err := url.Parse(c)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" ||
+		strings.ContainsAny(c, " \t\r\n") || strings.Contains(u.Path, "..") || len(c) > 512 {
+		return "", fmt.Errorf("%w: conda channel %q is neither a channel name (like conda-forge) nor an http(s) URL without query", ErrInvalidSpec, c)
+	}
+	return c, nil
+}
+
+// channelHasCredentials reports whether a channel string carries a user or
+// password (scheme://user:pw@host) or an anaconda.org token (/t/<token>/).
+func channelHasCredentials(c string) bool {
+	if u, err := url.Parse(c); err == nil && u.User != nil {
+		return true
+	}
+	if i := strings.Index(c, "://"); i >= 0 {
+		host, _, _ := strings.Cut(c[i+3:], "/")
+		if strings.Contains(host, "@") {
+			return true
+		}
+	}
+	return strings.HasPrefix(c, "t/") || strings.Contains(c+"/", "/t/")
+}
+
+func orAny(ch string) string {
+	if ch == "" {
+		return "any channel"
+	}
+	return ch
+}
+
 // canonical is the canonical document. Field order is the order written.
 type canonical struct {
-	V        int         `json:"v"`
-	Python   string      `json:"python"`
-	Platform string      `json:"platform"`
-	GPU      bool        `json:"gpu"`
-	Packages [][2]string `json:"packages"`
+	V        int    `json:"v"`
+	Python   string `json:"python"`
+	Platform string `json:"platform"`
+	GPU      bool   `json:"gpu"`
+	// Packages are [name, version] for pip packages, and [name, version,
+	// build, channel, subdir] for conda packages.
+	Packages [][]string  `json:"packages"`
 	Channels []string    `json:"channels"`
 	Code     [][2]string `json:"code"`
 }
@@ -213,11 +349,15 @@ type canonical struct {
 // order:
 //
 //	{"v":1,"python":"3.12","platform":"linux/amd64","gpu":false,
-//	 "packages":[["dask","2024.8.0"],["numpy","2.0.1"]],
+//	 "packages":[["dask","2024.8.0"],["numpy","2.0.1"],
+//	             ["python_abi","3.12","5_cp312","conda-forge","linux-64"]],
 //	 "channels":["conda-forge"],
 //	 "code":[["mylib","sha256:…"]]}
 //
-// "packages" is sorted by normalised name, "code" by name, "channels" is in
+// "packages" is sorted by normalised name; a pip package is [name, version]
+// and a conda package (one with a build) is [name, version, build, channel,
+// subdir], so a spec without conda packages has the same document as before
+// conda packages existed. "code" is sorted by name, "channels" is in
 // priority order; empty lists are written as [] (never null).
 func (s Spec) Canonical() ([]byte, error) {
 	n, err := s.Normalize()
@@ -229,12 +369,16 @@ func (s Spec) Canonical() ([]byte, error) {
 		Python:   n.Python,
 		Platform: n.Platform,
 		GPU:      n.GPU,
-		Packages: make([][2]string, 0, len(n.Packages)),
+		Packages: make([][]string, 0, len(n.Packages)),
 		Channels: make([]string, 0, len(n.Channels)),
 		Code:     make([][2]string, 0, len(n.Code)),
 	}
 	for _, p := range n.Packages {
-		c.Packages = append(c.Packages, [2]string{p.Name, p.Version})
+		if p.Conda() {
+			c.Packages = append(c.Packages, []string{p.Name, p.Version, p.Build, p.Channel, p.Subdir})
+			continue
+		}
+		c.Packages = append(c.Packages, []string{p.Name, p.Version})
 	}
 	c.Channels = append(c.Channels, n.Channels...)
 	for _, cp := range n.Code {
@@ -263,7 +407,14 @@ func ParseCanonical(b []byte) (Spec, error) {
 	}
 	s := Spec{Python: c.Python, Platform: c.Platform, GPU: c.GPU, Channels: c.Channels}
 	for _, p := range c.Packages {
-		s.Packages = append(s.Packages, Package{Name: p[0], Version: p[1]})
+		switch len(p) {
+		case 2:
+			s.Packages = append(s.Packages, Package{Name: p[0], Version: p[1]})
+		case 5:
+			s.Packages = append(s.Packages, Package{Name: p[0], Version: p[1], Build: p[2], Channel: p[3], Subdir: p[4]})
+		default:
+			return Spec{}, fmt.Errorf("%w: canonical document: a package has %d fields, want 2 (pip) or 5 (conda)", ErrInvalidSpec, len(p))
+		}
 	}
 	for _, cp := range c.Code {
 		s.Code = append(s.Code, CodePart{Name: cp[0], Digest: cp[1]})

@@ -213,3 +213,119 @@ func TestParseCanonicalRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestPinnedHashPipOnly pins a pip-only spec's document and hash, computed
+// before conda packages gained a build, channel and subdir: specs without
+// conda packages must keep their hashes (and so their image tags).
+func TestPinnedHashPipOnly(t *testing.T) {
+	s := Spec{Python: "3.11.9", Platform: "linux/x86_64", Packages: []Package{
+		{Name: "Dask", Version: "2024.8.0"}, {Name: "distributed", Version: "2024.8.0"},
+		{Name: "_libgcc_mutex", Version: "0.1"}, {Name: "python_abi", Version: "3.11"},
+	}}
+	const wantDoc = `{"v":1,"python":"3.11","platform":"linux/amd64","gpu":false,"packages":[["-libgcc-mutex","0.1"],["dask","2024.8.0"],["distributed","2024.8.0"],["python-abi","3.11"]],"channels":[],"code":[]}`
+	const wantHash = "0d42b1328ebfff40e7ec9f6fc4acc44c61a31a1762f6735d348d61fdd58cea6e"
+	doc, err := s.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(doc) != wantDoc {
+		t.Errorf("Canonical() =\n%s\nwant\n%s", doc, wantDoc)
+	}
+	if h, _ := s.Hash(); h != wantHash {
+		t.Errorf("Hash() = %s, want %s", h, wantHash)
+	}
+}
+
+func condaSpec() Spec {
+	return Spec{
+		Python:   "3.12",
+		Platform: "linux/amd64",
+		Packages: []Package{
+			{Name: "distributed", Version: "2024.8.0"},
+			{Name: "python_abi", Version: "3.12", Build: "5_cp312", Channel: "conda-forge", Subdir: "linux-64"},
+			{Name: "numpy", Version: "2.0.1", Build: "py312h1234567_0", Channel: "https://conda.example.org/forge/", Subdir: "linux-64"},
+			// pip sees numpy too: conda's record wins.
+			{Name: "NumPy", Version: "2.0.1"},
+			{Name: "tzdata", Version: "2024a", Build: "h0c530f3_0", Subdir: "noarch"},
+		},
+		Channels: []string{"conda-forge"},
+	}
+}
+
+func TestCondaPackagesCanonical(t *testing.T) {
+	s := condaSpec()
+	const wantDoc = `{"v":1,"python":"3.12","platform":"linux/amd64","gpu":false,"packages":[` +
+		`["distributed","2024.8.0"],["numpy","2.0.1","py312h1234567_0","https://conda.example.org/forge","linux-64"],` +
+		`["python_abi","3.12","5_cp312","conda-forge","linux-64"],["tzdata","2024a","h0c530f3_0","","noarch"]],"channels":["conda-forge"],"code":[]}`
+	doc, err := s.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(doc) != wantDoc {
+		t.Errorf("Canonical() =\n%s\nwant\n%s", doc, wantDoc)
+	}
+	got, err := ParseCanonical(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := s.Normalize()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ParseCanonical(Canonical()) = %+v, want %+v", got, want)
+	}
+	// The build is part of the environment.
+	other := condaSpec()
+	other.Packages[1].Build = "5_cp312_other"
+	h1, _ := s.Hash()
+	if h2, _ := other.Hash(); h1 == h2 {
+		t.Error("a different conda build does not change the hash")
+	}
+	for _, bad := range []string{
+		`{"v":1,"python":"3.12","platform":"linux/amd64","gpu":false,"packages":[["numpy","2.0.1","b"]],"channels":[],"code":[]}`,
+		`{"v":1,"python":"3.12","platform":"linux/amd64","gpu":false,"packages":[["numpy","2.0.1","b c","",""]],"channels":[],"code":[]}`,
+	} {
+		if _, err := ParseCanonical([]byte(bad)); !errors.Is(err, ErrInvalidSpec) {
+			t.Errorf("ParseCanonical(%s) = %v, want ErrInvalidSpec", bad, err)
+		}
+	}
+}
+
+func TestCondaPackageErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		pkgs    []Package
+		want    string
+		notWant string
+	}{
+		{"bad build", []Package{{Name: "numpy", Version: "1", Build: "py312-h1"}}, `conda package "numpy" has build "py312-h1"`, ""},
+		{"build too long", []Package{{Name: "numpy", Version: "1", Build: strings.Repeat("a", 129)}}, `is not a conda build string`, ""},
+		{"channel without build", []Package{{Name: "numpy", Version: "1", Channel: "conda-forge"}}, `package "numpy" has a conda channel or subdir but no build`, ""},
+		{"subdir without build", []Package{{Name: "numpy", Version: "1", Subdir: "noarch"}}, `has a conda channel or subdir but no build`, ""},
+		{"bad subdir", []Package{{Name: "numpy", Version: "1", Build: "0", Subdir: "osx-arm64"}}, `conda package "numpy" has subdir "osx-arm64"; want linux-64, linux-aarch64 or noarch`, ""},
+		{"subdir for another platform", []Package{{Name: "numpy", Version: "1", Build: "0", Subdir: "linux-aarch64"}}, `conda package "numpy" is for linux-aarch64, but the environment's platform linux/amd64 needs linux-64 or noarch`, ""},
+		{"bad conda name", []Package{{Name: "numpy!", Version: "1", Build: "0"}}, `package name "numpy!" is not valid`, ""},
+		{"channel with password", []Package{{Name: "numpy", Version: "1", Build: "0", Channel: "https://alice:s3cret@conda.example.org/forge"}}, "carries credentials", "s3cret"},
+		{"channel with token", []Package{{Name: "numpy", Version: "1", Build: "0", Channel: "https://conda.anaconda.org/t/tok-123/forge"}}, "carries credentials", "tok-123"},
+		{"channel name with token", []Package{{Name: "numpy", Version: "1", Build: "0", Channel: "t/tok-123/forge"}}, "carries credentials", "tok-123"},
+		{"channel with query", []Package{{Name: "numpy", Version: "1", Build: "0", Channel: "https://conda.example.org/forge?x=1"}}, `is neither a channel name`, ""},
+		{"channel ftp", []Package{{Name: "numpy", Version: "1", Build: "0", Channel: "ftp://conda.example.org/forge"}}, `is neither a channel name`, ""},
+		{"channel traversal", []Package{{Name: "numpy", Version: "1", Build: "0", Channel: "forge/../x"}}, `is neither a channel name`, ""},
+		{"two builds", []Package{{Name: "numpy", Version: "1", Build: "a"}, {Name: "numpy", Version: "1", Build: "b"}}, `conda package "numpy" 1 is listed twice with different builds: a (any channel) and b (any channel)`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Spec{Python: "3.12", Platform: "linux/amd64", Packages: tt.pkgs}
+			_, err := s.Normalize()
+			if !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Normalize() = %v, want an ErrInvalidSpec containing %q", err, tt.want)
+			}
+			if tt.notWant != "" && strings.Contains(err.Error(), tt.notWant) {
+				t.Errorf("error %q repeats a credential", err)
+			}
+		})
+	}
+	// The spec's channel list refuses credentials too, without repeating them.
+	s := Spec{Python: "3.12", Platform: "linux/amd64", Channels: []string{"https://bob:hunter2@conda.example.org/c"}}
+	if _, err := s.Normalize(); !errors.Is(err, ErrInvalidSpec) || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("Normalize() = %v, want ErrInvalidSpec without the password", err)
+	}
+}

@@ -5,32 +5,37 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
 // copyBufSize is the pooled buffer one direction of a passthrough borrows
-// while it moves bytes: large enough for bulk transfers to cost few
-// syscalls, held only between a read and its write.
-const copyBufSize = 64 << 10
+// for one read and its write: a whole TLS record (16 KiB of plaintext and
+// its overhead) fits. A read that fills it is a bulk transfer, whose rest
+// is spliced.
+const copyBufSize = 16<<10 + 512
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
 
 // copyConn copies src to dst until src ends, like io.Copy, but holds
-// nothing while src is idle: it waits for src to be readable without a
-// buffer or pipe, then splices the bytes that are there (between TCP
-// connections) or borrows a pooled buffer for one read and its write.
+// nothing while src is idle: each read borrows a pooled buffer inside the
+// poller's readiness check and gives it back when there is nothing to
+// read, so a waiting direction holds no buffer and no pipe, and a small
+// message costs one read and one write (no peek, no splice). A read that
+// fills the buffer is a bulk transfer: what is waiting behind it is
+// spliced between TCP connections, without a copy through user space.
 // io.Copy between TCP connections splices too, but blocks in splice
 // holding a kernel pipe (two descriptors) per direction for as long as the
-// connection is open, and a gateway holds mostly idle connections: 10,000
-// of them would need 60,000 descriptors instead of 20,000.
+// connection is open, and a gateway holds mostly idle connections.
 // onData, when not nil, is called each time src has something to read,
-// before it is passed on: it must be cheap (an atomic stamp).
-// This function's frame is part of every idle connection's stack: keep it
-// small (copyInspecting is the heavier variant for the handshake).
-func copyConn(dst, src net.Conn, onData func()) error {
+// before it is passed on: it must be cheap (an atomic stamp). waiting,
+// when not nil, is true while copyConn waits for src (the sweeper parks
+// pairs whose two directions both wait).
+func copyConn(dst, src net.Conn, onData func(), waiting *atomic.Bool) error {
 	rc, ok := rawConn(src)
 	if !ok {
 		if onData != nil {
@@ -39,17 +44,28 @@ func copyConn(dst, src net.Conn, onData func()) error {
 		_, err := io.Copy(dst, src)
 		return err
 	}
-	// Made once per connection: a closure made per wait would be an
-	// allocation per read.
-	var one [1]byte
-	readable := func(fd uintptr) bool {
-		// Data, the end of the stream or an error: the read says which.
-		_, _, e := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return e != syscall.EAGAIN && e != syscall.EINTR
+	// Made once per copy: a closure made per read would be an allocation
+	// per message.
+	var (
+		bp   *[]byte
+		n    int
+		rerr error
+	)
+	read := func(fd uintptr) bool {
+		bp = copyBufs.Get().(*[]byte)
+		for {
+			n, rerr = syscall.Read(int(fd), *bp)
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN {
+			copyBufs.Put(bp)
+			bp = nil
+			return false
+		}
+		return true
 	}
-	// Between TCP connections the bytes already waiting are spliced: no
-	// copy through user space, and the kernel pipe splice needs is the
-	// pool's again as soon as they are moved.
 	tcpDst, _ := dst.(*net.TCPConn)
 	lr := &io.LimitedReader{R: src}
 	var avail int
@@ -61,37 +77,44 @@ func copyConn(dst, src net.Conn, onData func()) error {
 		avail = n
 	}
 	for {
-		// Wait without a buffer. Peeking, not just waiting, never misses
-		// bytes already there (the poller is edge-triggered).
-		if err := rc.Read(readable); err != nil {
+		if waiting != nil {
+			waiting.Store(true)
+		}
+		err := rc.Read(read)
+		if waiting != nil {
+			waiting.Store(false)
+		}
+		if err != nil {
 			return err
 		}
-		if onData != nil {
-			onData()
+		got, full := max(n, 0), n == len(*bp)
+		var werr error
+		if got > 0 {
+			if onData != nil {
+				onData()
+			}
+			_, werr = dst.Write((*bp)[:got])
 		}
-		if tcpDst != nil {
-			if rc.Control(fionread) == nil && avail > 0 {
+		copyBufs.Put(bp)
+		bp = nil
+		switch {
+		case werr != nil:
+			return werr
+		case rerr != nil:
+			return os.NewSyscallError("read", rerr)
+		case got == 0:
+			return nil // the end of the stream
+		}
+		if full && tcpDst != nil {
+			// Between TCP connections the bytes already waiting are
+			// spliced: no copy through user space, and the kernel pipe
+			// splice needs is the pool's again as soon as they are moved.
+			for rc.Control(fionread) == nil && avail > 0 {
 				lr.N = int64(avail)
 				if _, err := tcpDst.ReadFrom(lr); err != nil {
 					return err
 				}
-				continue
 			}
-		}
-		bp := copyBufs.Get().(*[]byte)
-		n, rerr := src.Read(*bp)
-		var werr error
-		if n > 0 {
-			_, werr = dst.Write((*bp)[:n])
-		}
-		copyBufs.Put(bp)
-		switch {
-		case werr != nil:
-			return werr
-		case errors.Is(rerr, io.EOF):
-			return nil
-		case rerr != nil:
-			return rerr
 		}
 	}
 }

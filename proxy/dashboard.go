@@ -10,9 +10,11 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/internal/crosssite"
 	"github.com/gatewayhq/gateway/internal/errpage"
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
@@ -36,6 +38,7 @@ type Dashboard struct {
 	log    *slog.Logger
 	rp     *httputil.ReverseProxy
 	pool   *routes.Pool
+	fwd    *forwarder // plain GET and HEAD; rp the rest
 }
 
 // DashboardHandler returns the dashboard proxy.
@@ -49,10 +52,19 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
 			ResponseHeaderTimeout: 60 * time.Second,
+			// Bodies pass as the scheduler sent them: without this the
+			// transport would ask for gzip on a client's behalf and
+			// unpack it again.
+			DisableCompression: true,
 		}
 	})
 	s.routes.OnGone(pool.Drop)
+	bufs := &copyBuffers{}
 	d := &Dashboard{authn: authn, log: s.log, login: s.loginRedirect, pool: pool}
+	d.fwd = &forwarder{dialer: dialer, tlsTimeout: s.cfg.DialTimeout, headerTimeout: 60 * time.Second,
+		idleTimeout: 90 * time.Second, maxIdle: 64, now: time.Now, bufs: bufs, idle: map[string][]*backendConn{},
+		onBackendError: d.backendError}
+	s.routes.OnGone(d.fwd.Drop)
 	d.lookup = func(name string) (routes.Route, bool) {
 		r, ok := s.routes.Lookup(name)
 		if !ok || r.Dashboard == nil {
@@ -61,7 +73,8 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 		return r, true
 	}
 	d.rp = &httputil.ReverseProxy{
-		Transport: memberTransport{pool},
+		Transport:  memberTransport{pool},
+		BufferPool: bufs,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t, _ := pr.In.Context().Value(targetKey{}).(target)
 			pr.Out.URL.Scheme, pr.Out.URL.Host = t.route.Dashboard.Scheme, t.route.Dashboard.Host
@@ -79,13 +92,29 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 			pr.Out.Header.Del("Authorization")
 			removeCookie(pr.Out, auth.SessionCookie)
 		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			d.log.Warn("dashboard proxy error", "path", r.URL.Path, "err", err)
-			dashError(w, r, http.StatusBadGateway, "the cluster's dashboard did not answer")
-		},
+		ErrorHandler: d.backendError,
 	}
 	return d
 }
+
+// backendError answers a request the cluster's dashboard did not.
+func (d *Dashboard) backendError(w http.ResponseWriter, r *http.Request, err error) {
+	d.log.Warn("dashboard proxy error", "path", r.URL.Path, "err", err)
+	dashError(w, r, http.StatusBadGateway, "the cluster's dashboard did not answer")
+}
+
+// copyBuffers lends the reverse proxy its copy buffers: otherwise it
+// allocates (and the collector clears) 32 KiB for every request.
+type copyBuffers struct{ p sync.Pool }
+
+func (c *copyBuffers) Get() []byte {
+	if b, ok := c.p.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+func (c *copyBuffers) Put(b []byte) { c.p.Put(&b) }
 
 // target is where one request goes: the cluster and its route.
 type target struct {
@@ -141,6 +170,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, ok := d.lookup(name)
 	if !ok {
 		d.pool.Drop(name) // routed from the store until now, perhaps
+		d.fwd.Drop(name)
 	}
 	if !ok || rt.Owner != u.Owner() {
 		// The same answer for "not yours" and "not running", so that
@@ -150,6 +180,10 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if u.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		dashError(w, r, http.StatusForbidden, "this token is read-only")
+		return
+	}
+	if forwardable(r) {
+		d.fwd.serve(w, r, name, rt)
 		return
 	}
 	if r.Header.Get("Upgrade") != "" {
@@ -164,10 +198,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // crossSite says why a request authenticated by the session cookie must
 // not be passed on ("" if it may): a request with an unsafe method, or a
 // websocket upgrade, that a browser marks as coming from another origin
-// (Sec-Fetch-Site, else Origin compared with Host, the way
-// net/http.CrossOriginProtection does; a "null" Origin counts as foreign).
-// Requests with neither header are not from a browser page (browsers send
-// Origin on every POST and websocket) and pass.
+// than the request's Host (crosssite.Reason).
 func crossSite(r *http.Request) string {
 	if r.Header.Get("Authorization") != "" {
 		return "" // authenticated by a token, which no other page can make a browser send
@@ -178,24 +209,7 @@ func crossSite(r *http.Request) string {
 			return ""
 		}
 	}
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
-		if site == "same-origin" || site == "none" {
-			return ""
-		}
-		return "Sec-Fetch-Site is " + site
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return ""
-	}
-	u, err := url.Parse(origin)
-	if origin == "null" || err != nil || u.Host == "" {
-		return "Origin " + origin + " is not this gateway"
-	}
-	if !strings.EqualFold(u.Host, r.Host) {
-		return "Origin " + origin + " is not this gateway"
-	}
-	return ""
+	return crosssite.Reason(r, "")
 }
 
 // dashError answers the proxy's own errors: a page a person can read when

@@ -60,7 +60,14 @@ type Config struct {
 	// cluster and from one client IP address. 0: no cap.
 	MaxConnectionsPerCluster int
 	MaxConnectionsPerSource  int
-	Logger                   *slog.Logger
+	// ParkAfter parks a passthrough pair that moved no bytes either way
+	// for this long: its goroutines end and one shared poller watches its
+	// two sockets until either has something to say: an idle pair costs
+	// about 2.5 KiB instead of about 15 (two goroutine stacks). The first
+	// byte after a pause pays for the resume (tens of µs). 0: 1 s;
+	// negative: never.
+	ParkAfter time.Duration
+	Logger    *slog.Logger
 }
 
 // Reasons a passthrough connection is refused or closed by the gateway,
@@ -103,6 +110,8 @@ type Server struct {
 	lastLog  atomic.Int64             // when a refusal was last logged
 	unlogged atomic.Int64             // refusals since then
 
+	parker *parker // idle pairs, parked without goroutines
+
 	loginRedirect func(next string) string
 }
 
@@ -130,6 +139,9 @@ func New(cfg Config, rt *routes.Table) *Server {
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = DefaultMaxConnections()
 	}
+	if cfg.ParkAfter == 0 {
+		cfg.ParkAfter = time.Second
+	}
 	cfg.ClusterDomain = strings.ToLower(strings.Trim(cfg.ClusterDomain, ".")) // server names arrive lowercased
 	s := &Server{cfg: cfg, routes: rt, log: cfg.Logger, http: newChanListener(),
 		pairs: map[*pair]struct{}{}, perCluster: map[string]int{}, perSource: map[string]int{}, counts: map[string]*atomic.Int64{}}
@@ -138,6 +150,7 @@ func New(cfg Config, rt *routes.Table) *Server {
 	}
 	s.clock.Store(time.Now().UnixNano())
 	s.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
+	s.parker = newParker(s.resume)
 	return s
 }
 
@@ -213,19 +226,29 @@ func (s *Server) Close() {
 	s.http.Close()
 	s.mu.Lock()
 	s.closed = true
+	open := make([]*pair, 0, len(s.pairs))
 	for p := range s.pairs {
-		p.close()
+		open = append(open, p)
 	}
 	s.mu.Unlock()
+	// Outside the lock: ending a parked pair forgets it (track).
+	for _, p := range open {
+		s.closePair(p)
+	}
+	s.parker.stop()
 }
 
 // sweep refreshes the coarse clock and closes pairs idle for IdleTimeout,
 // until ctx ends.
 func (s *Server) sweep(ctx context.Context) {
 	interval := min(max(s.cfg.IdleTimeout/8, 10*time.Millisecond), 30*time.Second)
+	parking := s.cfg.ParkAfter > 0 && s.cfg.ParkAfter < s.cfg.IdleTimeout
+	if parking {
+		interval = min(interval, max(s.cfg.ParkAfter/2, 5*time.Millisecond))
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	var idle []*pair
+	var idle, quiet []*pair
 	for {
 		select {
 		case <-ctx.Done():
@@ -233,20 +256,37 @@ func (s *Server) sweep(ctx context.Context) {
 		case now := <-t.C:
 			s.clock.Store(now.UnixNano())
 			cutoff := now.Add(-s.cfg.IdleTimeout).UnixNano()
-			idle = idle[:0]
+			parkCutoff := now.Add(-s.cfg.ParkAfter).UnixNano()
+			idle, quiet = idle[:0], quiet[:0]
 			s.mu.Lock()
 			for p := range s.pairs {
-				if p.last.Load() < cutoff {
+				switch last := p.last.Load(); {
+				case last < cutoff:
 					idle = append(idle, p)
+				case parking && last < parkCutoff && p.parkable():
+					quiet = append(quiet, p)
 				}
 			}
 			s.mu.Unlock()
 			for _, p := range idle {
 				s.counts[IdleExpired].Add(1)
 				s.log.Debug("closing idle scheduler connection", "cluster", p.cluster, "remote", p.client.RemoteAddr())
-				p.close()
+				s.closePair(p)
+			}
+			for _, p := range quiet {
+				p.pause()
 			}
 		}
+	}
+}
+
+// closePair closes a pair; a parked one, which no goroutine runs, is also
+// forgotten here.
+func (s *Server) closePair(p *pair) {
+	parked := s.parker.unpark(p)
+	p.close()
+	if parked {
+		s.finish(p)
 	}
 }
 
@@ -353,33 +393,38 @@ func (s *Server) passthroughTo(conn net.Conn, cluster string, hello []byte, rele
 		s.refuse(conn, cluster, source, reason)
 		return
 	}
-	defer s.unadmit(cluster, source)
 	backend, err := net.DialTimeout("tcp", rt.Scheduler, s.cfg.DialTimeout)
 	if err != nil {
 		release()
+		s.unadmit(cluster, source)
 		s.log.Warn("cannot reach scheduler", "cluster", cluster, "addr", rt.Scheduler, "err", err)
 		conn.Close()
 		return
 	}
-	p := &pair{client: conn, backend: backend, cluster: cluster, clock: &s.clock}
+	p := &pair{client: conn, backend: backend, cluster: cluster, source: source, clock: &s.clock}
 	p.touch()
 	// The ClientHello may have come with more records: the handshake
 	// check reads records from its first byte.
 	p.hs.feed(hello, false)
 	_, err = backend.Write(hello)
 	release()
-	if err != nil {
+	if err != nil || !s.track(p, true) {
 		p.close()
-		return
-	}
-	if !s.track(p, true) {
-		p.close()
+		s.unadmit(cluster, source)
 		return
 	}
 	s.passthrough.Add(1)
-	s.pipe(p)
+	s.pipe(p, true)
+}
+
+// finish forgets a pair that has ended (once, whoever ends it).
+func (s *Server) finish(p *pair) {
+	if !p.finished.CompareAndSwap(false, true) {
+		return
+	}
 	s.passthrough.Add(-1)
 	s.track(p, false)
+	s.unadmit(p.cluster, p.source)
 }
 
 // sourceOf is the client's IP address, the unit of the per-source cap.
@@ -465,15 +510,45 @@ func (s *Server) track(p *pair, add bool) bool {
 // pair is one passthrough: the client's connection and the scheduler's.
 type pair struct {
 	client, backend net.Conn
-	cluster         string
+	cluster, source string
 	clock           *atomic.Int64
 	last            atomic.Int64 // the clock when bytes last moved
 	serverSpoke     atomic.Bool  // the scheduler has sent its first bytes
 	hs              handshakeScan
+	// waiting: each direction (toBackend, toClient) waits for bytes in
+	// copyConn. pausing: the pair is being parked or is parked. ended:
+	// a direction has ended (a half-closed pair is not parked).
+	waiting  [2]atomic.Bool
+	pausing  atomic.Bool
+	ended    atomic.Bool
+	finished atomic.Bool
+	parkID   uint64 // while parked; guarded by parker.mu
 }
+
+const (
+	toBackend = iota
+	toClient
+)
 
 // touch stamps activity (see Server.clock).
 func (p *pair) touch() { p.last.Store(p.clock.Load()) }
+
+// parkable says whether both directions wait for bytes, past the
+// handshake check and neither ended: the state a pair is parked in.
+func (p *pair) parkable() bool {
+	return p.waiting[toBackend].Load() && p.waiting[toClient].Load() && !p.pausing.Load() && !p.ended.Load()
+}
+
+// pause asks the pair's goroutines to stop waiting and end, so that the
+// pair can be parked: a read deadline in the past wakes them.
+func (p *pair) pause() {
+	if !p.pausing.CompareAndSwap(false, true) {
+		return
+	}
+	past := time.Unix(1, 0)
+	_ = p.client.SetReadDeadline(past)
+	_ = p.backend.SetReadDeadline(past)
+}
 
 func (p *pair) close() {
 	p.client.Close()
@@ -481,39 +556,30 @@ func (p *pair) close() {
 }
 
 // pipe copies both ways until both directions end, passing half-closes on
-// (copyConn: spliced, holding nothing while idle). The client's bytes go
-// through the handshake check first. Once one direction has ended, the
-// other gets halfCloseGrace to finish, so a peer that never closes cannot
-// pin the pair.
-// One direction runs in the caller's goroutine: an idle connection costs
+// (copyConn: holding nothing while idle), or until the sweeper pauses a
+// pair that has been quiet for ParkAfter, which is then parked (no
+// goroutine) until either side has something to say. The client's bytes
+// go through the handshake check first (handshake). Once one direction has
+// ended, the other gets halfCloseGrace to finish, so a peer that never
+// closes cannot pin the pair.
+// One direction runs in the caller's goroutine: a pair that waits costs
 // two goroutine stacks, not three.
-func (s *Server) pipe(p *pair) {
-	a, b := p.client, p.backend
-	var ended atomic.Bool
-	half := func(dst, src net.Conn, copyFn func() error) {
-		_ = copyFn()
-		closeWrite(dst)
-		if !ended.Swap(true) {
-			deadline := time.Now().Add(halfCloseGrace)
-			_ = a.SetReadDeadline(deadline)
-			_ = b.SetReadDeadline(deadline)
-		}
-	}
-	done := make(chan struct{})
+func (s *Server) pipe(p *pair, handshake bool) {
+	paused := make(chan bool, 1)
 	go func() {
-		if ok, err := s.clientHandshake(p, &ended); !ok {
-			half(b, a, func() error { return err })
-			close(done)
+		if handshake {
+			if ok, err := s.clientHandshake(p); !ok {
+				s.endHalf(p, p.backend, err)
+				paused <- false
+				return
+			}
+			// The long copy gets a fresh goroutine: the handshake may
+			// have grown this one's stack, which would otherwise stay
+			// with the pair.
+			go func() { paused <- s.half(p, p.backend, p.client, toBackend, p.touch) }()
 			return
 		}
-		// The long copy gets a fresh goroutine: the handshake may have
-		// grown this one's stack, which would otherwise stay with every
-		// idle pair (integration/bench's figure 3: 15.2 instead of 15.9
-		// KiB a connection).
-		go func() {
-			half(b, a, func() error { return copyConn(b, a, p.touch) })
-			close(done)
-		}()
+		paused <- s.half(p, p.backend, p.client, toBackend, p.touch)
 	}()
 	fromServer := func() {
 		p.touch()
@@ -521,14 +587,62 @@ func (s *Server) pipe(p *pair) {
 			p.serverSpoke.Store(true)
 		}
 	}
-	half(a, b, func() error { return copyConn(a, b, fromServer) })
-	<-done
+	toClientPaused := s.half(p, p.client, p.backend, toClient, fromServer)
+	toBackendPaused := <-paused
+	switch {
+	case toClientPaused && toBackendPaused:
+		if s.parker.park(p) {
+			return
+		}
+	case toClientPaused || toBackendPaused:
+		// One direction ended while the other was paused: no parking;
+		// the paused one finishes under the half-close grace.
+		dst, src, dir, onData := p.client, p.backend, toClient, fromServer
+		if toBackendPaused {
+			dst, src, dir, onData = p.backend, p.client, toBackend, p.touch
+		}
+		_ = src.SetReadDeadline(time.Now().Add(halfCloseGrace))
+		p.pausing.Store(false)
+		s.half(p, dst, src, dir, onData)
+	}
 	p.close()
+	s.finish(p)
+}
+
+// half copies src to dst until src ends, then passes the half-close on,
+// or returns true when the pair was paused while it waited.
+func (s *Server) half(p *pair, dst, src net.Conn, dir int, onData func()) (paused bool) {
+	err := copyConn(dst, src, onData, &p.waiting[dir])
+	if errors.Is(err, os.ErrDeadlineExceeded) && p.pausing.Load() {
+		return true
+	}
+	s.endHalf(p, dst, err)
+	return false
+}
+
+// endHalf passes one direction's end on and starts the other's grace.
+func (s *Server) endHalf(p *pair, dst net.Conn, _ error) {
+	closeWrite(dst)
+	if !p.ended.Swap(true) {
+		deadline := time.Now().Add(halfCloseGrace)
+		_ = p.client.SetReadDeadline(deadline)
+		_ = p.backend.SetReadDeadline(deadline)
+	}
+}
+
+// resume runs a parked pair again (the parker saw one of its sockets
+// readable, or closed).
+func (s *Server) resume(p *pair) {
+	p.touch()
+	_ = p.client.SetReadDeadline(time.Time{})
+	_ = p.backend.SetReadDeadline(time.Time{})
+	p.pausing.Store(false)
+	s.pipe(p, false)
 }
 
 // clientHandshake passes the client's bytes on until its handshake is
 // finished (true), within HandshakeTimeout, or the client's side ends.
-func (s *Server) clientHandshake(p *pair, ended *atomic.Bool) (bool, error) {
+func (s *Server) clientHandshake(p *pair) (bool, error) {
 	if p.hs.done {
 		return true, nil
 	}
@@ -536,9 +650,9 @@ func (s *Server) clientHandshake(p *pair, ended *atomic.Bool) (bool, error) {
 	_ = a.SetReadDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	finished, err := copyInspecting(b, a, p.touch, clientScan{p})
 	switch {
-	case !finished && !ended.Load() && errors.Is(err, os.ErrDeadlineExceeded):
+	case !finished && !p.ended.Load() && errors.Is(err, os.ErrDeadlineExceeded):
 		s.handshakeTimedOut(p)
-	case finished && !ended.Load():
+	case finished && !p.ended.Load():
 		_ = a.SetReadDeadline(time.Time{})
 	}
 	return finished, err

@@ -57,6 +57,8 @@ type Store interface {
 	OpenMembers(ctx context.Context, cluster string) (map[string]time.Time, error)
 	AcquireLease(ctx context.Context, cluster, holder string, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, cluster, holder string) error
+	RenewLeases(ctx context.Context, holder string, ttl time.Duration) (int64, error)
+	ActiveLeases(ctx context.Context) ([]store.ActiveLease, error)
 }
 
 // Router publishes where each running cluster's scheduler and dashboard are.
@@ -83,6 +85,12 @@ type Config struct {
 	// HeartbeatTimeout fails a running cluster whose scheduler has not
 	// answered for this long.
 	HeartbeatTimeout time.Duration
+	// HealthInterval is how often the scheduler of a running cluster with
+	// nothing to do is asked for its counts (heartbeat, idle timeout);
+	// 0: every third of HeartbeatTimeout, and at most every PollInterval.
+	// A scheduler that does not answer is then asked every PollInterval/5
+	// until it answers or HeartbeatTimeout passes.
+	HealthInterval time.Duration
 	// ReplicaID names this gateway process among replicas sharing a
 	// database; LeaseTTL is how long its hold on a cluster lasts unless
 	// renewed (a dead replica's clusters move on after that).
@@ -124,6 +132,9 @@ func (c *Config) setDefaults() {
 	if c.HeartbeatTimeout <= 0 {
 		c.HeartbeatTimeout = 30 * time.Second
 	}
+	if c.HealthInterval <= 0 {
+		c.HealthInterval = max(c.PollInterval, c.HeartbeatTimeout/3)
+	}
 	if c.CertLifetime <= 0 {
 		c.CertLifetime = 30 * 24 * time.Hour
 	}
@@ -160,9 +171,11 @@ type Core struct {
 	active    map[string]time.Time       // last time each running cluster was seen busy
 	reaped    atomic.Int64               // leftover clusters the reaper stopped
 	cleaned   map[string]bool            // clusters the reaper tidied whose stopped members the provider still lists
+	firstSeen map[string]time.Time       // when the reaper first saw each leftover the cloud gives no date for (reaper.go)
 	answered  map[string]time.Time       // last answer of each running scheduler
 	downSince map[string]time.Time       // when each adaptive cluster first asked for fewer workers
 	quotaNote map[string]string          // per cluster, the last quota message recorded for adaptive scaling
+	settled   map[string]*settled        // running clusters with nothing to do, which the sweep watches (sweep.go)
 }
 
 // New makes a core. Run starts its loop.
@@ -188,6 +201,7 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 		answered:  map[string]time.Time{},
 		downSince: map[string]time.Time{},
 		quotaNote: map[string]string{},
+		settled:   map[string]*settled{},
 	}
 }
 
@@ -222,7 +236,7 @@ func (c *Core) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		c.resync(ctx)
+		c.sweepLoop(ctx)
 	}()
 	for i := 0; i < c.cfg.Concurrency; i++ {
 		wg.Add(1)
@@ -235,28 +249,6 @@ func (c *Core) Run(ctx context.Context) error {
 	c.queue.Shutdown()
 	wg.Wait()
 	return nil
-}
-
-// resync queues every active cluster once per half lease: clusters whose
-// replica died (their leases expire) are picked up, and clusters another
-// replica changed are looked at.
-func (c *Core) resync(ctx context.Context) {
-	t := time.NewTicker(c.cfg.LeaseTTL / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		active, err := c.store.ListClusters(ctx, store.Filter{Statuses: store.ActiveStatuses})
-		if err != nil {
-			continue
-		}
-		for _, cl := range active {
-			c.queue.Add(cl.Name)
-		}
-	}
 }
 
 // ReleaseLeases gives up this replica's leases, so that other replicas take
@@ -436,8 +428,8 @@ func (c *Core) Create(ctx context.Context, who Who, raw map[string]json.RawMessa
 			Provider: c.provider.Name(), Options: string(optJSON), Shape: string(shapeJSON), DesiredWorkers: opts.Workers,
 			TLSCert: pair.CertPEM, TLSKey: pair.KeyPEM, CreatedAt: c.now(),
 		}
-		err = c.store.AdmitCluster(ctx, cl, monthStart, func(live []*store.Cluster, month store.Totals) error {
-			return eff.Admit(InUse(live), monthOf(monthStart, month), shape, opts.Workers)
+		err = c.store.AdmitCluster(ctx, cl, monthStart, func(live store.Usage, month store.Totals) error {
+			return eff.Admit(quota.InUseOf(live), monthOf(monthStart, month), shape, opts.Workers)
 		})
 		if errors.Is(err, store.ErrExists) && attempt < 3 {
 			continue
@@ -533,7 +525,7 @@ func (c *Core) Scale(ctx context.Context, who Who, name string, count int) (msg 
 	if err != nil {
 		return "", err
 	}
-	_, err = c.updateOwned(ctx, name, func(cl *store.Cluster, others []*store.Cluster, month store.Totals) (store.Event, error) {
+	_, err = c.updateOwned(ctx, name, func(cl *store.Cluster, others store.Usage, month store.Totals) (store.Event, error) {
 		if !cl.Status.Live() {
 			return store.Event{}, fmt.Errorf("%w: cluster %s is %s; only a pending or running cluster can be scaled", ErrConflict, name, cl.Status)
 		}
@@ -606,7 +598,7 @@ func (c *Core) Adapt(ctx context.Context, who Who, name string, minimum, maximum
 		// The other limits (totals, budgets) are applied at each step up:
 		// what fits changes as the user's other clusters come and go.
 	}
-	_, err = c.updateOwned(ctx, name, func(cl *store.Cluster, others []*store.Cluster, month store.Totals) (store.Event, error) {
+	_, err = c.updateOwned(ctx, name, func(cl *store.Cluster, others store.Usage, month store.Totals) (store.Event, error) {
 		if !cl.Status.Live() {
 			return store.Event{}, fmt.Errorf("%w: cluster %s is %s; only a pending or running cluster can adapt", ErrConflict, name, cl.Status)
 		}
@@ -666,7 +658,7 @@ func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts schedulerCou
 		return false, err
 	}
 	var note string
-	_, err = c.updateOwned(ctx, cl.Name, func(x *store.Cluster, others []*store.Cluster, month store.Totals) (store.Event, error) {
+	_, err = c.updateOwned(ctx, cl.Name, func(x *store.Cluster, others store.Usage, month store.Totals) (store.Event, error) {
 		if !x.Adaptive || x.Status != store.Running {
 			return store.Event{}, errStale
 		}
@@ -813,6 +805,7 @@ func (c *Core) spec(cl *store.Cluster) providers.ClusterSpec {
 // reconcile moves one cluster one or more steps towards its goal and says
 // when to look at it again (0: only when something changes).
 func (c *Core) reconcile(ctx context.Context, name string) (time.Duration, error) {
+	c.unsettle(name)
 	cl, err := c.store.GetCluster(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		c.router.DeleteRoute(name)
@@ -887,7 +880,7 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 		return c.startPoll(starting, 100*time.Millisecond), nil
 	}
 	c.router.SetRoute(cl.Name, cl.Owner, sched.Address, sched.DashboardURL, cl.TLSCert)
-	_, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+	running, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
 		if x.Status != store.Starting {
 			return store.Event{}, errStale
 		}
@@ -903,7 +896,9 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 		return time.Second, err
 	}
 	c.log.Info("cluster running", "cluster", cl.Name, "scheduler", sched.Address, "startup", c.now().Sub(cl.CreatedAt).Round(time.Millisecond))
-	return 1, nil
+	// On in the same pass: behind a queue of other clusters' passes, a
+	// second pass for the workers (or to settle) would only come later.
+	return c.reconcileRunning(ctx, running)
 }
 
 // startPoll is how soon to look again at a cluster that is coming up,
@@ -1106,16 +1101,20 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 	}
 	phase := workerPhase(ready, cl.DesiredWorkers)
 	if ready != cl.ReadyWorkers || phase != cl.Phase {
-		_, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+		updated, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
 			if x.Status != store.Running {
 				return store.Event{}, errStale
 			}
 			x.ReadyWorkers, x.Phase = ready, workerPhase(ready, x.DesiredWorkers)
 			return store.Event{}, nil
 		})
-		if err != nil && !errors.Is(err, errStale) {
+		if errors.Is(err, errStale) {
+			return 1, nil
+		}
+		if err != nil {
 			return time.Second, err
 		}
+		cl = updated
 	}
 	if ready != cl.DesiredWorkers {
 		return c.startPoll(c.now().Sub(cl.CreatedAt), 250*time.Millisecond), nil
@@ -1123,15 +1122,22 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 	if cl.Adaptive {
 		return min(c.cfg.PollInterval, time.Second), nil // follow demand closely
 	}
-	return c.cfg.PollInterval, nil
+	// Nothing to do until something changes: the sweep watches it.
+	c.settle(cl, members)
+	return 0, nil
 }
 
 // expired says why a running cluster should stop now: idle for longer than
 // its idle timeout, or past the maximum lifetime; "" when neither.
 func (c *Core) expired(cl *store.Cluster) string {
-	now := c.now()
 	var o Options
 	_ = json.Unmarshal([]byte(cl.Options), &o)
+	return c.expiredWith(cl, o)
+}
+
+// expiredWith is expired with the cluster's options already parsed.
+func (c *Core) expiredWith(cl *store.Cluster, o Options) string {
+	now := c.now()
 	lifetime, whose := c.cfg.MaxLifetime, "the"
 	if q := time.Duration(o.MaxLifetime) * time.Second; q > 0 && (lifetime <= 0 || q < lifetime) {
 		lifetime, whose = q, "your quota's"
@@ -1284,6 +1290,7 @@ func (c *Core) forget(name string) {
 	delete(c.answered, name)
 	delete(c.downSince, name)
 	delete(c.quotaNote, name)
+	delete(c.settled, name)
 	c.mu.Unlock()
 }
 

@@ -79,6 +79,7 @@ type fakeProvider struct {
 	logs           map[string][]string
 	violations     []string
 	badCountsPaths []string
+	countsAsked    int // counts.json requests answered or refused
 }
 
 func newFakeProvider(name string) *fakeProvider {
@@ -389,6 +390,7 @@ func (f *fakeProvider) countsHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.countsAsked++
 	if !ok || f.clusters[name]["scheduler"] == nil {
 		f.badCountsPaths = append(f.badCountsPaths, r.URL.Path)
 		http.NotFound(w, r)
@@ -477,10 +479,13 @@ type harness struct {
 
 func testConfig() scheduler.Config {
 	return scheduler.Config{
-		GatewayID:      testGatewayID,
-		Limits:         scheduler.Limits{MaxWorkers: 5, MaxWorkerThreads: 8, MaxWorkerMemory: 16},
-		StartTimeout:   20 * time.Second, // long enough never to be hit by accident
-		PollInterval:   50 * time.Millisecond,
+		GatewayID:    testGatewayID,
+		Limits:       scheduler.Limits{MaxWorkers: 5, MaxWorkerThreads: 8, MaxWorkerMemory: 16},
+		StartTimeout: 20 * time.Second, // long enough never to be hit by accident
+		PollInterval: 50 * time.Millisecond,
+		// The tests step the clock between polls: every poll asks the
+		// schedulers (sweep_test.go covers a longer interval).
+		HealthInterval: 50 * time.Millisecond,
 		Concurrency:    4,
 		CertLifetime:   time.Hour,
 		WorkerRestarts: 3,

@@ -83,9 +83,9 @@ func monthOf(start time.Time, t store.Totals) quota.Month {
 // growTo decides how many workers cluster cl may grow to (want > its
 // current count), inside an owned update: others and month come from the
 // store under the owner's lock.
-func (c *Core) growTo(eff quota.Effective, cl *store.Cluster, others []*store.Cluster, month store.Totals, want int) (int, error) {
+func (c *Core) growTo(eff quota.Effective, cl *store.Cluster, others store.Usage, month store.Totals, want int) (int, error) {
 	start := quota.MonthStart(c.now())
-	return eff.WorkersAllowed(InUse(others), monthOf(start, month), shapeOf(cl), cl.DesiredWorkers, want)
+	return eff.WorkersAllowed(quota.InUseOf(others), monthOf(start, month), shapeOf(cl), cl.DesiredWorkers, want)
 }
 
 // ledgerStart is the ledger's start entries for members of one size.

@@ -1,8 +1,12 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gatewayhq/gateway/providers"
@@ -13,11 +17,15 @@ import (
 // ownership tag but belongs to no active cluster: leftovers of a crash
 // between a provider call and the store write that should have followed,
 // or of a stop that did not finish. Cloud backends bill such machines by
-// the minute, so nothing the store does not know may run on.
+// the minute, so nothing the store does not know may run on. Providers
+// that can list what a cluster shares by its tags (leftoverLister) also
+// have those resources removed once no member leads to them.
 type ReaperConfig struct {
 	Interval time.Duration // 0 disables the reaper
-	// Grace spares members younger than this: a member started a moment
-	// ago may belong to a request still being recorded elsewhere.
+	// Grace spares members and leftovers younger than this: a member
+	// started a moment ago may belong to a request still being recorded
+	// elsewhere. A leftover the cloud gives no date for (a security group)
+	// is aged from when this process first saw it.
 	Grace  time.Duration
 	DryRun bool // only log what would be reaped
 }
@@ -42,13 +50,39 @@ func (c *Core) runReaper(ctx context.Context) {
 	}
 }
 
+// leftoverLister is what a provider implements when it can find the
+// resources a cluster shares (security groups, parameters, secrets, task
+// definitions, firewall rules) by their ownership tags alone, without a
+// member to lead to them: a cluster whose members are all gone, or that
+// the cloud has forgotten, would otherwise leave them behind.
+type leftoverLister interface {
+	// ListLeftovers lists every such resource of this gateway (by its
+	// ownership tags or labels, checked exactly), whatever its cluster.
+	ListLeftovers(ctx context.Context) ([]providers.Leftover, error)
+	// DeleteLeftover removes one; one already gone is success.
+	DeleteLeftover(ctx context.Context, l providers.Leftover) error
+}
+
 // ReapOnce lists the provider's resources and stops those of clusters the
-// store does not know or has ended, past the grace period.
+// store does not know or has ended, past the grace period; then, when the
+// provider can list them, removes the leftover resources of such clusters
+// that no member leads to. Each listing is made once per pass, whatever
+// the number of clusters.
 func (c *Core) ReapOnce(ctx context.Context) {
 	members, err := c.provider.List(ctx)
 	if err != nil {
 		c.log.Warn("reaper: cannot list resources", "err", err)
 		return
+	}
+	var leftovers []providers.Leftover
+	lister, canList := c.provider.(leftoverLister)
+	if canList {
+		// Listed before the store is read, as the members are: a cluster
+		// made after the listing cannot have its resources in it.
+		if leftovers, err = lister.ListLeftovers(ctx); err != nil {
+			c.log.Warn("reaper: cannot list leftover resources", "err", err)
+			canList = false
+		}
 	}
 	now := c.now()
 	byCluster := map[string][]providers.Member{}
@@ -56,7 +90,20 @@ func (c *Core) ReapOnce(ctx context.Context) {
 		byCluster[m.Cluster] = append(byCluster[m.Cluster], m)
 	}
 	c.pruneCleaned(byCluster)
+	// One read of what is active spares a lookup per running cluster.
+	leases, err := c.store.ActiveLeases(ctx)
+	if err != nil {
+		c.log.Warn("reaper: cannot list active clusters", "err", err)
+		return
+	}
+	active := make(map[string]bool, len(leases))
+	for _, l := range leases {
+		active[l.Name] = true
+	}
 	for name, ms := range byCluster {
+		if active[name] {
+			continue // the reconcile loop owns it
+		}
 		cl, err := c.store.GetCluster(ctx, name)
 		known := err == nil
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -108,6 +155,93 @@ func (c *Core) ReapOnce(ctx context.Context) {
 			c.event(ctx, name, "reaped", "stopped "+why+" leftovers")
 		}
 	}
+	if canList {
+		c.reapLeftovers(ctx, lister, leftovers, byCluster, active, now)
+	}
+}
+
+// reapLeftovers removes the listed leftovers whose cluster the store does
+// not know or has ended, once they are older than the grace period. A
+// cluster the provider still lists members of is left to StopCluster
+// above, which removes what it shares with its members too.
+func (c *Core) reapLeftovers(ctx context.Context, lister leftoverLister, leftovers []providers.Leftover, members map[string][]providers.Member, active map[string]bool, now time.Time) {
+	slices.SortFunc(leftovers, func(a, b providers.Leftover) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.ID, b.ID))
+	})
+	listed := make(map[string]bool, len(leftovers))
+	for _, l := range leftovers {
+		listed[leftoverKey(l)] = true
+	}
+	c.pruneLeftovers(listed)
+
+	type verdict struct {
+		skip bool
+		why  string
+	}
+	verdicts := map[string]verdict{} // one store lookup per cluster
+	judge := func(name string) verdict {
+		if v, ok := verdicts[name]; ok {
+			return v
+		}
+		v := verdict{skip: true}
+		switch cl, err := c.store.GetCluster(ctx, name); {
+		case errors.Is(err, store.ErrNotFound):
+			v = verdict{why: "unknown to the store"}
+		case err != nil:
+			c.log.Warn("reaper: cannot look up cluster", "cluster", name, "err", err)
+		case !cl.Status.Active():
+			v = verdict{why: "cluster is " + string(cl.Status)}
+		}
+		verdicts[name] = v
+		return v
+	}
+	removed := map[string]int{}
+	whys := map[string]string{}
+	for _, l := range leftovers {
+		key := leftoverKey(l)
+		if l.Cluster == "" || active[l.Cluster] || len(members[l.Cluster]) > 0 || c.wasCleaned(key) {
+			continue
+		}
+		v := judge(l.Cluster)
+		if v.skip {
+			continue // active, or unknown for now: the reconcile loop owns it
+		}
+		made := l.Created
+		if made.IsZero() {
+			// The cloud does not date it (a security group): the grace runs
+			// from when this process first saw it unowned.
+			made = c.noteSeen(key, now)
+		}
+		if now.Sub(made) < c.cfg.Reaper.Grace {
+			continue
+		}
+		whys[l.Cluster] = v.why
+		if c.cfg.Reaper.DryRun {
+			c.log.Warn("reaper (dry run): would remove leftover resource", "cluster", l.Cluster, "kind", l.Kind, "id", l.ID, "why", v.why)
+			removed[l.Cluster]++
+			continue
+		}
+		if err := lister.DeleteLeftover(ctx, l); err != nil {
+			// A group still held by a network interface, say: next pass.
+			c.log.Warn("reaper: cannot remove leftover resource", "cluster", l.Cluster, "kind", l.Kind, "id", l.ID, "err", err)
+			continue
+		}
+		c.markCleaned(key)
+		removed[l.Cluster]++
+		c.log.Warn("reaper: removed leftover resource", "cluster", l.Cluster, "kind", l.Kind, "id", l.ID, "why", v.why)
+	}
+	for name, n := range removed {
+		c.reaped.Add(1)
+		if !c.cfg.Reaper.DryRun && whys[name] != "unknown to the store" {
+			c.event(ctx, name, "reaped", fmt.Sprintf("removed %d leftover resource(s) of a %s", n, strings.TrimPrefix(whys[name], "cluster is ")+" cluster"))
+		}
+	}
+}
+
+// leftoverKey names a leftover in the reaper's memory. The NUL cannot
+// occur in a cluster name, so these keys never meet the clusters'.
+func leftoverKey(l providers.Leftover) string {
+	return "leftover\x00" + l.Kind + "\x00" + l.ID
 }
 
 // maxCleaned bounds the reaper's memory of tidied clusters. Past it the
@@ -144,8 +278,46 @@ func (c *Core) pruneCleaned(listed map[string][]providers.Member) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name := range c.cleaned {
+		if strings.HasPrefix(name, "leftover\x00") {
+			continue // pruneLeftovers' to forget
+		}
 		if _, ok := listed[name]; !ok {
 			delete(c.cleaned, name)
 		}
 	}
+}
+
+// pruneLeftovers forgets the leftovers the provider no longer lists: those
+// removed, and those someone else removed before their grace ran out.
+func (c *Core) pruneLeftovers(listed map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key := range c.cleaned {
+		if strings.HasPrefix(key, "leftover\x00") && !listed[key] {
+			delete(c.cleaned, key)
+		}
+	}
+	for key := range c.firstSeen {
+		if !listed[key] {
+			delete(c.firstSeen, key)
+		}
+	}
+}
+
+// noteSeen returns when the reaper first saw the leftover, noting now if
+// it had not. Past maxCleaned entries nothing new is noted, and the
+// leftover counts as seen now on every pass: kept, the safe side.
+func (c *Core) noteSeen(key string, now time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.firstSeen[key]; ok {
+		return t
+	}
+	if c.firstSeen == nil {
+		c.firstSeen = map[string]time.Time{}
+	}
+	if len(c.firstSeen) < maxCleaned {
+		c.firstSeen[key] = now
+	}
+	return now
 }

@@ -18,9 +18,9 @@ var errFull = errors.New("full")
 
 // admitAtMost admits while the owner has fewer than limit live clusters.
 func admitAtMost(limit int) store.AdmitFunc {
-	return func(live []*store.Cluster, _ store.Totals) error {
-		if len(live) >= limit {
-			return fmt.Errorf("%w: %d live", errFull, len(live))
+	return func(live store.Usage, _ store.Totals) error {
+		if live.Clusters >= limit {
+			return fmt.Errorf("%w: %d live", errFull, live.Clusters)
 		}
 		return nil
 	}
@@ -88,18 +88,16 @@ func TestAdmitSeesOnlyLiveClusters(t *testing.T) {
 			c.Status = st
 			mustCreate(t, db, c)
 		}
-		var seen []string
-		err := db.AdmitCluster(ctx, newCluster("new", "alice"), time.Time{}, func(live []*store.Cluster, _ store.Totals) error {
-			for _, c := range live {
-				seen = append(seen, string(c.Status))
-			}
+		var seen store.Usage
+		err := db.AdmitCluster(ctx, newCluster("new", "alice"), time.Time{}, func(live store.Usage, _ store.Totals) error {
+			seen = live
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(seen) != 2 {
-			t.Errorf("admit saw %v, want the RUNNING and PENDING clusters only", seen)
+		if seen.Clusters != 2 {
+			t.Errorf("admit saw %d live clusters, want the RUNNING and PENDING ones only (2)", seen.Clusters)
 		}
 	})
 }
@@ -113,8 +111,13 @@ func TestUpdateOwnedSerialisesGrowth(t *testing.T) {
 		db2, _ := openTestDB(t, url)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		mustCreate(t, db, newCluster("a", "alice"))
-		mustCreate(t, db, newCluster("b", "alice"))
+		// Workers of one vCPU each, schedulers of none: the others' vCPUs
+		// are their workers.
+		for _, name := range []string{"a", "b"} {
+			c := newCluster(name, "alice")
+			c.Shape = `{"worker":{"vcpus":1,"memory_gib":1},"scheduler":{"vcpus":0,"memory_gib":0}}`
+			mustCreate(t, db, c)
+		}
 		var wg sync.WaitGroup
 		for i := range 40 {
 			wg.Add(1)
@@ -124,14 +127,11 @@ func TestUpdateOwnedSerialisesGrowth(t *testing.T) {
 				if i%2 == 1 {
 					name, h = "b", db2
 				}
-				_, err := h.UpdateOwned(ctx, name, time.Time{}, func(c *store.Cluster, others []*store.Cluster, _ store.Totals) (store.Event, error) {
-					total := c.DesiredWorkers + 1
-					for _, o := range others {
-						if o.Name == c.Name {
-							return store.Event{}, errors.New("others include the cluster itself")
-						}
-						total += o.DesiredWorkers
+				_, err := h.UpdateOwned(ctx, name, time.Time{}, func(c *store.Cluster, others store.Usage, _ store.Totals) (store.Event, error) {
+					if others.Clusters != 1 {
+						return store.Event{}, fmt.Errorf("others hold %d clusters, want 1 (not the cluster itself)", others.Clusters)
 					}
+					total := c.DesiredWorkers + 1 + int(others.VCPUs)
 					if total > 10 {
 						return store.Event{}, errFull
 					}
@@ -262,7 +262,7 @@ func TestOpenIntervalCountsUntilNow(t *testing.T) {
 		monthStart := clk.Now().Add(-time.Minute)
 		clk.Advance(30 * time.Minute)
 		var month store.Totals
-		err := db.AdmitCluster(ctx, newCluster("next", "alice"), monthStart, func(_ []*store.Cluster, m store.Totals) error {
+		err := db.AdmitCluster(ctx, newCluster("next", "alice"), monthStart, func(_ store.Usage, m store.Totals) error {
 			month = m
 			return nil
 		})

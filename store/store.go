@@ -151,6 +151,7 @@ type DB struct {
 	now     func() time.Time
 	owners  keylock.Locks // admissions and growth per owner, in this process
 	stmts   stmtCache     // prepared statements of the per-request lookups
+	writes  *writeQueue   // SQLite: this process's writes, one at a time (nil: PostgreSQL; see sqlitequeue.go)
 }
 
 // begin starts a transaction. PostgreSQL's is READ COMMITTED whatever the
@@ -175,17 +176,19 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 	case hasScheme && (scheme == "postgres" || scheme == "postgresql"):
 		return openPostgres(ctx, scheme+"://"+rest) // pgx knows the scheme in lower case only
 	case hasScheme && scheme == "sqlite":
-		return openSQLite(ctx, rest)
+		return openSQLite(ctx, rest, true)
 	case hasScheme:
 		return nil, fmt.Errorf("store: unsupported database.url scheme %q (want sqlite:// or postgres://)", scheme)
 	case rawURL == "":
 		return nil, errors.New("store: database.url is empty")
 	default:
-		return openSQLite(ctx, rawURL)
+		return openSQLite(ctx, rawURL, true)
 	}
 }
 
-func openSQLite(ctx context.Context, path string) (*DB, error) {
+// openSQLite opens the SQLite store; queued puts this process's writes in
+// one queue (always, but for the benchmark that compares).
+func openSQLite(ctx context.Context, path string, queued bool) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("store: sqlite URL has no file path")
 	}
@@ -199,10 +202,17 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 	// The path goes into a file: URI, where %, ? and # have meanings of their own.
 	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	dsn := "file:" + escaped + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	probe, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
+	drv := probe.Driver()
+	probe.Close()
+	var writes *writeQueue
+	if queued {
+		writes = newWriteQueue()
+	}
+	db := sql.OpenDB(&queuedConnector{dsn: dsn, drv: drv, q: writes})
 	if path == ":memory:" {
 		db.SetMaxOpenConns(1) // each connection would see its own database
 	} else {
@@ -211,7 +221,7 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 		// was a fifth of the reconcile loop's and the API's CPU.
 		db.SetMaxIdleConns(32)
 	}
-	s := &DB{db: db, dialect: sqlite, now: time.Now}
+	s := &DB{db: db, dialect: sqlite, now: time.Now, writes: writes}
 	// Two processes creating the same new file at once can meet SQLITE_BUSY
 	// while the first one switches it to WAL, before busy_timeout applies.
 	for attempt := 1; ; attempt++ {
@@ -268,8 +278,12 @@ func (s *DB) SetMaxOpenConns(n int) {
 	}
 }
 
-// Close releases the database.
-func (s *DB) Close() error { return s.db.Close() }
+// Close lets the writes already queued finish, refuses new ones
+// (ErrClosed) and releases the database.
+func (s *DB) Close() error {
+	s.writes.close()
+	return s.db.Close()
+}
 
 // SetClock replaces the clock used for timestamps (tests).
 func (s *DB) SetClock(now func() time.Time) { s.now = now }
@@ -293,7 +307,11 @@ func (s *DB) migrate(ctx context.Context) error {
 			return fmt.Errorf("store: migration %s: %w", version, err)
 		}
 	}
-	return nil
+	// The usage summary is counted again at every start (one read of the
+	// live clusters' shapes): writes of a replica of an older version,
+	// which keeps no summary, during a rolling upgrade are counted once
+	// it is gone and this one starts.
+	return s.RecountUsage(ctx)
 }
 
 func (s *DB) createMigrationsTable(ctx context.Context) error {
@@ -346,6 +364,13 @@ func (s *DB) apply(ctx context.Context, version, body string) error {
 	for _, stmt := range splitStatements(body) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("%w\n%s", err, stmt)
+		}
+	}
+	if version == usageMigration {
+		// The summary starts as a count of what is stored, in the
+		// migration's transaction: no write can fall in between.
+		if err := s.recountUsage(ctx, tx); err != nil {
+			return err
 		}
 	}
 	if _, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`), version, s.now().UnixMilli()); err != nil {
@@ -446,10 +471,10 @@ func (s *DB) CreateCluster(ctx context.Context, c *Cluster) error {
 	return s.AdmitCluster(ctx, c, time.Time{}, nil)
 }
 
-// AdmitFunc decides whether an owner may have one more cluster, given the
-// owner's live clusters and their ledger totals since the month start.
-// An error refuses, and is returned as it is.
-type AdmitFunc func(live []*Cluster, month Totals) error
+// AdmitFunc decides whether an owner may have one more cluster, given
+// what the owner's live clusters hold and the owner's ledger totals since
+// the month start. An error refuses, and is returned as it is.
+type AdmitFunc func(live Usage, month Totals) error
 
 // AdmitCluster inserts c when admit accepts it. Admissions of one owner
 // are serialised (across processes sharing the database, too), so that
@@ -478,11 +503,11 @@ func (s *DB) AdmitCluster(ctx context.Context, c *Cluster, monthStart time.Time,
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
 	if admit != nil {
-		live, month, err := s.ownerState(ctx, tx, c.Owner, "", monthStart)
+		live, month, err := s.ownerState(ctx, tx, c.Owner, monthStart)
 		if err != nil {
 			return fmt.Errorf("store: admit cluster: %w", err)
 		}
-		if err := admit(live, month); err != nil {
+		if err := admit(live.usage(), month); err != nil {
 			return err
 		}
 	}
@@ -511,6 +536,9 @@ func (s *DB) AdmitCluster(ctx context.Context, c *Cluster, monthStart time.Time,
 	}
 	if err != nil {
 		return fmt.Errorf("store: create cluster: %w", err)
+	}
+	if err := s.bumpUsage(ctx, tx, c.Owner, shareOf(c)); err != nil {
+		return err
 	}
 	if err := s.addEvent(ctx, tx, c.Name, "created", fmt.Sprintf("by %s, %d workers requested", c.Owner, c.DesiredWorkers)); err != nil {
 		return err
@@ -587,29 +615,24 @@ func (s *DB) queryClusters(ctx context.Context, q querier, f Filter) ([]*Cluster
 // stopping cluster is on its way out.
 var LiveStatuses = []Status{Pending, Starting, Running}
 
-// ownerState locks the owner's admissions (see AdmitCluster) and reads the
-// owner's live clusters except skip, and the owner's ledger totals since
-// monthStart. It runs inside tx.
-func (s *DB) ownerState(ctx context.Context, tx *sql.Tx, owner, skip string, monthStart time.Time) ([]*Cluster, Totals, error) {
+// ownerState locks the owner's admissions (see AdmitCluster) and reads
+// what the owner's live clusters hold (from the usage summary, not the
+// clusters themselves), and the owner's ledger totals since monthStart.
+// It runs inside tx.
+func (s *DB) ownerState(ctx context.Context, tx *sql.Tx, owner string, monthStart time.Time) (usageDelta, Totals, error) {
 	if s.dialect == postgres {
 		// SQLite needs nothing: its write transactions begin IMMEDIATE,
 		// one at a time, in this process and in others.
 		if err := s.advisoryLock(ctx, tx, "owner:"+owner); err != nil {
-			return nil, Totals{}, err
+			return usageDelta{}, Totals{}, err
 		}
 	}
-	all, err := s.queryClusters(ctx, tx, Filter{Owner: owner, Statuses: LiveStatuses})
+	use, err := s.ownerUsage(ctx, tx, owner)
 	if err != nil {
-		return nil, Totals{}, err
+		return usageDelta{}, Totals{}, err
 	}
-	live := all[:0]
-	for _, c := range all {
-		if c.Name != skip {
-			live = append(live, c)
-		}
-	}
-	month, err := s.totals(ctx, tx, LedgerFilter{Owner: owner, Since: monthStart, Until: s.now()})
-	return live, month, err
+	month, err := s.sumTotals(ctx, tx, owner, monthStart, s.now())
+	return deltaOf(use), month, err
 }
 
 // advisoryLock takes a PostgreSQL lock on key until tx ends.
@@ -628,12 +651,12 @@ type UpdateFunc func(c *Cluster) (Event, error)
 // transaction, so concurrent intents (an API scale and the reconcile loop)
 // never overwrite each other. It returns the updated cluster.
 func (s *DB) UpdateCluster(ctx context.Context, name string, fn UpdateFunc) (*Cluster, error) {
-	return s.update(ctx, name, nil, func(c *Cluster, _ []*Cluster, _ Totals) (Event, error) { return fn(c) })
+	return s.update(ctx, name, nil, func(c *Cluster, _ Usage, _ Totals) (Event, error) { return fn(c) })
 }
 
-// OwnedUpdateFunc is an UpdateFunc that also sees the owner's other live
-// clusters and the owner's ledger totals since the month start.
-type OwnedUpdateFunc func(c *Cluster, others []*Cluster, month Totals) (Event, error)
+// OwnedUpdateFunc is an UpdateFunc that also sees what the owner's other
+// live clusters hold and the owner's ledger totals since the month start.
+type OwnedUpdateFunc func(c *Cluster, others Usage, month Totals) (Event, error)
 
 // UpdateOwned is UpdateCluster for changes that quotas bound (growth):
 // serialised with the owner's admissions and other such changes.
@@ -651,18 +674,18 @@ func (s *DB) UpdateOwned(ctx context.Context, name string, monthStart time.Time,
 		return nil, fmt.Errorf("store: update cluster: %w", err)
 	}
 	defer unlock()
-	return s.update(ctx, name, func(ctx context.Context, tx *sql.Tx) ([]*Cluster, Totals, error) {
-		return s.ownerState(ctx, tx, owner, name, monthStart)
+	return s.update(ctx, name, func(ctx context.Context, tx *sql.Tx) (usageDelta, Totals, error) {
+		return s.ownerState(ctx, tx, owner, monthStart)
 	}, fn)
 }
 
-func (s *DB) update(ctx context.Context, name string, state func(context.Context, *sql.Tx) ([]*Cluster, Totals, error), fn OwnedUpdateFunc) (*Cluster, error) {
+func (s *DB) update(ctx context.Context, name string, state func(context.Context, *sql.Tx) (usageDelta, Totals, error), fn OwnedUpdateFunc) (*Cluster, error) {
 	tx, err := s.begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("store: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	var others []*Cluster
+	var others usageDelta
 	var month Totals
 	if state != nil {
 		// The owner lock comes before the row lock, always, so that two
@@ -683,7 +706,10 @@ func (s *DB) update(ctx context.Context, name string, state func(context.Context
 		return nil, fmt.Errorf("store: update cluster: %w", err)
 	}
 	before := *c
-	ev, err := fn(c, others, month)
+	if state != nil {
+		others.add(shareOf(&before), -1) // the others: all but this one
+	}
+	ev, err := fn(c, others.usage(), month)
 	if err != nil {
 		return nil, err
 	}
@@ -714,6 +740,11 @@ WHERE name=? AND version=?`),
 		// The row lock makes this impossible; if it ever happens, refuse
 		// rather than report a write that did not take place.
 		return nil, fmt.Errorf("store: update cluster %s: version %d changed underneath (%d rows, %v)", c.Name, before.Version, n, err)
+	}
+	share := shareOf(c)
+	share.add(shareOf(&before), -1)
+	if err := s.bumpUsage(ctx, tx, c.Owner, share); err != nil {
+		return nil, err
 	}
 	if ev.Kind != "" {
 		if err := s.addEvent(ctx, tx, c.Name, ev.Kind, ev.Message); err != nil {

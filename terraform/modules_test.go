@@ -426,6 +426,62 @@ func TestAWSPolicyMatchesCode(t *testing.T) {
 			t.Errorf("%s has a policy granting every action", name)
 		}
 	}
+
+	// Image statements, each on its own resources: the registry token on
+	// "*", push and read on the environment repository, read alone on the
+	// bases and the other repositories.
+	doc := m.block("data", "aws_iam_policy_document", "gateway_ecr")
+	if doc == nil {
+		return
+	}
+	scopes := []struct {
+		what   string
+		match  func(resources hclsyntax.Expression) bool
+		want   []string
+		source string
+		found  bool
+	}{
+		{"\"*\"", func(r hclsyntax.Expression) bool { return m.source(r.Range()) == `["*"]` }, build.ECRUnscopedActions(), "build.ECRUnscopedActions()", false},
+		{"the environment repository", func(r hclsyntax.Expression) bool {
+			return references(r, "aws_ecr_repository.environments") && !references(r, "aws_ecr_repository.bases")
+		}, build.ECRRepositoryActions(), "build.ECRRepositoryActions()", false},
+		{"the bases and image_pull_repository_arns", func(r hclsyntax.Expression) bool {
+			return references(r, "aws_ecr_repository.bases") && references(r, "var.image_pull_repository_arns") && !references(r, "aws_ecr_repository.environments")
+		}, build.ECRReadActions(), "build.ECRReadActions()", false},
+	}
+	for _, st := range doc.Body.Blocks {
+		if st.Type != "statement" {
+			t.Errorf("%s: gateway_ecr has a %s block: its statements are checked only when literal", st.DefRange(), st.Type)
+			continue
+		}
+		res := st.Body.Attributes["resources"]
+		if res == nil {
+			t.Errorf("%s: a statement of gateway_ecr names no resources", st.DefRange())
+			continue
+		}
+		matched := false
+		for i := range scopes {
+			sc := &scopes[i]
+			if !sc.match(res.Expr) {
+				continue
+			}
+			matched, sc.found = true, true
+			granted := literalStrings(t, st.Body.Attributes["actions"])
+			slices.Sort(granted)
+			want := slices.Sorted(slices.Values(sc.want))
+			if !slices.Equal(granted, want) {
+				t.Errorf("%s: gateway_ecr grants %v on %s; the builder needs %v there (%s)", st.DefRange(), granted, sc.what, want, sc.source)
+			}
+		}
+		if !matched {
+			t.Errorf("%s: gateway_ecr grants on %s, none of the resources the builder's lists are for", st.DefRange(), m.source(res.Expr.Range()))
+		}
+	}
+	for _, sc := range scopes {
+		if !sc.found {
+			t.Errorf("gateway_ecr has no statement on %s (%s)", sc.what, sc.source)
+		}
+	}
 }
 
 // TestGCPRoleMatchesCode: the gateway's custom role holds exactly the
@@ -451,20 +507,51 @@ func TestGCPRoleMatchesCode(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("the gateway role lacks permissions the code needs: %v", missing)
 	}
-	wantBinding := map[string]string{
-		"google_artifact_registry_repository_iam_member": build.GoogleRegistryRole,
-		"google_service_account_iam_member":              "roles/iam.serviceAccountUser",
+	if b := m.block("resource", "google_service_account_iam_member", "gateway_acts_as_members"); b == nil || literalString(b.Body, "role") != "roles/iam.serviceAccountUser" {
+		t.Error("terraform/gcp does not grant roles/iam.serviceAccountUser on the members' service account alone")
 	}
-	for typ, want := range wantBinding {
-		found := false
-		for _, b := range m.blocks("resource") {
-			if b.Labels[0] == typ && literalString(b.Body, "role") == want {
-				found = true
+	// The repositories: the gateway pushes to the environment repository
+	// and only reads the bases; members only read either.
+	type grant struct{ who, repo string }
+	repoRoles := map[grant][]string{}
+	for _, b := range m.blocks("resource") {
+		if b.Labels[0] != "google_artifact_registry_repository_iam_member" {
+			continue
+		}
+		repo, member := b.Body.Attributes["repository"], b.Body.Attributes["member"]
+		if repo == nil || member == nil {
+			t.Errorf("%s: a repository binding without repository or member", b.DefRange())
+			continue
+		}
+		var g grant
+		for _, who := range []string{"gateway", "members"} {
+			if references(member.Expr, "google_service_account."+who) {
+				g.who = who
 			}
 		}
-		if !found {
-			t.Errorf("terraform/gcp grants %s on no single resource (%s)", want, typ)
+		for _, r := range []string{"environments", "bases"} {
+			if references(repo.Expr, "google_artifact_registry_repository."+r) {
+				g.repo = r
+			}
 		}
+		if g.repo == "" {
+			continue // the gateway image's repository, when it is in Artifact Registry
+		}
+		repoRoles[g] = append(repoRoles[g], literalString(b.Body, "role"))
+	}
+	for g, want := range map[grant][]string{
+		{"gateway", "environments"}: {build.GoogleRegistryRole},
+		{"gateway", "bases"}:        {build.GoogleReadRole},
+		{"members", "environments"}: {"roles/artifactregistry.reader"},
+		{"members", "bases"}:        {"roles/artifactregistry.reader"},
+	} {
+		if !slices.Equal(repoRoles[g], want) {
+			t.Errorf("terraform/gcp grants %s %v on the %s repository, want %v", g.who, repoRoles[g], g.repo, want)
+		}
+		delete(repoRoles, g)
+	}
+	for g, roles := range repoRoles {
+		t.Errorf("terraform/gcp grants %q %v on the %s repository", g.who, roles, g.repo)
 	}
 	// Project-wide, the gateway gets its custom role and nothing broad.
 	broad := regexp.MustCompile(`^roles/(owner|editor|compute\.|iam\.|secretmanager\.admin|resourcemanager\.)`)

@@ -68,9 +68,10 @@ Others get "admin only" from the gateway.
   gateway admin clusters                   every user's active clusters
   gateway admin stop NAME                  stop any user's cluster
   gateway admin usage --since 2026-12-01   who used what
-  gateway admin audit                      what admins changed`,
+  gateway admin audit                      what admins changed
+  gateway admin env publish NAME --env HASH   publish an environment for everyone`,
 	}
-	cmd.AddCommand(newAdminQuotaCmd(g), newAdminClustersCmd(g), newAdminStopCmd(g), newAdminUsageCmd(g), newAdminAuditCmd(g))
+	cmd.AddCommand(newAdminQuotaCmd(g), newAdminClustersCmd(g), newAdminStopCmd(g), newAdminUsageCmd(g), newAdminAuditCmd(g), newAdminEnvCmd(g))
 	return cmd
 }
 

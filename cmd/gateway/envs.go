@@ -199,7 +199,7 @@ func newEnvCmd(g *globals) *cobra.Command {
 		Use:   "env",
 		Short: "Software environments: build yours, list published ones, read build logs",
 	}
-	cmd.AddCommand(newEnvListCmd(g), newEnvBuildCmd(g), newEnvLogsCmd(g))
+	cmd.AddCommand(newEnvListCmd(g), newEnvBuildCmd(g), newEnvStatusCmd(g), newEnvLogsCmd(g))
 	return cmd
 }
 
@@ -221,7 +221,7 @@ func newEnvListCmd(g *globals) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), envs)
 			}
 			if len(envs) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "No published environments (admins publish them in images.environments).")
+				fmt.Fprintln(cmd.OutOrStdout(), "No published environments (admins publish them in images.environments, or with gateway admin env publish).")
 				return nil
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)

@@ -37,6 +37,7 @@ Server:   gateway dev            (development: local clusters, plain HTTP, a dev
 Access:   gateway login, logout, whoami, print-token, token, sessions
 Clusters: gateway new-cluster, list, show, scale, adapt, stop, logs, dashboard
 Software: gateway env, instance-types
+Bench:    gateway bench run, schedule, history, report, check
 Limits:   gateway quota, usage, admin (admins only)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -46,13 +47,13 @@ Limits:   gateway quota, usage, admin (admins only)`,
 	pf.StringVar(&g.gateway, "gateway", os.Getenv("GATEWAY_URL"), "gateway URL (env GATEWAY_URL; default: the one last used by gateway dev or login)")
 	pf.StringVar(&g.token, "token", "", "API token (env GATEWAY_TOKEN; default: from the credentials file)")
 	pf.StringVar(&g.caFile, "ca-file", os.Getenv("GATEWAY_CA_FILE"), "PEM file of the CA that signed the gateway's certificate (env GATEWAY_CA_FILE)")
-	pf.StringVarP(&g.output, "output", "o", "text", "output format of read commands: text (also called table) or json; admin usage also csv")
+	pf.StringVarP(&g.output, "output", "o", "text", "output format of read commands: text (also called table) or json; admin usage and bench history also csv")
 
 	root.AddCommand(
 		newDevCmd(), newServeCmd(), newConfigCmd(),
 		newNewClusterCmd(g), newInstanceTypesCmd(g), newListCmd(g), newShowCmd(g), newScaleCmd(g), newAdaptCmd(g), newStopCmd(g), newLogsCmd(g),
 		newLoginCmd(g), newLogoutCmd(g), newTokenCmd(g), newSessionsCmd(g), newWhoamiCmd(g), newPrintTokenCmd(g), newDashboardCmd(g),
-		newUsageCmd(g), newQuotaCmd(g), newAdminCmd(g), newEnvCmd(g),
+		newUsageCmd(g), newQuotaCmd(g), newAdminCmd(g), newEnvCmd(g), newBenchCmd(g),
 	)
 	return root
 }

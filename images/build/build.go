@@ -131,6 +131,32 @@ type Config struct {
 	// Logger gets one line per build started and finished (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// OnUpdate, when set, is called with a build's status after each step,
+	// after a progress line changes (at most about once a second), and when
+	// the build fails or succeeds; never with a job's lock held, but it
+	// must not call the Builder back (a build refused at once reports with
+	// the Builder's lock held). Calls for one build come one at a time, in
+	// order, except that a progress line reported from the push may race
+	// a step.
+	OnUpdate func(Status)
+	// Mode is how missing packages get into images: ModeDocker (the
+	// default), ModeLayers or ModeAuto (config key images.builder).
+	Mode string
+	// Index is where ModeLayers and ModeAuto find wheels
+	// (images.pip_index_url).
+	Index WheelIndex
+	// LayerCacheDir keeps the layers made from wheels (default: a
+	// directory under os.TempDir()); LayerCacheBytes bounds it (default
+	// 4 GiB).
+	LayerCacheDir   string
+	LayerCacheBytes int64
+	// MaxPackageBytes bounds one wheel's unpacked files (default 2 GiB).
+	MaxPackageBytes int64
+	// Conda, when set, is where the layers builder gets the conda
+	// packages of environments whose base is a conda environment
+	// (images.conda_channels); without it, or on other bases, conda
+	// packages go through the wheel path by name and version.
+	Conda CondaChannels
 }
 
 // State is a build's state.
@@ -146,9 +172,12 @@ const (
 // Status is what Ensure, Status and Wait report about an environment's
 // image.
 type Status struct {
-	Hash  string // the spec's hash
-	Ref   string // the image: gateway-env:<tag> or <repository>:<tag>
-	State State
+	Hash string // the spec's hash
+	Ref  string // the image: gateway-env:<tag> or <repository>:<tag>
+	// Digest is the image's manifest digest once a build pushed it
+	// ("sha256:…"; empty for images kept in the engine).
+	Digest string
+	State  State
 	// Error says why a build failed: its first lines, then where the whole
 	// log is.
 	Error string
@@ -211,11 +240,34 @@ type Builder struct {
 	runningBy map[string]int
 
 	started atomic.Int64 // builds started, for tests
+
+	// lstate is the layers builder's state (ModeLayers and ModeAuto).
+	lstate *layersState
 }
 
 // New checks cfg and returns a Builder.
 func New(cfg Config) (*Builder, error) {
 	b := &Builder{cfg: cfg, docker: cfg.Docker, jobs: map[string]*job{}, inspected: map[string]images.Spec{}, runningBy: map[string]int{}}
+	switch b.cfg.Mode {
+	case "":
+		b.cfg.Mode = ModeDocker
+	case ModeDocker, ModeLayers, ModeAuto:
+	default:
+		return nil, fmt.Errorf("images.builder %q must be auto, layers or docker", cfg.Mode)
+	}
+	if b.cfg.LayerCacheDir == "" {
+		b.cfg.LayerCacheDir = filepath.Join(os.TempDir(), "gateway-layers")
+	}
+	if b.cfg.LayerCacheBytes <= 0 {
+		b.cfg.LayerCacheBytes = 4 << 30
+	}
+	if b.cfg.Mode != ModeDocker {
+		ls, err := newLayersState(b.cfg)
+		if err != nil {
+			return nil, err
+		}
+		b.lstate = ls
+	}
 	if b.cfg.Now == nil {
 		b.cfg.Now = time.Now
 	}

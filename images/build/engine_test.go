@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/testdocker"
+	"github.com/gatewayhq/gateway/internal/testpypi"
 )
 
 // engineSpec is an environment the test image already has (Debian's dask
@@ -118,8 +119,8 @@ func TestEngineBuild(t *testing.T) {
 	cli := dockerClient(t)
 	baseRef := testdocker.DaskImage(t)
 	base := probeBase(t, cli, baseRef)
-	whl, data := wheel(t, "gwdemo", "1.0")
-	ix := newIndex(t, map[string][]byte{whl: data})
+	whl, data := testpypi.Wheel{Name: "gwdemo", Version: "1.0"}.Build()
+	ix := testpypi.NewIndex(t, map[string][]byte{whl: data})
 	ctx := testContext(t, 4*time.Minute)
 	// The index URL has credentials (the index ignores them), which no log,
 	// step, error or image history may show.
@@ -172,8 +173,8 @@ func TestEngineBuild(t *testing.T) {
 		if !slices.Contains(st.Contents.Packages, images.Package{Name: "gwdemo", Version: "1.0"}) {
 			t.Errorf("contents %v have no gwdemo 1.0", st.Contents.Packages)
 		}
-		if !slices.Contains(ix.paths(), "/simple/gwdemo/") {
-			t.Errorf("the index was asked for %q", ix.paths())
+		if !slices.Contains(ix.Requests(), "/simple/gwdemo/") {
+			t.Errorf("the index was asked for %q", ix.Requests())
 		}
 		logs, err := b.Logs(st.Hash)
 		if err != nil {

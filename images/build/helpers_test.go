@@ -4,9 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log"
@@ -123,99 +120,6 @@ func codeZip(t *testing.T, partName, value string) ([]byte, images.CodePart) {
 // parts) do not meet images left by an earlier run.
 func nonce(t *testing.T) string {
 	return fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
-}
-
-// wheel returns a minimal pure-Python wheel of distribution name (a
-// package of the same name with __version__) and its file name.
-func wheel(t *testing.T, name, version string) (string, []byte) {
-	t.Helper()
-	distInfo := fmt.Sprintf("%s-%s.dist-info", name, version)
-	files := []struct{ path, data string }{
-		{name + "/__init__.py", fmt.Sprintf("__version__ = %q\n", version)},
-		{distInfo + "/METADATA", fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: gateway test package\n", name, version)},
-		{distInfo + "/WHEEL", "Wheel-Version: 1.0\nGenerator: gateway-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-	}
-	var record strings.Builder
-	for _, f := range files {
-		sum := sha256.Sum256([]byte(f.data))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f.path, base64.RawURLEncoding.EncodeToString(sum[:]), len(f.data))
-	}
-	fmt.Fprintf(&record, "%s/RECORD,,\n", distInfo)
-	files = append(files, struct{ path, data string }{distInfo + "/RECORD", record.String()})
-
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, f := range files {
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: f.path, Method: zip.Deflate, Modified: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.WriteString(w, f.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("%s-%s-py3-none-any.whl", name, version), buf.Bytes()
-}
-
-// index is a PEP 503 "simple" package index on 127.0.0.1.
-type index struct {
-	URL string // .../simple/
-
-	mu        sync.Mutex
-	requested []string
-}
-
-func (ix *index) paths() []string {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	return slices.Clone(ix.requested)
-}
-
-// newIndex serves wheels (file name -> bytes) under their projects.
-func newIndex(t *testing.T, wheels map[string][]byte) *index {
-	t.Helper()
-	ix := &index{}
-	projects := map[string][]string{}
-	for file := range wheels {
-		project := images.NormalizeName(strings.SplitN(file, "-", 2)[0])
-		projects[project] = append(projects[project], file)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/simple/{project}/", func(w http.ResponseWriter, r *http.Request) {
-		files, ok := projects[images.NormalizeName(r.PathValue("project"))]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html")
-		fmt.Fprint(w, "<!DOCTYPE html>\n<html><body>\n")
-		for _, f := range files {
-			sum := sha256.Sum256(wheels[f])
-			fmt.Fprintf(w, "<a href=\"/files/%s#sha256=%s\">%s</a><br>\n", f, hex.EncodeToString(sum[:]), f)
-		}
-		fmt.Fprint(w, "</body></html>\n")
-	})
-	mux.HandleFunc("/files/{file}", func(w http.ResponseWriter, r *http.Request) {
-		data, ok := wheels[r.PathValue("file")]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		_, _ = w.Write(data)
-	})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ix.mu.Lock()
-		ix.requested = append(ix.requested, r.URL.Path)
-		ix.mu.Unlock()
-		mux.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	ix.URL = srv.URL + "/simple/"
-	return ix
 }
 
 // dockerClient returns a client of the test engine, skipping the test when

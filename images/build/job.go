@@ -39,6 +39,10 @@ type job struct {
 	file         *os.File // the build log; nil once closed
 	progressStep int      // index in st.Steps of the progress line being updated, or -1
 	lastLogged   time.Time
+	// onUpdate is Config.OnUpdate (nil: none); lastNotified throttles it
+	// for progress lines.
+	onUpdate     func(Status)
+	lastNotified time.Time
 }
 
 // maxErrorLines is how many lines of a failure Status.Error keeps.
@@ -51,7 +55,8 @@ func (b *Builder) newJob(spec images.Spec, hash, ref string) (*job, error) {
 	}
 	j := &job{
 		spec: spec, hash: hash, ref: ref, secret: b.secret, done: make(chan struct{}), file: f, progressStep: -1,
-		st: Status{Hash: hash, Ref: ref, State: StateBuilding, Built: true, Started: time.Now()},
+		st:       Status{Hash: hash, Ref: ref, State: StateBuilding, Built: true, Started: time.Now()},
+		onUpdate: b.cfg.OnUpdate,
 	}
 	doc, _ := spec.Canonical()
 	j.logf("build of %s started (spec hash %s)", ref, hash)
@@ -86,10 +91,27 @@ func (j *job) writeLocked(msg string) {
 func (j *job) step(format string, args ...any) {
 	msg := j.secret.redact(fmt.Sprintf(format, args...))
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	j.st.Steps = append(j.st.Steps, msg)
 	j.progressStep = -1
 	j.writeLocked("step: " + msg)
+	j.mu.Unlock()
+	j.notify(true)
+}
+
+// notify calls onUpdate with the job's status, outside its lock; unless
+// always, at most about once a second.
+func (j *job) notify(always bool) {
+	if j.onUpdate == nil {
+		return
+	}
+	j.mu.Lock()
+	if !always && time.Since(j.lastNotified) < time.Second {
+		j.mu.Unlock()
+		return
+	}
+	j.lastNotified = time.Now()
+	j.mu.Unlock()
+	j.onUpdate(j.snapshot())
 }
 
 // progress sets the job's current progress line (the previous one of the
@@ -98,7 +120,6 @@ func (j *job) step(format string, args ...any) {
 func (j *job) progress(msg string, final bool) {
 	msg = j.secret.redact(msg)
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	if j.progressStep >= 0 && j.progressStep == len(j.st.Steps)-1 {
 		j.st.Steps[j.progressStep] = msg
 	} else {
@@ -109,6 +130,14 @@ func (j *job) progress(msg string, final bool) {
 		j.lastLogged = time.Now()
 		j.writeLocked("step: " + msg)
 	}
+	j.mu.Unlock()
+	j.notify(final)
+}
+
+func (j *job) setDigest(d string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.st.Digest = d
 }
 
 func (j *job) snapshot() Status {
@@ -146,6 +175,7 @@ func (j *job) fail(b *Builder, err error) {
 	started := j.st.Started
 	j.mu.Unlock()
 	close(j.done)
+	j.notify(true)
 	b.logger.Warn("environment image build failed", "hash", j.hash, "ref", j.ref, "error", lines[0], "duration", time.Since(started).Round(time.Millisecond))
 }
 
@@ -160,6 +190,7 @@ func (j *job) succeed(b *Builder, contents images.Spec) {
 	started := j.st.Started
 	j.mu.Unlock()
 	close(j.done)
+	j.notify(true)
 	b.logger.Info("environment image built", "hash", j.hash, "ref", j.ref, "duration", time.Since(started).Round(time.Millisecond))
 }
 
@@ -209,6 +240,9 @@ func plural(n int, word string) string {
 
 // produce builds and stores the image and returns what it contains.
 func (b *Builder) produce(ctx context.Context, j *job, base Base, layers []images.Layer) (images.Spec, error) {
+	if b.cfg.Mode != ModeDocker {
+		return b.produceLayers(ctx, j, base, layers)
+	}
 	spec := j.spec
 	j.logf("base: %s", base)
 	j.step("probing base %s", base.Image)
@@ -225,14 +259,7 @@ func (b *Builder) produce(ctx context.Context, j *job, base Base, layers []image
 	missing := missingPackages(spec, have)
 	j.logf("base has Python %s and %s; the spec has %s, %d of them missing or at another version",
 		have.Python, plural(len(have.Packages), "package"), plural(len(spec.Packages), "package"), len(missing))
-	haveVersions := versions(have)
-	for _, p := range missing {
-		if v, ok := haveVersions[p.Name]; ok {
-			j.logf("  %s==%s (base has %s)", p.Name, p.Version, v)
-		} else {
-			j.logf("  %s==%s (not in the base)", p.Name, p.Version)
-		}
-	}
+	j.logMissing(missing, have)
 
 	dir, err := os.MkdirTemp("", "gateway-env-build-")
 	if err != nil {
@@ -277,18 +304,37 @@ func (b *Builder) produce(ctx context.Context, j *job, base Base, layers []image
 		}
 	}
 
-	j.step("assembling the image (%s)", plural(len(spec.Code), "code part"))
-	img, err := images.Assemble(src, spec, layers)
-	if err != nil {
-		return images.Spec{}, fmt.Errorf("assemble: %w", err)
-	}
-	if img, err = withBuiltLabel(img); err != nil {
-		return images.Spec{}, fmt.Errorf("assemble: %w", err)
-	}
-	if err := b.store(ctx, j, img); err != nil {
+	if err := b.assembleAndStore(ctx, j, src, layers); err != nil {
 		return images.Spec{}, err
 	}
 	return contents, nil
+}
+
+// logMissing writes the missing packages to the build log, each with the
+// version the base has.
+func (j *job) logMissing(missing []images.Package, have images.Spec) {
+	haveVersions := versions(have)
+	for _, p := range missing {
+		if v, ok := haveVersions[p.Name]; ok {
+			j.logf("  %s==%s (base has %s)", p.Name, p.Version, v)
+		} else {
+			j.logf("  %s==%s (not in the base)", p.Name, p.Version)
+		}
+	}
+}
+
+// assembleAndStore adds the code layers and labels to src and stores the
+// result as the job's image.
+func (b *Builder) assembleAndStore(ctx context.Context, j *job, src v1.Image, code []images.Layer) error {
+	j.step("assembling the image (%s)", plural(len(j.spec.Code), "code part"))
+	img, err := images.Assemble(src, j.spec, code)
+	if err != nil {
+		return fmt.Errorf("assemble: %w", err)
+	}
+	if img, err = withBuiltLabel(img); err != nil {
+		return fmt.Errorf("assemble: %w", err)
+	}
+	return b.store(ctx, j, img)
 }
 
 // missingPackages returns the spec's packages that have is missing or has

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -276,7 +278,11 @@ func (b *Builder) exists(ctx context.Context, ref string) (bool, error) {
 		return false, nil
 	}
 	b.dropPuller()
-	return false, fmt.Errorf("look up %s: %w", ref, b.describeRegistryError(tag.Registry, err))
+	werr := fmt.Errorf("look up %s: %w", ref, b.describeRegistryError(tag.Registry, err))
+	if isUnreachable(err) {
+		werr = fmt.Errorf("%w: %w", images.ErrUnavailable, werr)
+	}
+	return false, werr
 }
 
 // puller returns the Builder's remote.Puller for the repository, which
@@ -330,15 +336,41 @@ func (b *Builder) store(ctx context.Context, j *job, img v1.Image) error {
 			j.progress(fmt.Sprintf("pushed %s of %s", mib(last.Complete), mib(last.Total)), true)
 		}
 	}()
-	err = remote.Write(tag, img, remote.WithContext(ctx), remote.WithAuth(b.auth.repoAuth()), remote.WithProgress(updates))
+	counter := newPushCounter(remote.DefaultTransport)
+	err = remote.Write(tag, img, remote.WithContext(ctx), remote.WithAuth(b.auth.repoAuth()), remote.WithProgress(updates), remote.WithTransport(counter))
 	<-done
 	if err != nil {
-		return fmt.Errorf("push %s: %w", j.ref, b.describeRegistryError(tag.Registry, err))
+		werr := fmt.Errorf("push %s: %w", j.ref, b.describeRegistryError(tag.Registry, err))
+		if isUnreachable(err) {
+			werr = fmt.Errorf("%w: %w", images.ErrUnavailable, werr)
+		}
+		return werr
+	}
+	if sum, err := counter.summary(img); err == nil {
+		j.step("%s", sum)
 	}
 	if d, err := img.Digest(); err == nil {
 		j.logf("pushed %s@%s", j.ref, d)
+		j.setDigest(d.String())
 	}
 	return nil
+}
+
+// isUnreachable reports whether a registry error means the registry could
+// not be reached or answered that it is unavailable, so that the same
+// request may succeed later.
+func isUnreachable(err error) bool {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		switch te.StatusCode {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusTooManyRequests:
+			return true
+		}
+		return false
+	}
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout()) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

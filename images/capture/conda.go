@@ -14,6 +14,9 @@ import (
 // _libgcc_mutex).
 var reCondaName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
 
+// reCondaBuild is an exact conda build string.
+var reCondaBuild = regexp.MustCompile(`^[A-Za-z0-9_.+]{1,128}$`)
+
 const condaAdvice = "pin every package to one version (name=version or name=version=build), as `conda env export` writes them"
 
 // parseConda reads a conda environment file: channels, and dependencies
@@ -109,20 +112,25 @@ func appendNew(list []string, s string) []string {
 // condaDep reads one conda dependency.
 func condaDep(fe *fileEnv, dep, where string) error {
 	spec := strings.TrimSpace(dep)
+	var channel string
 	if i := strings.LastIndex(spec, "::"); i >= 0 {
 		ch := strings.TrimSpace(spec[:i])
 		if ch == "" {
 			return fmt.Errorf("%s: %q has an empty channel", where, dep)
 		}
 		fe.channels = appendNew(fe.channels, ch)
+		channel = ch
 		spec = strings.TrimSpace(spec[i+2:])
 	}
-	var name, version string
+	var name, version, build string
 	if f := strings.Fields(spec); len(f) > 1 && !strings.ContainsAny(spec, "=<>!~") {
 		// "name version [build]"
 		name, version = f[0], f[1]
 		if len(f) > 3 {
 			return fmt.Errorf("%s: %q is not a package (name version build)", where, dep)
+		}
+		if len(f) == 3 {
+			build = f[2]
 		}
 	} else {
 		i := strings.IndexAny(spec, "=<>!~[ ")
@@ -134,9 +142,9 @@ func condaDep(fe *fileEnv, dep, where string) error {
 		switch {
 		case rest == "":
 		case strings.HasPrefix(rest, "=="):
-			version, _, _ = strings.Cut(strings.TrimSpace(rest[2:]), "=")
+			version, build, _ = strings.Cut(strings.TrimSpace(rest[2:]), "=")
 		case strings.HasPrefix(rest, "="):
-			version, _, _ = strings.Cut(strings.TrimSpace(rest[1:]), "=")
+			version, build, _ = strings.Cut(strings.TrimSpace(rest[1:]), "=")
 		default:
 			return fmt.Errorf("%s: %q is not pinned to one version; %s", where, dep, condaAdvice)
 		}
@@ -170,6 +178,21 @@ func condaDep(fe *fileEnv, dep, where string) error {
 		fe.python, fe.pyWhere = v, where
 		return nil
 	}
-	fe.add(name, version, where)
+	// The exact build lets the image take the very package conda installed
+	// from the channel; a wildcard build pins only the version.
+	build = strings.TrimSpace(build)
+	if build == "" || strings.Contains(build, "*") {
+		fe.add(name, version, where)
+		return nil
+	}
+	if !reCondaBuild.MatchString(build) {
+		return fmt.Errorf("%s: %q has build %q, which is not a conda build string (letters, digits, '_', '.', '+')", where, dep, build)
+	}
+	if channel != "" {
+		if _, err := images.NormalizeChannel(channel); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	fe.pins = append(fe.pins, pin{name: name, version: version, where: where, build: build, channel: channel})
 	return nil
 }

@@ -23,6 +23,9 @@ type pin struct {
 	name    string // as written
 	version string
 	where   string // "file:line"
+	// build and channel are a conda package's exact build and its
+	// "channel::" (environment.yml's name=version=build).
+	build, channel string
 }
 
 // fileEnv is what an environment file says.
@@ -161,10 +164,13 @@ func uniquePins(pins []pin) ([]images.Package, error) {
 			if prev.version != p.version {
 				return nil, fmt.Errorf("%s: %s %s conflicts with %s %s at %s", p.where, p.name, p.version, prev.name, prev.version, prev.where)
 			}
+			if p.build != "" && prev.build != "" && p.build != prev.build {
+				return nil, fmt.Errorf("%s: %s %s build %s conflicts with build %s at %s", p.where, p.name, p.version, p.build, prev.build, prev.where)
+			}
 			continue
 		}
 		first[n] = p
-		out = append(out, images.Package{Name: p.name, Version: p.version})
+		out = append(out, images.Package{Name: p.name, Version: p.version, Build: p.build, Channel: p.channel})
 	}
 	return out, nil
 }

@@ -45,6 +45,16 @@ dependencies:
     - -r requirements-pip.txt
 `
 
+// condaBuildsYml pins conda builds, some from a named channel.
+const condaBuildsYml = `channels: [conda-forge]
+dependencies:
+  - python=3.12
+  - conda-forge::distributed=2024.8.0=pyhd8ed1ab_0
+  - https://conda.example.org/forge::numpy==2.0.1=py312h1234567_0
+  - tzdata=2024a=*
+  - PyYAML=6.0.1=py312h_0
+`
+
 const pylockToml = `lock-version = "1.0"
 requires-python = ">=3.10,<3.13"
 created-by = "pip"
@@ -86,6 +96,7 @@ func TestFromFile(t *testing.T) {
 		"pylock.dev.toml":           pylockToml,
 		"gpu-requirements.txt":      "distributed==2024.8.0\ncupy-cuda12x==13.2.0\n",
 		"env.yaml":                  "dependencies:\n  - python==3.11\n  - distributed=2024.8.0\n",
+		"builds.yml":                condaBuildsYml,
 		"code/helpers.py":           "H = 1\n",
 		"code/requirements.txt":     "not a module",
 		"code/pkg/__init__.py":      "",
@@ -125,14 +136,22 @@ func TestFromFile(t *testing.T) {
 		{name: "GPU packages, GPU off", file: "gpu-requirements.txt", opts: func(o *Options) { o.GPU = "no" }, python: "3.11", platform: "linux/amd64",
 			packages: pkgs("cupy-cuda12x", "13.2.0", "distributed", "2024.8.0")},
 		{name: "conda environment", file: "environment.yml", python: "3.12", platform: "linux/amd64",
-			packages: pkgs("-libgcc-mutex", "0.1", "cloudpickle", "3.0.0", "dask", "2024.8.0", "distributed", "2024.8.0",
-				"libzlib", "1.3.1", "samtools", "1.20", "toolz", "0.12.1"),
+			// name=version=build and "name version build" keep conda's exact
+			// build (and conda's spelling of the name).
+			packages: []images.Package{{Name: "_libgcc_mutex", Version: "0.1", Build: "conda_forge"}, {Name: "cloudpickle", Version: "3.0.0"},
+				{Name: "dask", Version: "2024.8.0"}, {Name: "distributed", Version: "2024.8.0", Build: "pyhd8ed1ab_0"},
+				{Name: "libzlib", Version: "1.3.1", Build: "h4ab18f5_1"}, {Name: "samtools", Version: "1.20"}, {Name: "toolz", Version: "0.12.1"}},
 			channels: []string{"conda-forge", "defaults", "bioconda"},
 			notes: []string{
 				"environment.yml:12: pip has no version; left out",
 				"environment.yml:15: ignored option --extra-index-url",
 				"environment.yml:6 says Python 3.12; the Python at /usr/bin/python3 is 3.11; the image has 3.12",
 			}},
+		{name: "conda builds with channels", file: "builds.yml", python: "3.12", platform: "linux/amd64",
+			packages: []images.Package{{Name: "distributed", Version: "2024.8.0", Build: "pyhd8ed1ab_0", Channel: "conda-forge"},
+				{Name: "numpy", Version: "2.0.1", Build: "py312h1234567_0", Channel: "https://conda.example.org/forge"},
+				{Name: "pyyaml", Version: "6.0.1", Build: "py312h_0"}, {Name: "tzdata", Version: "2024a"}},
+			channels: []string{"conda-forge", "https://conda.example.org/forge"}},
 		{name: "conda environment with python==, GPU forced", file: "env.yaml", opts: func(o *Options) { o.GPU = "yes" },
 			python: "3.11", platform: "linux/amd64", gpu: true, packages: pkgs("distributed", "2024.8.0")},
 		{name: "conda environment with python, platform given: no interpreter needed", file: "env.yaml",
@@ -310,6 +329,12 @@ func TestFromFileErrors(t *testing.T) {
 			[]string{`$/environment.yml: invalid environment spec: package name "_" is not valid`}},
 		{"conda: conflict with pip", "environment.yml", map[string]string{"environment.yml": "dependencies:\n  - numpy=1.26.4\n  - pip:\n    - numpy==2.0.1\n"}, Options{},
 			[]string{"$/environment.yml:4: numpy 2.0.1 conflicts with numpy 1.26.4 at $/environment.yml:2"}},
+		{"conda: bad build", "environment.yml", map[string]string{"environment.yml": "dependencies:\n  - numpy=1.26.4=py312-h1\n"}, Options{},
+			[]string{`$/environment.yml:2: "numpy=1.26.4=py312-h1" has build "py312-h1", which is not a conda build string`}},
+		{"conda: two builds", "environment.yml", map[string]string{"environment.yml": "dependencies:\n  - numpy=1.26.4=py312_0\n  - numpy 1.26.4 py312_1\n"}, Options{},
+			[]string{"$/environment.yml:3: numpy 1.26.4 build py312_1 conflicts with build py312_0 at $/environment.yml:2"}},
+		{"conda: channel with credentials", "environment.yml", map[string]string{"environment.yml": "dependencies:\n  - https://u:hunter2@conda.example.org/c::numpy=1.26.4=py312_0\n"}, Options{},
+			[]string{"$/environment.yml:2: invalid environment spec: a conda channel URL carries credentials"}},
 
 		// pylock.toml
 		{"pylock: no version", "pylock.toml", map[string]string{"pylock.toml": "lock-version = \"1.0\"\n\n[[packages]]\nname = \"distributed\"\nversion = \"2024.8.0\"\n\n[[packages]]\nname = \"mylib\"\ndirectory = {path = \".\", editable = true}\n"}, Options{},

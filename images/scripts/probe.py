@@ -36,9 +36,36 @@ def dist_info(d):
     return out
 
 
+SUBDIRS = ("noarch", "linux-64", "linux-aarch64", "linux-ppc64le", "linux-s390x", "linux-32", "linux-armv6l",
+           "linux-armv7l", "osx-64", "osx-arm64", "win-64", "win-32", "win-arm64", "emscripten-wasm32", "wasi-wasm32")
+
+
+def conda_channel(ch):
+    """The channel as clients write it: conda.anaconda.org/<name> and
+    repo.anaconda.com/<path> become <name> and <path>; other URLs stay URLs.
+    Credentials (user:password@, /t/<token>/) and the subdir are dropped."""
+    ch = (ch or "").strip().rstrip("/")
+    if "://" not in ch:
+        return ch
+    scheme, rest = ch.split("://", 1)
+    host, _, path = rest.partition("/")
+    host = host.rsplit("@", 1)[-1]
+    parts = [p for p in path.split("/") if p]
+    if len(parts) >= 2 and parts[0] == "t":
+        parts = parts[2:]
+    if parts and parts[-1] in SUBDIRS:
+        parts = parts[:-1]
+    if host in ("conda.anaconda.org", "repo.anaconda.com") and parts:
+        return "/".join(parts)
+    return scheme + "://" + "/".join([host] + parts)
+
+
 def conda_env():
-    prefix = os.environ.get("CONDA_PREFIX") or ""
-    meta = os.path.join(prefix or sys.prefix, "conda-meta")
+    # conda's records of the environment this interpreter runs in: its
+    # prefix's conda-meta (an activated environment that is not this
+    # interpreter's is not what runs).
+    prefix = sys.prefix
+    meta = os.path.join(prefix, "conda-meta")
     if not os.path.isdir(meta):
         return None
     pkgs, channels = [], []
@@ -50,12 +77,18 @@ def conda_env():
                 j = json.load(fh)
         except (OSError, ValueError):
             continue
-        ch = j.get("channel") or ""
-        ch = ch.rstrip("/").rsplit("/", 1)[-1] if "://" in ch else ch
-        pkgs.append({"name": j.get("name", ""), "version": j.get("version", ""), "channel": ch})
+        if not isinstance(j, dict):
+            continue
+        ch = conda_channel(j.get("channel") or "")
+        subdir = j.get("subdir") or ""
+        if not subdir:
+            raw = (j.get("channel") or "").rstrip("/").rsplit("/", 1)[-1]
+            subdir = raw if raw in SUBDIRS else ""
+        pkgs.append({"name": j.get("name", ""), "version": j.get("version", ""), "build": j.get("build", ""),
+                     "channel": ch, "subdir": subdir})
         if ch and ch not in channels:
             channels.append(ch)
-    return {"prefix": prefix or sys.prefix, "packages": pkgs, "channels": channels}
+    return {"prefix": prefix, "packages": pkgs, "channels": channels}
 
 
 def main():

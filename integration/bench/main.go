@@ -3,6 +3,7 @@
 // between machines cancels:
 //
 //	go run ./integration/bench [-quick] [-only proxy,api,...] [-out bench.json]
+//	go run ./integration/bench -compare old.json new.json [again.json]
 //
 // Every load is bounded in count and time, and all traffic stays on
 // loopback.
@@ -36,6 +37,11 @@ type Result struct {
 	Target string  `json:"target"`
 	Met    bool    `json:"met"`
 	Note   string  `json:"note,omitempty"`
+	// Samples are the repeated measurements that Value summarises (each
+	// one measured like Value, in Unit), BaselineSamples the baseline's:
+	// -compare tests changes between two runs on them.
+	Samples         []float64 `json:"samples,omitempty"`
+	BaselineSamples []float64 `json:"baseline_samples,omitempty"`
 }
 
 // Options are shared by every figure.
@@ -60,6 +66,7 @@ func figures() []figure {
 		{"api", benchAPI},
 		{"ready", benchReady},
 		{"controlplane", benchControlPlane},
+		{"envbuild", benchEnvBuild},
 	}
 }
 
@@ -78,7 +85,19 @@ func main() {
 	only := flag.String("only", "", "comma-separated figures to run ("+strings.Join(names(), ", ")+"); default all")
 	out := flag.String("out", "bench.json", "where to write the results as JSON (empty: nowhere)")
 	verbose := flag.Bool("v", false, "log progress")
+	compare := flag.Bool("compare", false, "compare two runs' JSON instead of measuring: -compare old.json new.json [again.json], again.json a second run of the old build (the A/A band)")
 	flag.Parse()
+	if *compare {
+		if flag.NArg() != 2 && flag.NArg() != 3 {
+			fmt.Fprintln(os.Stderr, "bench: -compare wants two or three files: go run ./integration/bench -compare old.json new.json [again.json]")
+			os.Exit(2)
+		}
+		if err := compareFiles(flag.Arg(0), flag.Arg(1), flag.Arg(2), os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*quick, *only, *out, *verbose, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)

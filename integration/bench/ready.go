@@ -162,7 +162,8 @@ func benchReady(ctx context.Context, o Options) ([]Result, error) {
 	allowed := max(0.10*d, 0.150)
 	return []Result{{Figure: "6 time to ready", Case: "2 workers, local provider", Unit: "s", Value: g, Baseline: d, Ratio: g / d,
 		Target: "adds < 10% or 150 ms", Met: added < allowed,
-		Note: fmt.Sprintf("added %.0f ms (allowed %.0f ms); medians of %d", added*1000, allowed*1000, reps)}}, nil
+		Note:    fmt.Sprintf("added %.0f ms (allowed %.0f ms); medians of %d", added*1000, allowed*1000, reps),
+		Samples: gws, BaselineSamples: dirs}}, nil
 }
 
 func withoutGatewayVars(env []string) []string {

@@ -8,6 +8,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -111,7 +112,8 @@ type Config struct {
 			AMI             string   `mapstructure:"ami" doc:"AMI every member boots (default: the Amazon Linux 2023 ECS-optimized image from SSM, per architecture and GPU)"`
 			InstanceProfile string   `mapstructure:"instance_profile" doc:"instance profile members run as (needs ssm:GetParameter on /gateway/<gateway_id>/*)"`
 			VolumeGiB       int      `mapstructure:"volume_gib" doc:"root volume of each member, GiB"`
-			Image           string   `mapstructure:"image" doc:"container image members run when a cluster names none (needs the dask command)"`
+			Image           string   `mapstructure:"image" doc:"container image members run when a cluster names none (needs Python with distributed)"`
+			Python          string   `mapstructure:"python" doc:"interpreter inside images that runs the version check (launcher) and then Dask"`
 			EC2Endpoint     string   `mapstructure:"ec2_endpoint" doc:"EC2 API URL override (VPC endpoints, tests)"`
 			SSMEndpoint     string   `mapstructure:"ssm_endpoint" doc:"SSM API URL override (VPC endpoints, tests)"`
 		} `mapstructure:"ec2"`
@@ -124,11 +126,13 @@ type Config struct {
 			ExecutionRoleArn string   `mapstructure:"execution_role_arn" doc:"role ECS pulls images and reads each cluster's TLS secret with"`
 			TaskRoleArn      string   `mapstructure:"task_role_arn" doc:"role the Dask processes run as (empty: none)"`
 			AssignPublicIP   bool     `mapstructure:"assign_public_ip" doc:"give tasks a public IP (public subnets without NAT only)"`
-			Image            string   `mapstructure:"image" doc:"container image when a cluster names none"`
+			Image            string   `mapstructure:"image" doc:"container image when a cluster names none (needs Python with distributed, and /bin/sh)"`
+			Python           string   `mapstructure:"python" doc:"interpreter inside images that runs the version check (launcher) and then Dask"`
 			LogGroup         string   `mapstructure:"log_group" doc:"CloudWatch Logs group for the containers' output (empty: none)"`
 			ECSEndpoint      string   `mapstructure:"ecs_endpoint" doc:"ECS API URL override (tests)"`
 			SecretsEndpoint  string   `mapstructure:"secretsmanager_endpoint" doc:"Secrets Manager API URL override (tests)"`
 			EC2Endpoint      string   `mapstructure:"ec2_endpoint" doc:"EC2 API URL override (tests)"`
+			LogsEndpoint     string   `mapstructure:"logs_endpoint" doc:"CloudWatch Logs API URL override (tests)"`
 		} `mapstructure:"fargate"`
 		GCE struct {
 			Project         string   `mapstructure:"project" doc:"Google Cloud project"`
@@ -141,25 +145,31 @@ type Config struct {
 			Image           string   `mapstructure:"image" doc:"boot image for CPU members (default: Container-Optimized OS)"`
 			GPUImage        string   `mapstructure:"gpu_image" doc:"boot image for GPU members (default: a Deep Learning VM image with NVIDIA drivers)"`
 			DiskGiB         int      `mapstructure:"disk_gib" doc:"boot disk of each member, GiB (0: the provider's default)"`
-			ContainerImage  string   `mapstructure:"container_image" doc:"container image when a cluster names none (needs the dask command)"`
+			ContainerImage  string   `mapstructure:"container_image" doc:"container image when a cluster names none (needs Python with distributed)"`
+			Python          string   `mapstructure:"python" doc:"interpreter inside images that runs the version check (launcher) and then Dask"`
 			Endpoint        string   `mapstructure:"endpoint" doc:"Compute Engine API URL override (tests)"`
 			SecretsEndpoint string   `mapstructure:"secretmanager_endpoint" doc:"Secret Manager API URL override (tests)"`
 		} `mapstructure:"gce"`
 	} `mapstructure:"providers"`
 
 	Images struct {
-		Repository   string           `mapstructure:"repository" doc:"registry repository environment images are pushed to (ECR, Artifact Registry, any OCI registry); empty: the local Docker engine only (docker provider)"`
-		Auth         string           `mapstructure:"auth" doc:"registry credentials: auto (ECR or Google by host, else basic when a username is set, else docker's config), none, basic, ecr or google"`
-		Username     string           `mapstructure:"username" doc:"registry user name (basic auth)"`
-		Password     string           `mapstructure:"password" secret:"true" doc:"registry password or token (basic auth)"`
-		AWSRegion    string           `mapstructure:"aws_region" doc:"region of the ECR registry (default: from the repository host)"`
-		Bases        []map[string]any `mapstructure:"bases" doc:"base images environments are built on: a list of {python: 3.11, image: <ref>, gpu: false, platform: linux/amd64}"`
-		PipIndexURL  string           `mapstructure:"pip_index_url" doc:"package index builds install missing packages from (empty: pip's default)"`
-		MaxCodeMiB   int              `mapstructure:"max_code_mib" doc:"largest user code (editable packages and local modules) an environment may carry, MiB"`
-		BuildTimeout time.Duration    `mapstructure:"build_timeout" doc:"longest one image build may take before it is stopped"`
-		BuildNetwork string           `mapstructure:"build_network" doc:"Docker network builds run in: host (an index on the gateway host's loopback works) or bridge (builds cannot reach the host's loopback)"`
-		SourceBuilds bool             `mapstructure:"source_builds" doc:"let builds install source distributions, which runs their build scripts; by default only wheels are installed"`
-		Environments []map[string]any `mapstructure:"environments" doc:"environments published to every user: a list of {name: <name>, image: <ref>, description: <text>}"`
+		Repository    string           `mapstructure:"repository" doc:"registry repository environment images are pushed to (ECR, Artifact Registry, any OCI registry); empty: the local Docker engine only (docker provider)"`
+		Auth          string           `mapstructure:"auth" doc:"registry credentials: auto (ECR or Google by host, else basic when a username is set, else docker's config), none, basic, ecr or google"`
+		Username      string           `mapstructure:"username" doc:"registry user name (basic auth)"`
+		Password      string           `mapstructure:"password" secret:"true" doc:"registry password or token (basic auth)"`
+		AWSRegion     string           `mapstructure:"aws_region" doc:"region of the ECR registry (default: from the repository host)"`
+		Bases         []map[string]any `mapstructure:"bases" doc:"base images environments are built on: a list of {python: 3.11, image: <ref>, gpu: false, platform: linux/amd64}"`
+		PipIndexURL   string           `mapstructure:"pip_index_url" doc:"package index builds install missing packages from (empty: pip's default)"`
+		MaxCodeMiB    int              `mapstructure:"max_code_mib" doc:"largest user code (editable packages and local modules) an environment may carry, MiB"`
+		BuildTimeout  time.Duration    `mapstructure:"build_timeout" doc:"longest one image build may take before it is stopped"`
+		BuildNetwork  string           `mapstructure:"build_network" doc:"Docker network builds run in: host (an index on the gateway host's loopback works) or bridge (builds cannot reach the host's loopback)"`
+		Builder       string           `mapstructure:"builder" doc:"how environment images are made: auto (one layer per wheel, no engine needed; packages without a fitting wheel go to the Docker builder when an engine answers), layers (wheels only, never an engine) or docker (pip in a Docker build)"`
+		WheelCacheDir string           `mapstructure:"wheel_cache_dir" doc:"where downloaded wheels and the layers made of them are cached, in wheels/ and layers/ (default: <data_dir>/cache; one gateway per directory)"`
+		WheelCacheMiB int              `mapstructure:"wheel_cache_mib" doc:"largest size of the wheel cache, and of the layer cache, MiB each (least recently used files are removed past it)"`
+		MaxPackageMiB int              `mapstructure:"max_package_mib" doc:"largest wheel or conda package a build accepts, MiB, compressed and unpacked"`
+		CondaChannels []map[string]any `mapstructure:"conda_channels" doc:"conda channels builds fetch conda packages from, by the name clients use: a list of {name: conda-forge, url: https://conda.anaconda.org/conda-forge}; a channel not listed is refused"`
+		SourceBuilds  bool             `mapstructure:"source_builds" doc:"let builds install source distributions, which runs their build scripts; by default only wheels are installed"`
+		Environments  []map[string]any `mapstructure:"environments" doc:"environments published to every user: a list of {name: <name>, image: <ref>, description: <text>}"`
 		// AllowedRegistries is the admin's allow-list for images users name
 		// themselves; the environment repository and published images are
 		// always allowed (to those entitled to them).
@@ -208,6 +218,17 @@ type Config struct {
 		VCPUHour      float64          `mapstructure:"vcpu_hour" doc:"estimated USD per vCPU-hour of members without an instance type (local, docker)"`
 		MemoryGiBHour float64          `mapstructure:"memory_gib_hour" doc:"estimated USD per GiB-hour of memory of members without an instance type"`
 	} `mapstructure:"pricing"`
+
+	// Bench configures the benchmark schedules the gateway runs itself.
+	Bench struct {
+		AlertWebhook string `mapstructure:"alert_webhook" secret:"true" doc:"URL a JSON alert is POSTed to when a scheduled benchmark run finds a regression (empty: none); treated as a secret, since such URLs often carry a token"`
+		// Python turns scheduled runs on: a suite is the user's Python
+		// code, and a scheduled run executes it on the gateway's host as
+		// the gateway's own Unix user.
+		Python string `mapstructure:"python" doc:"the Python (with dask.distributed, the environments' versions) that runs scheduled benchmark suites on the gateway's host, as the gateway's own Unix user: set it only if every user may act as the gateway; empty: no schedules (python3 in dev)"`
+		// ScheduleInterval is how often each replica looks for due schedules.
+		ScheduleInterval time.Duration `mapstructure:"schedule_interval" doc:"how often each replica looks for benchmark schedules that are due"`
+	} `mapstructure:"bench"`
 
 	Log struct {
 		Level  string `mapstructure:"level" doc:"debug, info, warn or error"`
@@ -274,6 +295,11 @@ func defaults() map[string]any {
 		"images.build_timeout":                      "30m",
 		"images.build_network":                      "host",
 		"images.source_builds":                      false,
+		"images.builder":                            "auto",
+		"images.wheel_cache_dir":                    "",
+		"images.wheel_cache_mib":                    4096,
+		"images.max_package_mib":                    512,
+		"images.conda_channels":                     []map[string]any{},
 		"images.environments":                       []map[string]any{},
 		"images.allowed_registries":                 []string{},
 		"images.retention":                          "168h",
@@ -290,6 +316,7 @@ func defaults() map[string]any {
 		"providers.ec2.instance_profile":            "",
 		"providers.ec2.volume_gib":                  40,
 		"providers.ec2.image":                       "",
+		"providers.ec2.python":                      "python3",
 		"providers.ec2.ec2_endpoint":                "",
 		"providers.ec2.ssm_endpoint":                "",
 		"providers.fargate.region":                  "",
@@ -301,10 +328,12 @@ func defaults() map[string]any {
 		"providers.fargate.task_role_arn":           "",
 		"providers.fargate.assign_public_ip":        false,
 		"providers.fargate.image":                   "",
+		"providers.fargate.python":                  "python3",
 		"providers.fargate.log_group":               "",
 		"providers.fargate.ecs_endpoint":            "",
 		"providers.fargate.secretsmanager_endpoint": "",
 		"providers.fargate.ec2_endpoint":            "",
+		"providers.fargate.logs_endpoint":           "",
 		"providers.gce.project":                     "",
 		"providers.gce.zones":                       []string{},
 		"providers.gce.network":                     "",
@@ -316,6 +345,7 @@ func defaults() map[string]any {
 		"providers.gce.gpu_image":                   "",
 		"providers.gce.disk_gib":                    0,
 		"providers.gce.container_image":             "",
+		"providers.gce.python":                      "python3",
 		"providers.gce.endpoint":                    "",
 		"providers.gce.secretmanager_endpoint":      "",
 		"providers.local.trust_users":               false,
@@ -342,6 +372,9 @@ func defaults() map[string]any {
 		"pricing.instance_types":                    []map[string]any{},
 		"pricing.vcpu_hour":                         0.0,
 		"pricing.memory_gib_hour":                   0.0,
+		"bench.alert_webhook":                       "",
+		"bench.python":                              "",
+		"bench.schedule_interval":                   "30s",
 	}
 }
 
@@ -415,6 +448,7 @@ func Load(v *viper.Viper, file string) (*Config, error) {
 	dec := viper.DecoderConfigOption(func(dc *mapstructure.DecoderConfig) {
 		dc.ErrorUnused = true
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			jsonListOfMapsHook,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
 		)
@@ -426,6 +460,25 @@ func Load(v *viper.Viper, file string) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// jsonListOfMapsHook decodes a string into a list of maps (images.bases,
+// images.environments, images.conda_channels) as JSON: an environment
+// variable can only be a string, and deployments that configure the gateway
+// through its environment alone (the Terraform modules) need these keys too.
+func jsonListOfMapsHook(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to.Kind() != reflect.Slice || to.Elem().Kind() != reflect.Map {
+		return data, nil
+	}
+	s := strings.TrimSpace(data.(string))
+	if s == "" {
+		return []map[string]any{}, nil
+	}
+	var out []map[string]any
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, fmt.Errorf("want a JSON list of objects, such as [{\"python\": \"3.11\", \"image\": \"...\"}]: %w", err)
+	}
+	return out, nil
 }
 
 // finish fills derived values and validates.
@@ -573,6 +626,17 @@ func (c *Config) finish() error {
 	if c.Images.BuildTimeout < time.Minute {
 		problems = append(problems, "images.build_timeout must be at least 1m")
 	}
+	switch c.Images.Builder {
+	case "auto", "layers", "docker":
+	default:
+		problems = append(problems, fmt.Sprintf("images.builder %q must be auto, layers or docker", c.Images.Builder))
+	}
+	if c.Images.WheelCacheMiB < 64 {
+		problems = append(problems, "images.wheel_cache_mib must be at least 64")
+	}
+	if c.Images.MaxPackageMiB < 1 || c.Images.MaxPackageMiB > 8192 {
+		problems = append(problems, "images.max_package_mib must be between 1 and 8192")
+	}
 	if c.Images.BuildNetwork == "" || strings.ContainsAny(c.Images.BuildNetwork, " /:") {
 		problems = append(problems, fmt.Sprintf("images.build_network %q must name a Docker network (host, bridge or one of yours)", c.Images.BuildNetwork))
 	}
@@ -581,6 +645,15 @@ func (c *Config) finish() error {
 	}
 	if c.Pricing.VCPUHour < 0 || c.Pricing.MemoryGiBHour < 0 {
 		problems = append(problems, "pricing.vcpu_hour and pricing.memory_gib_hour must not be negative")
+	}
+	if c.Bench.ScheduleInterval < time.Second {
+		problems = append(problems, "bench.schedule_interval must be at least 1s")
+	}
+	if w := c.Bench.AlertWebhook; w != "" {
+		// The URL itself is a secret: the problem names the key only.
+		if u, err := url.Parse(w); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			problems = append(problems, "bench.alert_webhook must be an http:// or https:// URL")
+		}
 	}
 	switch strings.ToLower(c.Log.Level) {
 	case "debug", "info", "warn", "error":

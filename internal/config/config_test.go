@@ -210,3 +210,41 @@ func TestKeysMatchStruct(t *testing.T) {
 		t.Error(EnvName("cluster.max_workers"))
 	}
 }
+
+// TestListsOfMapsFromEnvironment: images.bases (and the other lists of
+// maps) can be given in the environment as JSON, the way the Terraform
+// modules configure the gateway; malformed JSON is refused naming the key.
+func TestListsOfMapsFromEnvironment(t *testing.T) {
+	cases := []struct {
+		name, env string
+		want      []map[string]any
+		err       string
+	}{
+		{"two bases", `[{"python":"3.11","image":"r.example/bases:3.11"},{"python":"3.12","image":"r.example/bases:3.12-gpu","gpu":true,"platform":"linux/amd64"}]`,
+			[]map[string]any{{"python": "3.11", "image": "r.example/bases:3.11"}, {"python": "3.12", "image": "r.example/bases:3.12-gpu", "gpu": true, "platform": "linux/amd64"}}, ""},
+		{"empty", ``, []map[string]any{}, ""},
+		{"empty list", `[]`, []map[string]any{}, ""},
+		{"not JSON", `python=3.11,image=x`, nil, "images.bases"},
+		{"an object, not a list", `{"python":"3.11"}`, nil, "want a JSON list of objects"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GATEWAY_PROVIDERS_LOCAL_TRUST_USERS", "true")
+			t.Setenv("GATEWAY_AUTH_OIDC_ISSUER", "https://idp.example")
+			t.Setenv("GATEWAY_IMAGES_BASES", tc.env)
+			c, err := Load(New(), "")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, want an error containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c.Images.Bases, tc.want) {
+				t.Errorf("images.bases = %#v, want %#v", c.Images.Bases, tc.want)
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -101,22 +100,5 @@ func (g *Gateway) browserLogin(o *auth.OIDC) *api.BrowserLogin {
 // dashboardAuth accepts a bearer token (curl, scripts) or the browser
 // session cookie, and counts failures against the client's address.
 func dashboardAuth(authn auth.Authenticator, sessions *auth.Sessions, limiter *auth.FailureLimiter) func(*http.Request) (*auth.User, error) {
-	return func(r *http.Request) (*auth.User, error) {
-		ip, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			ip = r.RemoteAddr
-		}
-		if limiter.Blocked(ip) { // before any verification work
-			return nil, fmt.Errorf("%w: too many failed authentications from your address; wait a minute", auth.ErrInvalid)
-		}
-		u, err := api.Authenticate(r, authn)
-		if errors.Is(err, auth.ErrNoCredentials) {
-			u, err = sessions.FromRequest(r)
-		}
-		// Ended sessions and tokens are genuine, not guesses: not counted.
-		if errors.Is(err, auth.ErrInvalid) && !errors.Is(err, auth.ErrEnded) && limiter.Fail(ip) {
-			return nil, fmt.Errorf("%w: too many failed authentications from your address; wait a minute", auth.ErrInvalid)
-		}
-		return u, err
-	}
+	return auth.FromRequest(authn, sessions, limiter)
 }

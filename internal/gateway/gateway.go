@@ -21,6 +21,7 @@ import (
 	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/auth/devissuer"
+	"github.com/gatewayhq/gateway/envs"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/internal/config"
 	"github.com/gatewayhq/gateway/internal/pki"
@@ -45,6 +46,7 @@ type Gateway struct {
 	ln       net.Listener
 
 	builder       io.Closer // the image builder, when there is one
+	envs          *envs.Service
 	devIssuer     *devissuer.Issuer
 	devServer     *http.Server
 	metricsServer *http.Server
@@ -55,6 +57,8 @@ type Gateway struct {
 	Issuer string
 
 	dash dashboardCheck // whether local clusters can serve dashboards
+
+	bench *benchWiring // benchmark schedules (bench.go)
 }
 
 // New opens everything the gateway needs and binds its port, but serves
@@ -84,14 +88,17 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	g.store.SetMaxOpenConns(cfg.Database.MaxConnections)
 
+	quotas, err := newQuotas(cfg, g.store)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	// Environments first: the docker provider pulls with the builder's
 	// registry credentials.
 	runsImages := cfg.Provider != local.Name
-	var envs *envService
 	var pullAuth func(context.Context, string) (string, error)
 	if runsImages {
 		var b *build.Builder
-		if envs, b, err = setupEnvs(ctx, cfg, log); err != nil {
+		if g.envs, b, err = setupEnvs(ctx, cfg, g.store, replicaID, quotas, log); err != nil {
 			return nil, err
 		}
 		if b != nil {
@@ -105,23 +112,16 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		g.dash.start(ctx, lp, log, cfg.Dev)
 	}
 
-	quotas, err := newQuotas(cfg, g.store)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	if envs != nil {
-		envs.quotas = quotas
-	}
 	if b, ok := g.builder.(*build.Builder); ok {
-		startImageGC(b, g.store, cfg.Images.Retention)
+		envs.StartImageGC(b, g.store, cfg.Images.Retention)
 	}
 	price, gpus, err := pricing(cfg)
 	if err != nil {
 		return nil, err
 	}
 	var resolver scheduler.EnvResolver
-	if envs != nil {
-		resolver = envs
+	if g.envs != nil {
+		resolver = g.envs
 	}
 
 	g.core = scheduler.New(scheduler.Config{
@@ -174,6 +174,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if err != nil {
 		return nil, err
 	}
+	authn = g.wrapBenchAuth(authn)
 	// Shared through the store: replicas behind one load balancer must
 	// accept each other's browser sessions.
 	key, err := g.store.SharedKey(ctx, "session-key", 32)
@@ -190,6 +191,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		OnExceed: cfg.Quotas.OnExceed, DashboardProblem: g.dash.forProvider}, g.core, authn, sessions, log)
 	apiSrv.SetAdmin(quotas, g.store)
 	apiSrv.SetTokenStore(g.store)
+	apiSrv.SetBench(g.store)
+	g.setupBench(apiSrv, replicaID, version)
 	apiSrv.SetSessionStore(g.store)
 	apiSrv.SetFailureLimiter(limiter)
 	// Shared like the session key: a cookie one replica set works on all.
@@ -201,8 +204,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		return nil, err
 	}
 	apiSrv.SetBrowserLogin(g.browserLogin(oidcAuth))
-	if envs != nil {
-		apiSrv.SetEnvs(envs)
+	if g.envs != nil {
+		apiSrv.SetEnvs(g.envs)
 	}
 	g.proxy.SetLoginRedirect(api.LoginURL)
 	mux := http.NewServeMux()
@@ -274,6 +277,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
 	wg.Add(3)
+	benchDone := make(chan struct{})
+	go func() { // scheduled benchmark runs; stopped before the clusters are
+		defer close(benchDone)
+		g.runBench(runCtx)
+	}()
 	go func() {
 		defer wg.Done()
 		if err := g.core.Run(runCtx); err != nil {
@@ -307,6 +315,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	_ = g.http.Shutdown(shutCtx)
 	cancel()
 	wg.Wait()
+	<-benchDone
 	leave := g.cfg.Cluster.OnShutdown == "leave"
 	if !leave {
 		g.core.Shutdown(shutCtx)
@@ -346,7 +355,10 @@ func (g *Gateway) Close() { g.closeAll() }
 
 func (g *Gateway) closeAll() {
 	if g.builder != nil {
-		g.builder.Close()
+		g.builder.Close() // its builds, cancelled, are stored as failed
+	}
+	if g.envs != nil {
+		g.envs.Close()
 	}
 	if g.devServer != nil {
 		g.devServer.Close()

@@ -35,21 +35,21 @@ func makeProvider(ctx context.Context, cfg *config.Config, gatewayID string, pul
 	case ec2.Name:
 		return ec2.New(ctx, ec2.Config{
 			Region: p.EC2.Region, Subnets: p.EC2.Subnets, GatewayCIDRs: p.EC2.GatewayCIDRs, GatewaySecurityGroup: p.EC2.GatewaySG, AMI: p.EC2.AMI,
-			InstanceProfile: p.EC2.InstanceProfile, VolumeGiB: int32(p.EC2.VolumeGiB), Image: p.EC2.Image,
+			InstanceProfile: p.EC2.InstanceProfile, VolumeGiB: int32(p.EC2.VolumeGiB), Image: p.EC2.Image, Python: p.EC2.Python,
 			EC2Endpoint: p.EC2.EC2Endpoint, SSMEndpoint: p.EC2.SSMEndpoint, GatewayID: gatewayID, Logger: log,
 		})
 	case fargate.Name:
 		return fargate.New(fargate.Config{
 			Region: p.Fargate.Region, Cluster: p.Fargate.Cluster, Subnets: p.Fargate.Subnets, GatewayCIDRs: p.Fargate.GatewayCIDRs,
 			GatewaySecurityGroup: p.Fargate.GatewaySG, ExecutionRoleArn: p.Fargate.ExecutionRoleArn, TaskRoleArn: p.Fargate.TaskRoleArn,
-			AssignPublicIP: p.Fargate.AssignPublicIP, Image: p.Fargate.Image, LogGroup: p.Fargate.LogGroup, GatewayID: gatewayID, Logger: log,
-			Endpoints: fargate.Endpoints{ECS: p.Fargate.ECSEndpoint, SecretsManager: p.Fargate.SecretsEndpoint, EC2: p.Fargate.EC2Endpoint},
+			AssignPublicIP: p.Fargate.AssignPublicIP, Image: p.Fargate.Image, Python: p.Fargate.Python, LogGroup: p.Fargate.LogGroup, GatewayID: gatewayID, Logger: log,
+			Endpoints: fargate.Endpoints{ECS: p.Fargate.ECSEndpoint, SecretsManager: p.Fargate.SecretsEndpoint, EC2: p.Fargate.EC2Endpoint, Logs: p.Fargate.LogsEndpoint},
 		})
 	case gce.Name:
 		return gce.New(ctx, gce.Config{
 			Project: p.GCE.Project, Zones: p.GCE.Zones, Network: p.GCE.Network, Subnetwork: p.GCE.Subnetwork,
 			GatewayCIDRs: p.GCE.GatewayCIDRs, GatewayServiceAccount: p.GCE.GatewaySA, ServiceAccount: p.GCE.ServiceAccount, Image: p.GCE.Image, GPUImage: p.GCE.GPUImage,
-			DiskGiB: p.GCE.DiskGiB, ContainerImage: p.GCE.ContainerImage, Endpoint: p.GCE.Endpoint,
+			DiskGiB: p.GCE.DiskGiB, ContainerImage: p.GCE.ContainerImage, Python: p.GCE.Python, Endpoint: p.GCE.Endpoint,
 			SecretManagerEndpoint: p.GCE.SecretsEndpoint, GatewayID: gatewayID, Logger: log,
 		})
 	case docker.Name:

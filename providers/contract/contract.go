@@ -17,6 +17,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
@@ -60,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("StopClusterLeavesNothingAndSparesOthers", func(t *testing.T) { stopCluster(t, h) })
 	t.Run("UnknownNamesAreNotErrors", func(t *testing.T) { unknownNames(t, h) })
 	t.Run("CancelledContextStartsNothing", func(t *testing.T) { cancelled(t, h) })
+	t.Run("ListMembersDescribesEveryCluster", func(t *testing.T) { listMembers(t, h) })
 }
 
 // NewClusterName is a cluster name as the core makes them.
@@ -329,5 +331,66 @@ func cancelled(t *testing.T, h Harness) {
 	ms, err := e.p.Describe(e.ctx, name)
 	if err != nil || len(live(ms)) != 0 {
 		t.Errorf("after a cancelled start: %s, %v; want nothing", describe(ms), err)
+	}
+}
+
+// memberLister is the scheduling core's optional one-call listing
+// (scheduler/sweep.go): each member as Describe reports it.
+type memberLister interface {
+	ListMembers(ctx context.Context) ([]providers.Member, error)
+}
+
+// listMembers: a backend that lists every cluster's members in one call
+// reports each of them as its Describe does, for every cluster.
+func listMembers(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	ml, ok := e.p.(memberLister)
+	if !ok {
+		t.Skip("the backend has no ListMembers: the core describes cluster by cluster")
+	}
+	a, spec := e.cluster("ann")
+	b, _ := e.cluster("bob")
+	s := e.schedulerRunning(a)
+	e.schedulerRunning(b)
+	if err := e.p.StartWorker(e.ctx, spec, "worker-0", s.Address); err != nil {
+		t.Fatal(err)
+	}
+	e.wait(a, "worker-0 to run", func(ms []providers.Member) bool {
+		w := find(ms, "worker-0")
+		return w != nil && w.State == providers.StateRunning
+	})
+	key := func(ms []providers.Member) string {
+		sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+		return describe(ms)
+	}
+	deadline := time.Now().Add(h.timeout())
+	for {
+		all, err := ml.ListMembers(e.ctx)
+		if err != nil {
+			t.Fatalf("ListMembers: %v", err)
+		}
+		same, state := true, ""
+		for _, c := range []string{a, b} {
+			desc, err := e.p.Describe(e.ctx, c)
+			if err != nil {
+				t.Fatalf("Describe(%s): %v", c, err)
+			}
+			var listed []providers.Member
+			for _, m := range all {
+				if m.Cluster == c {
+					listed = append(listed, m)
+				}
+			}
+			lk, dk := key(listed), key(desc)
+			same = same && lk == dk && len(desc) > 0
+			state += fmt.Sprintf("%s: listed %s, described %s; ", c, lk, dk)
+		}
+		if same {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ListMembers and Describe disagree after %s: %s", h.timeout(), state)
+		}
+		time.Sleep(h.poll())
 	}
 }

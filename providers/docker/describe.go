@@ -43,6 +43,29 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 	return out, nil
 }
 
+// ListMembers reports every cluster's members as Describe would, with one
+// container listing: the scheduling core's sweep calls it once per poll
+// interval instead of describing each running cluster.
+func (p *Provider) ListMembers(ctx context.Context) ([]providers.Member, error) {
+	list, err := p.containers(ctx, "", "")
+	if err != nil {
+		return nil, err
+	}
+	out, err := p.members(ctx, list, false)
+	if err != nil {
+		return nil, err
+	}
+	p.prune(list, "")
+	clusters := map[string]bool{}
+	for _, c := range list {
+		if cl := c.Labels[labelCluster]; !clusters[cl] {
+			clusters[cl] = true
+			p.keepIsolated(cl)
+		}
+	}
+	return out, nil
+}
+
 // List implements providers.Provider.
 func (p *Provider) List(ctx context.Context) ([]providers.Member, error) {
 	list, err := p.containers(ctx, "", "")

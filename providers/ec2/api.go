@@ -21,6 +21,7 @@ type ec2API interface {
 	DescribeSecurityGroups(ctx context.Context, in *awsec2.DescribeSecurityGroupsInput, opts ...func(*awsec2.Options)) (*awsec2.DescribeSecurityGroupsOutput, error)
 	DescribeSpotInstanceRequests(ctx context.Context, in *awsec2.DescribeSpotInstanceRequestsInput, opts ...func(*awsec2.Options)) (*awsec2.DescribeSpotInstanceRequestsOutput, error)
 	DescribeSubnets(ctx context.Context, in *awsec2.DescribeSubnetsInput, opts ...func(*awsec2.Options)) (*awsec2.DescribeSubnetsOutput, error)
+	GetConsoleOutput(ctx context.Context, in *awsec2.GetConsoleOutputInput, opts ...func(*awsec2.Options)) (*awsec2.GetConsoleOutputOutput, error)
 	RevokeSecurityGroupIngress(ctx context.Context, in *awsec2.RevokeSecurityGroupIngressInput, opts ...func(*awsec2.Options)) (*awsec2.RevokeSecurityGroupIngressOutput, error)
 	RunInstances(ctx context.Context, in *awsec2.RunInstancesInput, opts ...func(*awsec2.Options)) (*awsec2.RunInstancesOutput, error)
 	TerminateInstances(ctx context.Context, in *awsec2.TerminateInstancesInput, opts ...func(*awsec2.Options)) (*awsec2.TerminateInstancesOutput, error)
@@ -30,6 +31,7 @@ type ec2API interface {
 // the public AMI parameters).
 type ssmAPI interface {
 	DeleteParameter(ctx context.Context, in *ssm.DeleteParameterInput, opts ...func(*ssm.Options)) (*ssm.DeleteParameterOutput, error)
+	DescribeParameters(ctx context.Context, in *ssm.DescribeParametersInput, opts ...func(*ssm.Options)) (*ssm.DescribeParametersOutput, error)
 	GetParameter(ctx context.Context, in *ssm.GetParameterInput, opts ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
 	PutParameter(ctx context.Context, in *ssm.PutParameterInput, opts ...func(*ssm.Options)) (*ssm.PutParameterOutput, error)
 }

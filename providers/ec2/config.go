@@ -31,6 +31,8 @@ const (
 const (
 	DefaultVolumeGiB     = 40
 	DefaultImage         = "ghcr.io/dask/dask:latest"
+	DefaultPython        = "python3"
+	DefaultConsoleWait   = 2 * time.Minute
 	DefaultSchedulerType = "m6i.large"
 	DefaultWorkerType    = "m6i.xlarge"
 	DefaultMaxAttempts   = 8
@@ -88,8 +90,12 @@ type Config struct {
 	// spill space, and must be at least the AMI's snapshot size.
 	VolumeGiB int32
 	// Image is the container image members run when the cluster names none;
-	// it needs the "dask" command.
+	// it needs Python with distributed.
 	Image string
+	// Python is the interpreter in the images (the container's
+	// entrypoint), which runs the launcher (images.LauncherScript) and
+	// then Dask; default "python3", looked up on the image's PATH.
+	Python string
 	// DefaultSchedulerType and DefaultWorkerType are the instance types used
 	// when a cluster's spec names none.
 	DefaultSchedulerType string
@@ -123,6 +129,12 @@ type Config struct {
 	// Sleep waits between attempts and polls; nil uses a timer. Tests
 	// replace it to run without waiting.
 	Sleep func(ctx context.Context, d time.Duration) error
+
+	// ConsoleWait bounds how long a member that shut itself down is
+	// reported pending while its console output (where the launcher's
+	// table of differences is) has not reached EC2 yet: EC2 posts the
+	// console shortly after the instance's state changes. Default 2m.
+	ConsoleWait time.Duration
 
 	// ProbeScheduler reports whether a scheduler accepts connections at
 	// address (host:port): Describe reports a running scheduler as pending
@@ -161,6 +173,8 @@ var (
 	// Image references go into a shell script and a systemd unit: only the
 	// characters an image reference can have.
 	reImage = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$`)
+	// The interpreter goes into a systemd unit as Docker's entrypoint.
+	rePython = regexp.MustCompile(`^(/[A-Za-z0-9._-]+)*/?[A-Za-z0-9._-]+$`)
 	// Cluster and member names go into tags, a parameter path, a security
 	// group name and the member's command line.
 	reName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
@@ -191,6 +205,9 @@ func (c Config) withDefaults() Config {
 	if c.Image == "" {
 		c.Image = DefaultImage
 	}
+	if c.Python == "" {
+		c.Python = DefaultPython
+	}
 	if c.DefaultSchedulerType == "" {
 		c.DefaultSchedulerType = DefaultSchedulerType
 	}
@@ -220,6 +237,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ProbeScheduler == nil {
 		c.ProbeScheduler = dialProbe
+	}
+	if c.ConsoleWait == 0 {
+		c.ConsoleWait = DefaultConsoleWait
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -311,6 +331,9 @@ func (c Config) validate() []string {
 	}
 	if !reImage.MatchString(c.Image) {
 		add("image %q is not a container image reference; use one like ghcr.io/dask/dask:2024.8.0", c.Image)
+	}
+	if !rePython.MatchString(c.Python) {
+		add("python %q is not an interpreter's name or absolute path; use one like python3 or /opt/conda/bin/python", c.Python)
 	}
 	for _, f := range []field{{"default_scheduler_type", c.DefaultSchedulerType}, {"default_worker_type", c.DefaultWorkerType}} {
 		if !reInstanceType.MatchString(f.v) {

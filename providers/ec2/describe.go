@@ -2,6 +2,7 @@ package ec2
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	awsec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -212,11 +214,97 @@ func (p *Provider) member(ctx context.Context, cluster string, in types.Instance
 		}
 	default: // stopping, stopped, shutting-down, terminated
 		m.State = providers.StateStopped
-		if !asked {
-			m.Reason = stopReason(in, m.Role)
+		if asked {
+			break
+		}
+		m.Reason = stopReason(in, m.Role)
+		if !probe || in.StateReason == nil || aws.ToString(in.StateReason.Code) != reasonSelfShutdown {
+			break
+		}
+		table, wait := p.consoleMismatch(ctx, cluster, id)
+		switch {
+		case table != "":
+			m.Reason += "\n" + table
+		case wait:
+			// Its console may yet say why (the launcher's table): the
+			// member is not reported lost before it does, or ConsoleWait
+			// has passed.
+			m.State, m.Reason = providers.StatePending, ""
 		}
 	}
 	return m
+}
+
+// consoleVerdict is what the console output of a member that shut itself
+// down said: the launcher's table of differences, or nothing (done), or not
+// yet (since when it was first looked at).
+type consoleVerdict struct {
+	table string
+	done  bool
+	since time.Time
+}
+
+// maxTable bounds the table taken from a console, which the image's code
+// could fill with anything.
+const maxTable = 4 << 10
+
+// consoleMismatch reads the console output of a member that shut itself
+// down (its unit prints the last lines of its log there when Dask exits,
+// userdata.go) for the launcher's table of differences. It returns the
+// table, or "" and wait when the console does not have the unit's last
+// lines yet and ConsoleWait has not passed since it was first read. A
+// verdict, once reached, is kept: the console of an ended instance no
+// longer changes.
+func (p *Provider) consoleMismatch(ctx context.Context, cluster, id string) (table string, wait bool) {
+	p.mu.Lock()
+	if p.consoles[cluster] == nil {
+		p.consoles[cluster] = map[string]*consoleVerdict{}
+	}
+	v := p.consoles[cluster][id]
+	if v == nil {
+		v = &consoleVerdict{since: time.Now()}
+		p.consoles[cluster][id] = v
+	}
+	done, table, since := v.done, v.table, v.since
+	p.mu.Unlock()
+	if done {
+		return table, false
+	}
+	out, err := call(ctx, p, "GetConsoleOutput", func(ctx context.Context) (*awsec2.GetConsoleOutputOutput, error) {
+		return p.ec2.GetConsoleOutput(ctx, &awsec2.GetConsoleOutputInput{InstanceId: aws.String(id)})
+	})
+	text := ""
+	switch {
+	case err != nil:
+		// Without it the member is reported with the usual reason (which
+		// names the console); a missing permission is no reason to keep
+		// the member pending.
+		p.log.Warn("cannot read the console output of a member that shut itself down", "cluster", cluster, "instance", id, "err", p.apiError("GetConsoleOutput", err))
+		done = true
+	default:
+		b, derr := base64.StdEncoding.DecodeString(aws.ToString(out.Output))
+		if derr != nil {
+			p.log.Warn("console output is not base64", "cluster", cluster, "instance", id, "err", derr)
+			done = true
+			break
+		}
+		text = strings.ReplaceAll(string(b), "\r", "")
+	}
+	if t, ok := images.MismatchIn(text); ok {
+		if len(t) > maxTable {
+			t = t[:maxTable] + "\n(cut; the whole table is in the console output: aws ec2 get-console-output --instance-id " + id + ")"
+		}
+		table, done = t, true
+	}
+	if strings.Contains(text, consoleEnd) || time.Since(since) >= p.cfg.ConsoleWait {
+		done = true
+	}
+	if done {
+		p.mu.Lock()
+		v.done, v.table = true, table
+		p.mu.Unlock()
+	}
+	return table, !done
 }
 
 // schedulerReady reports whether the scheduler on instance id serves,
@@ -400,15 +488,16 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 	if err := p.terminate(ctx, cluster, live); err != nil {
 		return err
 	}
+	b := &budget{left: p.cfg.StopTimeout}
 	for _, id := range unlisted {
-		// Not listed by tag yet: terminate by id. Unknown to EC2 as well
-		// means it is too early to tell; the caller tries again.
-		if err := p.terminate(ctx, cluster, []string{id}); err != nil {
+		// Not listed by tag yet: terminate by id, waiting out EC2's
+		// eventual consistency while the budget lasts; after it, the
+		// caller tries again.
+		if err := p.terminateUnlisted(ctx, cluster, id, b); err != nil {
 			return err
 		}
 	}
 
-	b := &budget{left: p.cfg.StopTimeout}
 	ended, err := p.waitTerminated(ctx, cluster, len(ids)+len(unlisted) > 0, unlisted, b)
 	if err != nil {
 		return err

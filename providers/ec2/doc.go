@@ -61,7 +61,8 @@
 //	ssm:PutParameter, ssm:DeleteParameter, ssm:AddTagsToResource on
 //	arn:aws:ssm:<region>:<account>:parameter/gateway/<gateway-id>/*,
 //	ssm:GetParameter on the AMI parameters (public ones under
-//	/aws/service/), and kms:Encrypt with the parameters' key when it is not
+//	/aws/service/), ssm:DescribeParameters (on "*": the reaper lists the
+//	TLS parameters by path and tag, never their values), and kms:Encrypt with the parameters' key when it is not
 //	the account's aws/ssm key. Terminating and deleting can be limited to
 //	resources tagged gateway-id=<gateway-id>.
 //

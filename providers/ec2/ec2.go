@@ -72,6 +72,9 @@ type Provider struct {
 	// ready holds, per cluster, the scheduler instances that have accepted
 	// a connection.
 	ready map[string]map[string]bool
+	// consoles holds, per cluster, what the console output of instances
+	// that shut themselves down said (consoleVerdict).
+	consoles map[string]map[string]*consoleVerdict
 	// describes is the rate budget of Describe* calls, shared by every
 	// cluster (describeBudget).
 	describes *rateBudget
@@ -136,6 +139,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		launched:   map[string]map[string]launch{},
 		stopped:    map[string]map[string]time.Time{},
 		ready:      map[string]map[string]bool{},
+		consoles:   map[string]map[string]*consoleVerdict{},
 		amis:       map[string]cached[string]{},
 		images:     map[string]imageInfo{},
 	}
@@ -287,4 +291,5 @@ func (p *Provider) forget(cluster string) {
 	delete(p.secrets, cluster)
 	delete(p.launched, cluster)
 	delete(p.ready, cluster)
+	delete(p.consoles, cluster)
 }

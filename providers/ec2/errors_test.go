@@ -272,6 +272,13 @@ func TestSpotFallsBackToOnDemand(t *testing.T) {
 	}
 }
 
+// exited ends an instance as a member whose Dask process exited does: the
+// unit's last lines and the end line on the console, then a shutdown.
+func exited(f *ec2test.EC2, id string) {
+	f.Print(id, "distributed.worker - INFO - Stopping worker\n\n"+consoleEnd+"\n")
+	f.ShutDown(id)
+}
+
 func TestMemberLosses(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -280,7 +287,7 @@ func TestMemberLosses(t *testing.T) {
 	}{
 		{"spot interruption", (*ec2test.EC2).Interrupt, "spot interruption"},
 		{"interruption notice", (*ec2test.EC2).NoticeInterruption, "spot interruption"},
-		{"exited", (*ec2test.EC2).ShutDown, "shut itself down"},
+		{"exited", exited, "shut itself down"},
 		{"terminated by someone", (*ec2test.EC2).Terminate, "by someone other than this gateway"},
 	}
 	for _, tc := range tests {

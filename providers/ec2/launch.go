@@ -252,6 +252,8 @@ func (p *Provider) script(spec providers.ClusterSpec, member string, role provid
 		Parameter: p.parameterName(spec.Name),
 		Image:     orDefault(spec.Image, p.cfg.Image),
 		GPU:       m.GPUs > 0 || p.hasGPUs(instanceType),
+		Python:    p.cfg.Python,
+		Expect:    spec.EnvExpect,
 	}
 	s.ECRHost, s.ECRRegion = ecrImage(s.Image)
 	if role == providers.RoleScheduler {

@@ -9,15 +9,33 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/providers"
 )
 
 // maxUserData is EC2's limit on user data before base64 encoding.
 const maxUserData = 16 << 10
 
-// Where members keep the cluster's TLS files, on the host and, mounted
-// read-only, in the container.
+// Where members keep the cluster's TLS files and the launcher, on the host
+// and, mounted read-only, in the container.
 const tlsDir = "/etc/dask-gateway"
+
+// launcherPath is where the boot script writes images.LauncherScript, which
+// the container runs before Dask: in a file rather than on the command
+// line of a systemd unit, whose quoting and specifiers (%) it would have to
+// survive.
+const launcherPath = tlsDir + "/launcher.py"
+
+// launcherEOF ends the here-document that carries the launcher; the
+// launcher never has this line (TestLauncherInUserData).
+const launcherEOF = "GATEWAY_LAUNCHER_EOF"
+
+// consoleEnd is the line a member prints on its console as it powers
+// itself off (after the unit's last lines of log when Dask has exited, or
+// after a failed set-up): Describe knows from it that the console output
+// it reads is complete. It starts with "gateway" so that images.MismatchIn
+// ends the table before it.
+const consoleEnd = "gateway: this member is powering off"
 
 // memberScript is the data userData fills in; every field is checked
 // against a strict character set before it gets here (names, image, paths,
@@ -30,7 +48,13 @@ type memberScript struct {
 	Parameter string
 	Image     string
 	GPU       bool
-	Command   []string
+	// Python runs the launcher in the image (the container's entrypoint);
+	// Command is the launcher's arguments: the role, then Dask's.
+	Python  string
+	Command []string
+	// Expect is the client's versions (images.ExpectEnv), or "" for no
+	// check; checked to be one line (expectLine).
+	Expect string
 	// ECRHost and ECRRegion are set when Image is in an ECR registry:
 	// Docker logs in there with the instance profile before pulling.
 	ECRHost   string
@@ -64,6 +88,11 @@ func ecrImage(image string) (host, region string) {
 // rather than running on idle and billed; Describe then reports it stopped
 // with the reason.
 func userData(s memberScript) (string, error) {
+	if strings.ContainsAny(s.Expect, "\n\r\x00") {
+		// Written as one line of Docker's --env-file: JSON from
+		// images.ExpectValue never has these.
+		return "", fmt.Errorf("ec2 provider: the environment's expected versions of %s are not one line of JSON", s.Member)
+	}
 	var b bytes.Buffer
 	if err := scriptTemplate.Execute(&b, s); err != nil {
 		return "", fmt.Errorf("ec2 provider: user data: %w", err)
@@ -74,18 +103,19 @@ func userData(s memberScript) (string, error) {
 	return base64.StdEncoding.EncodeToString(b.Bytes()), nil
 }
 
-// schedulerCommand is the scheduler's command line in the container.
+// schedulerCommand is the launcher's arguments for the scheduler: the
+// role, then "dask scheduler"'s.
 func schedulerCommand(spec providers.ClusterSpec) []string {
 	prefix := orDefault(spec.DashboardPrefix, "/clusters/"+spec.Name)
-	return append([]string{"dask", "scheduler", "--protocol", "tls"}, append(tlsFlags(),
+	return append([]string{"scheduler", "--protocol", "tls"}, append(tlsFlags(),
 		"--port", strconv.Itoa(schedulerPort),
 		"--dashboard-address", ":"+strconv.Itoa(dashboardPort),
 		"--dashboard-prefix", prefix)...)
 }
 
-// workerCommand is a worker's command line in the container.
+// workerCommand is the launcher's arguments for a worker.
 func workerCommand(spec providers.ClusterSpec, worker, schedulerAddress string) []string {
-	cmd := append([]string{"dask", "worker", "tls://" + schedulerAddress}, tlsFlags()...)
+	cmd := append([]string{"worker", "tls://" + schedulerAddress}, tlsFlags()...)
 	cmd = append(cmd, "--name", worker)
 	threads := spec.WorkerThreads
 	if threads <= 0 {
@@ -141,8 +171,13 @@ func shellQuote(s string) string {
 }
 
 var scriptTemplate = template.Must(template.New("user-data").Funcs(template.FuncMap{
-	"q":   shellQuote,
-	"dir": func() string { return tlsDir },
+	"q":            shellQuote,
+	"dir":          func() string { return tlsDir },
+	"launcher":     func() string { return strings.TrimRight(images.LauncherScript, "\n") },
+	"launcherEOF":  func() string { return launcherEOF },
+	"launcherPath": func() string { return launcherPath },
+	"expectEnv":    func() string { return images.ExpectEnv },
+	"consoleEnd":   func() string { return consoleEnd },
 	"dashboardTLS": func() []string {
 		var out []string
 		for _, kv := range dashboardTLSEnv() {
@@ -164,7 +199,7 @@ set -euo pipefail
 exec > >(tee -a /var/log/dask-gateway.log > /dev/console) 2>&1
 # Any failure ends the machine (it terminates on shutdown) instead of
 # leaving it running idle.
-trap 'echo "dask-gateway: set-up failed at line $LINENO; shutting down"; systemctl poweroff' ERR
+trap 'echo "dask-gateway: set-up failed at line $LINENO; shutting down"; echo "{{consoleEnd}}"; systemctl poweroff' ERR
 
 # The ECS-optimized image runs the ECS agent, which would join this machine
 # to the account's "default" ECS cluster: it belongs to one Dask cluster only.
@@ -204,6 +239,15 @@ rm -f "$DIR/tls.pem"
 test -s "$DIR/tls.crt"
 test -s "$DIR/tls.key"
 
+# The launcher checks that the image runs the client's versions before Dask
+# starts; on a difference it prints a table and exits with status 97, and
+# the unit puts its last lines on the console, where the gateway reads them
+# (ec2:GetConsoleOutput).
+cat > "$DIR/launcher.py" <<'{{launcherEOF}}'
+{{launcher}}
+{{launcherEOF}}
+printf '%s\n' PYTHONUNBUFFERED=1{{if .Expect}} {{q (printf "%s=%s" expectEnv .Expect)}}{{end}} > "$DIR/member.env"
+
 {{- if .ECRHost}}
 # The image is in ECR: Docker logs in with the instance profile, which needs
 # ecr:GetAuthorizationToken and pull rights on the repository. The password
@@ -229,8 +273,8 @@ ip6tables -I FORWARD -d fd00:ec2::254 -j REJECT 2>/dev/null || true
 
 # The files stay 0600, owned by the user the image runs as (asked of the
 # image itself, so after the cut-off, and without a network).
-chown "$(docker run --rm --network none --entrypoint id "$IMAGE" -u 2>/dev/null || echo 0)" "$DIR/tls.crt" "$DIR/tls.key"
-chmod 0600 "$DIR/tls.crt" "$DIR/tls.key"
+chown "$(docker run --rm --network none --entrypoint id "$IMAGE" -u 2>/dev/null || echo 0)" "$DIR/tls.crt" "$DIR/tls.key" "$DIR/launcher.py"
+chmod 0600 "$DIR/tls.crt" "$DIR/tls.key" "$DIR/launcher.py"
 
 cat > /etc/systemd/system/dask.service <<'UNIT'
 [Unit]
@@ -240,10 +284,11 @@ Requires=docker.service
 
 [Service]
 ExecStartPre=-/usr/bin/docker rm -f dask
-ExecStart=/usr/bin/docker run --rm --name dask --network host{{if .GPU}} --gpus all{{end}} -v {{dir}}:{{dir}}:ro{{if eq .Role "scheduler"}} {{join dashboardTLS}}{{end}} {{q .Image}} {{join .Command}}
+ExecStart=/usr/bin/docker run --rm --name dask --network host{{if .GPU}} --gpus all{{end}} -v {{dir}}:{{dir}}:ro --env-file {{dir}}/member.env{{if eq .Role "scheduler"}} {{join dashboardTLS}}{{end}} --entrypoint {{q .Python}} {{q .Image}} {{launcherPath}} {{join .Command}}
 # When Dask exits the machine has nothing left to do: show why on the
-# console (aws ec2 get-console-output) and power off, which terminates it.
-ExecStopPost=/bin/sh -c 'journalctl -u dask.service -n 30 --no-pager > /dev/console; systemctl poweroff --no-block'
+# console (aws ec2 get-console-output; the gateway reads the launcher's
+# table there), messages only, and power off, which terminates it.
+ExecStopPost=/bin/sh -c 'journalctl -u dask.service -n 30 -o cat --no-pager > /dev/console; (echo; echo "{{consoleEnd}}") > /dev/console; systemctl poweroff --no-block'
 Restart=no
 UNIT
 systemctl daemon-reload

@@ -44,13 +44,13 @@ func TestUserDataScheduler(t *testing.T) {
 		"PARAMETER=/gateway/gw1/c1/tls",
 		`aws ssm get-parameter --region "$REGION" --name "$PARAMETER" --with-decryption`,
 		"umask 077",
-		`chmod 0600 "$DIR/tls.crt" "$DIR/tls.key"`,
+		`chmod 0600 "$DIR/tls.crt" "$DIR/tls.key" "$DIR/launcher.py"`,
 		"systemctl disable --now --no-block ecs.service",
-		"docker run --rm --name dask --network host -v /etc/dask-gateway:/etc/dask-gateway:ro" +
+		"docker run --rm --name dask --network host -v /etc/dask-gateway:/etc/dask-gateway:ro --env-file /etc/dask-gateway/member.env" +
 			" -e DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT=/etc/dask-gateway/tls.crt" +
 			" -e DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__KEY=/etc/dask-gateway/tls.key" +
 			" -e DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CA_FILE=/etc/dask-gateway/tls.crt" +
-			" ghcr.io/dask/dask:latest dask scheduler --protocol tls",
+			" --entrypoint python3 ghcr.io/dask/dask:latest /etc/dask-gateway/launcher.py scheduler --protocol tls",
 		"--tls-ca-file /etc/dask-gateway/tls.crt --tls-cert /etc/dask-gateway/tls.crt --tls-key /etc/dask-gateway/tls.key",
 		"--port 8786 --dashboard-address :8787 --dashboard-prefix /clusters/c1",
 		"systemctl poweroff",
@@ -107,7 +107,7 @@ func TestUserDataWorker(t *testing.T) {
 	script := decodeScript(t, b64)
 	assertNoSecrets(t, script)
 	for _, want := range []string{
-		"--network host --gpus all -v /etc/dask-gateway:/etc/dask-gateway:ro ghcr.io/me/dask-gpu:2024.8 dask worker tls://10.0.1.12:8786",
+		"--network host --gpus all -v /etc/dask-gateway:/etc/dask-gateway:ro --env-file /etc/dask-gateway/member.env --entrypoint python3 ghcr.io/me/dask-gpu:2024.8 /etc/dask-gateway/launcher.py worker tls://10.0.1.12:8786",
 		"--tls-ca-file /etc/dask-gateway/tls.crt --tls-cert /etc/dask-gateway/tls.crt --tls-key /etc/dask-gateway/tls.key",
 		"--name worker-3 --nthreads 2 --memory-limit 4294967296 --no-dashboard --death-timeout 60",
 		"IMAGE=ghcr.io/me/dask-gpu:2024.8",

@@ -2,6 +2,7 @@ package fargate
 
 import (
 	"context"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"reflect"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -31,6 +32,7 @@ type secretsAPI interface {
 	CreateSecret(ctx context.Context, in *secretsmanager.CreateSecretInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.CreateSecretOutput, error)
 	DeleteSecret(ctx context.Context, in *secretsmanager.DeleteSecretInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.DeleteSecretOutput, error)
 	DescribeSecret(ctx context.Context, in *secretsmanager.DescribeSecretInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.DescribeSecretOutput, error)
+	ListSecrets(ctx context.Context, in *secretsmanager.ListSecretsInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.ListSecretsOutput, error)
 }
 
 // ec2API is every EC2 operation the provider calls (security groups).
@@ -41,6 +43,13 @@ type ec2API interface {
 	DescribeSecurityGroups(ctx context.Context, in *ec2.DescribeSecurityGroupsInput, opts ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error)
 	DescribeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInput, opts ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
 	RevokeSecurityGroupIngress(ctx context.Context, in *ec2.RevokeSecurityGroupIngressInput, opts ...func(*ec2.Options)) (*ec2.RevokeSecurityGroupIngressOutput, error)
+}
+
+// logsAPI is the CloudWatch Logs operation the provider calls: the last
+// lines of a member whose launcher found other software than the client's,
+// for the table it printed (describe.go).
+type logsAPI interface {
+	GetLogEvents(ctx context.Context, in *cloudwatchlogs.GetLogEventsInput, opts ...func(*cloudwatchlogs.Options)) (*cloudwatchlogs.GetLogEventsOutput, error)
 }
 
 // IAMActions returns the IAM actions the gateway's role needs for this
@@ -54,5 +63,6 @@ func IAMActions() []string {
 		"ecs":            reflect.TypeFor[ecsAPI](),
 		"secretsmanager": reflect.TypeFor[secretsAPI](),
 		"ec2":            reflect.TypeFor[ec2API](),
+		"logs":           reflect.TypeFor[logsAPI](),
 	}, "ecs:TagResource", "secretsmanager:TagResource", "ec2:CreateTags", "iam:PassRole")
 }

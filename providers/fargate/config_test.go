@@ -40,7 +40,8 @@ func TestConfigValidation(t *testing.T) {
 		{"task role is the execution role", func(c *fargate.Config) { c.TaskRoleArn = c.ExecutionRoleArn }, "task_role_arn must not be the execution role"},
 		{"bad task role", func(c *fargate.Config) { c.TaskRoleArn = "dask" }, `task_role_arn: "dask"`},
 		{"bad image", func(c *fargate.Config) { c.Image = "a b" }, "image"},
-		{"blank command", func(c *fargate.Config) { c.Command = "  " }, "command: empty"},
+		{"blank python", func(c *fargate.Config) { c.Python = "  " }, "python: \"  \" is not"},
+		{"python with arguments", func(c *fargate.Config) { c.Python = "python -u" }, "python: \"python -u\" is not"},
 		{"bad architecture", func(c *fargate.Config) { c.CPUArchitecture = "RISCV" }, "Config.CPUArchitecture"},
 		{"bad log group", func(c *fargate.Config) { c.LogGroup = "a group" }, "log_group"},
 		{"no gateway id", func(c *fargate.Config) { c.GatewayID = "" }, "gateway id: empty"},
@@ -70,7 +71,7 @@ func TestConfigValidation(t *testing.T) {
 		if err == nil {
 			t.Fatal("New accepted")
 		}
-		for _, want := range []string{"moon-1", "cluster:", "listed twice", "host bits", "gateway_cidrs", "execution_role_arn", "task_role_arn", "image", "command", "CPUArchitecture", "log_group", "gateway id", "ecs_endpoint", "retry"} {
+		for _, want := range []string{"moon-1", "cluster:", "listed twice", "host bits", "gateway_cidrs", "execution_role_arn", "task_role_arn", "image", "python", "CPUArchitecture", "log_group", "gateway id", "ecs_endpoint", "retry"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("combined error lacks %q:\n%v", want, err)
 			}

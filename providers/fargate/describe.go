@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -113,7 +115,10 @@ func (p *Provider) clusterTasks(ctx context.Context, cluster string, withStopped
 	if len(missing) > 0 {
 		p.mu.Lock()
 		for _, a := range missing {
-			delete(p.launched[cluster], a)
+			if !p.youngLocked(a) { // else: not known yet, rather than forgotten
+				delete(p.launched[cluster], a)
+				delete(p.launchedAt, a)
+			}
 		}
 		p.mu.Unlock()
 	}
@@ -167,7 +172,7 @@ func privateIP(t ecstypes.Task) string {
 }
 
 // member maps a task to what the core sees.
-func (p *Provider) member(t ecstypes.Task) providers.Member {
+func (p *Provider) member(ctx context.Context, t ecstypes.Task) providers.Member {
 	tags := taskTags(t)
 	m := providers.Member{
 		Cluster: tags[tagCluster], Name: tags[tagMember], Owner: tags[tagOwner],
@@ -185,6 +190,9 @@ func (p *Provider) member(t ecstypes.Task) providers.Member {
 	case aws.ToString(t.DesiredStatus) == "STOPPED" || stoppedStatus(last):
 		m.State = providers.StateStopped
 		m.Reason = stoppedWhy(t)
+		if mismatchExit(t) {
+			m.Reason += "\n" + p.mismatchReport(ctx, t, m.Cluster, m.Role)
+		}
 	case last == "RUNNING":
 		ip := privateIP(t)
 		if ip == "" {
@@ -230,6 +238,90 @@ func stoppedWhy(t ecstypes.Task) string {
 	return reason
 }
 
+// mismatchExit reports whether the task's container exited with the
+// launcher's status for other software than the client's.
+func mismatchExit(t ecstypes.Task) bool {
+	for _, c := range t.Containers {
+		if aws.ToString(c.Name) == containerName && c.ExitCode != nil && *c.ExitCode == images.MismatchExitCode {
+			return true
+		}
+	}
+	return false
+}
+
+// mismatchReport is the launcher's table of differences for a task whose
+// container exited with its status, which ECS does not carry (a
+// container's reason is ECS's own, such as OutOfMemoryError): it is read
+// from the task's log stream when the containers log to CloudWatch Logs.
+// Where it cannot be read, a report that starts with images.MismatchMarker
+// stands in, so that the cluster still fails as running other software,
+// and says where the table is.
+func (p *Provider) mismatchReport(ctx context.Context, t ecstypes.Task, cluster string, role providers.Role) string {
+	arn := aws.ToString(t.TaskArn)
+	id := arn[strings.LastIndex(arn, "/")+1:]
+	// The awslogs driver's stream: <prefix>/<container>/<task id>.
+	stream := "gateway/" + containerName + "/" + id
+	where := "the container's output is not kept: set providers.fargate.log_group to keep it, where the launcher prints the table"
+	if p.cfg.LogGroup != "" {
+		if table := p.tableInLog(ctx, cluster, arn, stream); table != "" {
+			return table
+		}
+		where = fmt.Sprintf("the table of differences is in its log: CloudWatch Logs group %s, stream %s (aws logs tail %s --log-stream-names %s --region %s)",
+			p.cfg.LogGroup, stream, p.cfg.LogGroup, stream, p.cfg.Region)
+	}
+	return fmt.Sprintf("%s: this %s does not run the client's software (its launcher exited with status %d);\n%s",
+		images.MismatchMarker, role, images.MismatchExitCode, where)
+}
+
+// logLines is how many of a stopped task's last log lines are read for the
+// launcher's table: it prints a dozen at most, and nothing after them.
+const logLines = 50
+
+// tableInLog reads the launcher's table from the last lines of a task's log
+// stream, or "" when it cannot (the log not yet delivered, or not
+// readable: logged, and asked again at the next Describe). Once found it
+// is kept.
+func (p *Provider) tableInLog(ctx context.Context, cluster, arn, stream string) string {
+	p.mu.Lock()
+	table := p.tables[cluster][arn]
+	p.mu.Unlock()
+	if table != "" {
+		return table
+	}
+	out, err := call(ctx, p, "GetLogEvents", func(ctx context.Context) (*cloudwatchlogs.GetLogEventsOutput, error) {
+		return p.logs.GetLogEvents(ctx, &cloudwatchlogs.GetLogEventsInput{
+			LogGroupName: aws.String(p.cfg.LogGroup), LogStreamName: aws.String(stream),
+			StartFromHead: aws.Bool(false), Limit: aws.Int32(logLines),
+		})
+	})
+	if err != nil {
+		p.log.Warn("cannot read the log of a member whose software differs from the client's", "cluster", cluster, "task", arn, "log_group", p.cfg.LogGroup, "stream", stream, "err", err)
+		return ""
+	}
+	lines := make([]string, 0, len(out.Events))
+	for _, e := range out.Events {
+		lines = append(lines, strings.TrimRight(aws.ToString(e.Message), "\r\n"))
+	}
+	table, ok := images.MismatchIn(strings.Join(lines, "\n"))
+	if !ok {
+		return ""
+	}
+	if len(table) > maxTable {
+		table = table[:maxTable] + "\n(cut; the whole table is in CloudWatch Logs group " + p.cfg.LogGroup + ", stream " + stream + ")"
+	}
+	p.mu.Lock()
+	if p.tables[cluster] == nil {
+		p.tables[cluster] = map[string]string{}
+	}
+	p.tables[cluster][arn] = table
+	p.mu.Unlock()
+	return table
+}
+
+// maxTable bounds a table read from a log, which the image's code could
+// fill with anything.
+const maxTable = 4 << 10
+
 // better reports whether task a describes its member better than b: a live
 // task over a stopped one, else the newer.
 func better(a, b ecstypes.Task) bool {
@@ -240,7 +332,7 @@ func better(a, b ecstypes.Task) bool {
 }
 
 // members reduces tasks to one member each.
-func (p *Provider) members(tasks []ecstypes.Task) []providers.Member {
+func (p *Provider) members(ctx context.Context, tasks []ecstypes.Task) []providers.Member {
 	best := map[string]ecstypes.Task{}
 	for _, t := range tasks {
 		tags := taskTags(t)
@@ -251,7 +343,7 @@ func (p *Provider) members(tasks []ecstypes.Task) []providers.Member {
 	}
 	out := make([]providers.Member, 0, len(best))
 	for _, t := range best {
-		out = append(out, p.member(t))
+		out = append(out, p.member(ctx, t))
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Cluster != out[j].Cluster {
@@ -273,7 +365,7 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 		return nil, err
 	}
 	p.dedupe(ctx, cluster, tasks)
-	return p.members(tasks), nil
+	return p.members(ctx, tasks), nil
 }
 
 // dedupe stops every live task of a member but the one Describe reports.
@@ -325,7 +417,7 @@ func (p *Provider) List(ctx context.Context) ([]providers.Member, error) {
 			ours = append(ours, t)
 		}
 	}
-	return p.members(ours), nil
+	return p.members(ctx, ours), nil
 }
 
 // stoppedAt is when a task ended, as ECS says.

@@ -22,7 +22,8 @@
 // DescribeTaskDefinition, ListTaskDefinitionFamilies, ListTaskDefinitions,
 // DeregisterTaskDefinition, DeleteTaskDefinitions, RunTask, ListTasks, DescribeTasks, StopTask and
 // TagResource (tags at launch), iam:PassRole on the execution and task
-// roles, secretsmanager:CreateSecret, DescribeSecret, DeleteSecret and
+// roles, secretsmanager:CreateSecret, DescribeSecret, DeleteSecret,
+// ListSecrets (the reaper lists the TLS secrets by name and tag) and
 // TagResource, and ec2:DescribeSubnets, DescribeSecurityGroups,
 // CreateSecurityGroup, AuthorizeSecurityGroupIngress,
 // RevokeSecurityGroupIngress, DeleteSecurityGroup and CreateTags. The execution role needs secretsmanager:GetSecretValue on
@@ -45,6 +46,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -87,11 +89,13 @@ type Config struct {
 	// without a NAT gateway, to pull images. Default off.
 	AssignPublicIP bool
 	// Image is the container image when a cluster asks for none; it must
-	// have Dask's "dask" command and /bin/sh.
+	// have Python with distributed, and /bin/sh.
 	Image string
-	// Command replaces "dask" as the command that runs "scheduler" or
-	// "worker" (for example "python -m dask"); split on white space.
-	Command string
+	// Python is the interpreter in the images that runs the launcher
+	// (images.LauncherScript), which checks the member's software against
+	// the client's and then runs "python -m dask scheduler|worker";
+	// default "python3", looked up on the image's PATH.
+	Python string
 	// CPUArchitecture is X86_64 (default) or ARM64.
 	CPUArchitecture string
 	// LogGroup, when set, sends the containers' output to this CloudWatch
@@ -128,6 +132,7 @@ type Endpoints struct {
 	ECS            string
 	SecretsManager string
 	EC2            string
+	Logs           string // CloudWatch Logs
 }
 
 // Retry bounds the retries of throttled calls and of AWS's own failures
@@ -156,17 +161,24 @@ type Provider struct {
 	ecs   ecsAPI
 	sm    secretsAPI
 	ec2   ec2API
+	logs  logsAPI
 	gwKey string // short hash of the gateway id, in names AWS restricts
 	locks keylock.Locks
 
-	mu       sync.Mutex
-	vpc      string
+	mu  sync.Mutex
+	vpc string
+	// tables holds the launcher's tables read from stopped tasks' logs,
+	// by cluster and task ARN (a stopped task's log no longer changes).
+	tables   map[string]map[string]string
 	groups   map[string]string            // cluster -> security group id
 	secrets  map[string]string            // cluster -> secret ARN
 	taskDefs map[string]string            // family -> task definition ARN
 	launched map[string]map[string]string // cluster -> task ARN -> member: tasks this process started
 	ends     providers.EndTimes           // when StopCluster saw each member end
 	budgets  budgets                      // rate budgets of reads, per service
+
+	// launchedAt is when this process started each task of launched.
+	launchedAt map[string]time.Time
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -237,8 +249,8 @@ func (c *Config) validate() error {
 	if strings.ContainsAny(c.Image, " \t\n") {
 		bad("image: %q has white space", c.Image)
 	}
-	if c.Command != "" && len(strings.Fields(c.Command)) == 0 {
-		bad("command: empty")
+	if c.Python != "" && (strings.TrimSpace(c.Python) == "" || strings.ContainsAny(c.Python, " \t\n")) {
+		bad("python: %q is not an interpreter's name or path", c.Python)
 	}
 	switch c.CPUArchitecture {
 	case "", "X86_64", "ARM64":
@@ -251,7 +263,7 @@ func (c *Config) validate() error {
 	if strings.TrimSpace(c.GatewayID) == "" {
 		bad("gateway id: empty; it is the ownership tag of every task")
 	}
-	for name, e := range map[string]string{"ecs_endpoint": c.Endpoints.ECS, "secretsmanager_endpoint": c.Endpoints.SecretsManager, "ec2_endpoint": c.Endpoints.EC2} {
+	for name, e := range map[string]string{"ecs_endpoint": c.Endpoints.ECS, "secretsmanager_endpoint": c.Endpoints.SecretsManager, "ec2_endpoint": c.Endpoints.EC2, "logs_endpoint": c.Endpoints.Logs} {
 		if e == "" {
 			continue
 		}
@@ -300,8 +312,8 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Image == "" {
 		cfg.Image = DefaultImage
 	}
-	if cfg.Command == "" {
-		cfg.Command = "dask"
+	if cfg.Python == "" {
+		cfg.Python = "python3"
 	}
 	if cfg.CPUArchitecture == "" {
 		cfg.CPUArchitecture = "X86_64"
@@ -377,11 +389,19 @@ func New(cfg Config) (*Provider, error) {
 				o.BaseEndpoint = aws.String(cfg.Endpoints.EC2)
 			}
 		}),
+		logs: cloudwatchlogs.NewFromConfig(awsCfg, func(o *cloudwatchlogs.Options) {
+			if cfg.Endpoints.Logs != "" {
+				o.BaseEndpoint = aws.String(cfg.Endpoints.Logs)
+			}
+		}),
+		tables:   map[string]map[string]string{},
 		gwKey:    shortHash(cfg.GatewayID, 8),
 		groups:   map[string]string{},
 		secrets:  map[string]string{},
 		taskDefs: map[string]string{},
 		launched: map[string]map[string]string{},
+
+		launchedAt: map[string]time.Time{},
 	}
 	return p, nil
 }

@@ -85,7 +85,7 @@ func baseConfig(f *fargatetest.Server, sl *sleeps) fargate.Config {
 		TaskRoleArn:      "arn:aws:iam::123456789012:role/dask-task",
 		LogGroup:         "/gateway/dask",
 		GatewayID:        testGateway,
-		Endpoints:        fargate.Endpoints{ECS: f.ECS.URL, SecretsManager: f.SecretsManager.URL, EC2: f.EC2.URL},
+		Endpoints:        fargate.Endpoints{ECS: f.ECS.URL, SecretsManager: f.SecretsManager.URL, EC2: f.EC2.URL, Logs: f.Logs.URL},
 		Credentials:      credentials.NewStaticCredentialsProvider("AKIDFAKEFORTESTS", "fake-secret-key", ""),
 		HTTPClient:       loopbackClient(),
 		Retry: fargate.Retry{

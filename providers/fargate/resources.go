@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -402,8 +403,8 @@ const (
 // entrypoint runs before Dask: ECS puts the secret's two JSON keys in the
 // environment; the script writes them to files only the container user
 // can read, drops them from the environment (so that the Dask processes
-// and whatever user code they run do not inherit them), and runs the
-// command.
+// and whatever user code they run do not inherit them), and runs its
+// arguments: the launcher (taskDefinition), then the command.
 const entrypoint = `set -eu
 umask 077
 mkdir -p /tmp/gateway-tls
@@ -416,13 +417,18 @@ exec "$@"`
 // is left for ensureTaskDefinition to name after the content's hash.
 func (p *Provider) taskDefinition(cluster, owner, image string, role providers.Role, size taskSize, secretARN string) *ecs.RegisterTaskDefinitionInput {
 	c := ecstypes.ContainerDefinition{
-		Name:       aws.String(containerName),
-		Image:      aws.String(image),
-		Essential:  aws.Bool(true),
-		EntryPoint: []string{"/bin/sh", "-c", entrypoint, "gateway-entrypoint"},
-		// The command of the role; each launch overrides it with the full
-		// one (scheduler address, worker name).
-		Command: append(strings.Fields(p.cfg.Command), string(role)),
+		Name:      aws.String(containerName),
+		Image:     aws.String(image),
+		Essential: aws.Bool(true),
+		// The launcher follows the entry point's script as its arguments,
+		// and the command (the role, then Dask's arguments) follows the
+		// launcher: Docker runs the entry point with the command appended.
+		// The launcher is here, not in each launch's overrides, which ECS
+		// bounds at 8192 characters; it is the same for every cluster.
+		EntryPoint: append([]string{"/bin/sh", "-c", entrypoint, "gateway-entrypoint"}, images.LauncherCommand(p.cfg.Python)...),
+		// The role; each launch overrides it with the full command
+		// (scheduler address, worker name).
+		Command: []string{string(role)},
 		Secrets: []ecstypes.Secret{
 			// JSON keys of the cluster's secret: "<arn>:<key>::".
 			{Name: aws.String(envTLSCert), ValueFrom: aws.String(secretARN + ":cert::")},

@@ -83,9 +83,9 @@ func TestRoundTrip(t *testing.T) {
 		cmd := strings.Join(task.Command, " ")
 		mustContain(t, member+" command", cmd, "--tls-ca-file /tmp/gateway-tls/tls.crt", "--tls-cert /tmp/gateway-tls/tls.crt", "--tls-key /tmp/gateway-tls/tls.key")
 		if member == "scheduler" {
-			mustContain(t, "scheduler command", cmd, "dask scheduler", "--port 8786", "--protocol tls", "--dashboard-address :8787", "--dashboard-prefix /clusters/"+a)
+			mustContain(t, "scheduler command", cmd, "scheduler --port 8786", "--protocol tls", "--dashboard-address :8787", "--dashboard-prefix /clusters/"+a)
 		} else {
-			mustContain(t, member+" command", cmd, "dask worker tls://"+sched.Address, "--name "+member, "--nthreads 2", "--memory-limit 3221225472", "--death-timeout 60")
+			mustContain(t, member+" command", cmd, "worker tls://"+sched.Address, "--name "+member, "--nthreads 2", "--memory-limit 3221225472", "--death-timeout 60")
 		}
 	}
 

@@ -7,11 +7,13 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -36,7 +38,7 @@ func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpe
 	if prefix == "" {
 		prefix = "/clusters/" + spec.Name
 	}
-	cmd := append(strings.Fields(p.cfg.Command), "scheduler",
+	cmd := append([]string{"scheduler"},
 		"--port", strconv.Itoa(schedulerPort), "--protocol", "tls",
 		"--tls-ca-file", tlsCertPath, "--tls-cert", tlsCertPath, "--tls-key", tlsKeyPath,
 		"--dashboard-address", ":"+strconv.Itoa(dashboardPort),
@@ -66,7 +68,7 @@ func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, 
 	if threads <= 0 {
 		threads = max(1, size.CPU/1024)
 	}
-	cmd := append(strings.Fields(p.cfg.Command), "worker", "tls://"+schedulerAddress,
+	cmd := append([]string{"worker"}, "tls://"+schedulerAddress,
 		"--tls-ca-file", tlsCertPath, "--tls-cert", tlsCertPath, "--tls-key", tlsKeyPath,
 		"--nthreads", strconv.Itoa(threads), "--name", worker,
 		"--no-dashboard",
@@ -77,6 +79,26 @@ func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, 
 		cmd = append(cmd, "--memory-limit", strconv.FormatInt(spec.WorkerMemory, 10))
 	}
 	return p.start(ctx, spec, worker, providers.RoleWorker, size, cmd, spec.Spot)
+}
+
+// maxOverrides is ECS's limit on a RunTask's overrides: "A total of 8192
+// characters are allowed for overrides. This limit includes the JSON
+// formatting characters of the override structure."
+const maxOverrides = 8192
+
+// overrides is what one launch changes in the task definition: the
+// launcher's arguments (the role, then Dask's), and the client's versions
+// for the launcher to check (images.ExpectEnv). The versions are the
+// cluster's own, so they go here, never into the task definition, whose
+// family is shared by every task of its content; the launcher itself is
+// in the task definition (taskDefinition), which leaves these well under
+// ECS's 8192 characters (checkSpec).
+func overrides(spec providers.ClusterSpec, cmd []string) *ecstypes.TaskOverride {
+	o := ecstypes.ContainerOverride{Name: aws.String(containerName), Command: cmd}
+	if spec.EnvExpect != "" {
+		o.Environment = []ecstypes.KeyValuePair{{Name: aws.String(images.ExpectEnv), Value: aws.String(spec.EnvExpect)}}
+	}
+	return &ecstypes.TaskOverride{ContainerOverrides: []ecstypes.ContainerOverride{o}}
 }
 
 // checkSpec refuses what this backend cannot run, before any request.
@@ -102,6 +124,11 @@ func (p *Provider) checkSpec(spec providers.ClusterSpec) error {
 	}
 	if strings.ContainsAny(spec.Image, " \t\n") {
 		return fmt.Errorf("fargate provider: image %q has white space", spec.Image)
+	}
+	// What the overrides hold besides the versions is bounded (names,
+	// addresses, numbers): 2 KiB of it leaves the versions the rest.
+	if len(spec.EnvExpect) > maxOverrides-2048 {
+		return fmt.Errorf("fargate provider: the client's package versions take %d characters, more than a task's overrides can carry (ECS allows %d in all)", len(spec.EnvExpect), maxOverrides)
 	}
 	return nil
 }
@@ -203,9 +230,7 @@ func (p *Provider) runTask(ctx context.Context, spec providers.ClusterSpec, memb
 			NetworkConfiguration: &ecstypes.NetworkConfiguration{AwsvpcConfiguration: &ecstypes.AwsVpcConfiguration{
 				Subnets: []string{l.subnet}, SecurityGroups: []string{group}, AssignPublicIp: assign,
 			}},
-			Overrides: &ecstypes.TaskOverride{ContainerOverrides: []ecstypes.ContainerOverride{
-				{Name: aws.String(containerName), Command: cmd},
-			}},
+			Overrides: overrides(spec, cmd),
 			Tags: []ecstypes.Tag{
 				{Key: aws.String(tagGateway), Value: aws.String(p.idTag())},
 				{Key: aws.String(tagCluster), Value: aws.String(spec.Name)},
@@ -301,4 +326,5 @@ func (p *Provider) remember(cluster, arn, member string) {
 		p.launched[cluster] = map[string]string{}
 	}
 	p.launched[cluster][arn] = member
+	p.launchedAt[arn] = time.Now()
 }

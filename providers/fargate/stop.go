@@ -37,6 +37,14 @@ func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error
 	if err != nil {
 		return err
 	}
+	polls := int(p.cfg.StopTimeout/p.cfg.PollInterval) + 1
+	for arn, member := range p.unknownYet(cluster, tasks) {
+		if member == worker {
+			if err := p.stopUnknown(ctx, arn, &polls); err != nil {
+				return err
+			}
+		}
+	}
 	for _, t := range tasks {
 		if taskTags(t)[tagMember] != worker || aws.ToString(t.DesiredStatus) == "STOPPED" {
 			continue
@@ -91,6 +99,12 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 			return err
 		}
 	}
+	for arn, member := range p.unknownYet(cluster, tasks) {
+		if err := p.stopUnknown(ctx, arn, &polls); err != nil {
+			return err
+		}
+		stopping[arn] = member
+	}
 	if len(stopping) > 0 {
 		p.log.Info("stopping cluster", "cluster", cluster, "tasks", len(stopping))
 	}
@@ -111,7 +125,9 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 			return err
 		}
 		for _, a := range missing {
-			delete(stopping, a) // ECS has forgotten it: long stopped
+			if !p.young(a) {
+				delete(stopping, a) // ECS has forgotten it: long stopped
+			}
 		}
 		for _, t := range described {
 			if aws.ToString(t.LastStatus) == "STOPPED" {
@@ -132,6 +148,7 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 	delete(p.groups, cluster)
 	delete(p.secrets, cluster)
 	delete(p.launched, cluster)
+	delete(p.tables, cluster)
 	prefix := p.familyPrefix(cluster)
 	for f := range p.taskDefs {
 		if strings.HasPrefix(f, prefix) && p.ownFamily(f, cluster) {
@@ -218,6 +235,19 @@ func (p *Provider) deleteTaskDefinitions(ctx context.Context, cluster string) {
 		p.log.Warn("cannot list the cluster's task definition families", "cluster", cluster, "err", err)
 		return
 	}
+	_ = p.deleteFamilies(ctx, cluster, families) // logged there
+}
+
+// deleteFamilies deregisters and deletes every ACTIVE and INACTIVE
+// revision of the cluster's families. It logs each failure and returns
+// the first.
+func (p *Provider) deleteFamilies(ctx context.Context, cluster string, families []string) error {
+	var first error
+	note := func(err error) {
+		if first == nil {
+			first = err
+		}
+	}
 	var gone []string
 	seen := map[string]bool{}
 	for _, family := range families {
@@ -225,6 +255,7 @@ func (p *Provider) deleteTaskDefinitions(ctx context.Context, cluster string) {
 			arns, err := p.listTaskDefinitions(ctx, family, status)
 			if err != nil {
 				p.log.Warn("cannot list the cluster's task definitions", "cluster", cluster, "family", family, "err", err)
+				note(err)
 				break
 			}
 			for _, arn := range arns {
@@ -238,6 +269,7 @@ func (p *Provider) deleteTaskDefinitions(ctx context.Context, cluster string) {
 					})
 					if err != nil && !isNotFound(err) {
 						p.log.Warn("cannot deregister task definition", "cluster", cluster, "arn", arn, "err", err)
+						note(err)
 						continue
 					}
 				}
@@ -252,12 +284,15 @@ func (p *Provider) deleteTaskDefinitions(ctx context.Context, cluster string) {
 		})
 		if err != nil {
 			p.log.Warn("cannot delete task definitions", "cluster", cluster, "err", err)
+			note(err)
 			continue
 		}
 		for _, f := range out.Failures {
 			p.log.Warn("cannot delete task definition", "cluster", cluster, "arn", aws.ToString(f.Arn), "reason", aws.ToString(f.Reason))
+			note(fmt.Errorf("fargate provider: delete task definition %s: %s", aws.ToString(f.Arn), aws.ToString(f.Reason)))
 		}
 	}
+	return first
 }
 
 // listFamilies returns the cluster's task definition families, with or

@@ -6,10 +6,12 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -326,6 +328,10 @@ func (p *Provider) findStopReason(ctx context.Context, zone, name string, id uin
 	if status != "" {
 		attrs, err := p.guestAttributes(ctx, zone, name)
 		if err == nil && attrs[guestStatus] != "" {
+			if strings.Contains(attrs[guestStatus], images.MismatchMarker) {
+				// The launcher's table, whole: nothing may follow its rows.
+				return "the instance powered itself off:\n" + attrs[guestStatus], true
+			}
 			return attrs[guestStatus] + " (the instance powered itself off)", true
 		}
 		return fmt.Sprintf("the instance is %s without the gateway asking (see its serial console output)", status), false

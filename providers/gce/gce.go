@@ -200,6 +200,10 @@ type Config struct {
 	// ContainerImage is the image with Dask when the cluster asks for none
 	// (default ghcr.io/dask/dask:latest; pin a version in production).
 	ContainerImage string
+	// Python is the interpreter in the images (the container's
+	// entrypoint), which runs the launcher (images.LauncherScript) and
+	// then Dask; default "python3", looked up on the image's PATH.
+	Python string
 	// SchedulerMachineType and WorkerMachineType are used when the spec
 	// names no instance type and no size (defaults e2-standard-2 and
 	// e2-standard-4).
@@ -379,6 +383,9 @@ func withDefaults(cfg Config) Config {
 	if cfg.ContainerImage == "" {
 		cfg.ContainerImage = DefaultContainerImage
 	}
+	if cfg.Python == "" {
+		cfg.Python = "python3"
+	}
 	if cfg.SchedulerMachineType == "" {
 		cfg.SchedulerMachineType = DefaultSchedulerType
 	}
@@ -418,6 +425,7 @@ var (
 	labelValRE  = regexp.MustCompile(`^[a-z0-9_-]{0,63}$`)
 	emailRE     = regexp.MustCompile(`^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-z]{2,}$`)
 	imageRefRE  = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._/:@-]*$`)
+	pythonRE    = regexp.MustCompile(`^/?[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
 	reservedKey = "gateway-"
 )
 
@@ -493,6 +501,9 @@ func validate(cfg Config) []string {
 	}
 	if !imageRefRE.MatchString(cfg.ContainerImage) {
 		add("container_image %q is not an image reference; use e.g. ghcr.io/dask/dask:2024.12.1", cfg.ContainerImage)
+	}
+	if !pythonRE.MatchString(cfg.Python) {
+		add("Config.Python %q is not an interpreter's name or absolute path; use e.g. python3 or /opt/conda/bin/python", cfg.Python)
 	}
 	for _, f := range []struct{ name, v string }{{"scheduler_machine_type", cfg.SchedulerMachineType}, {"worker_machine_type", cfg.WorkerMachineType}} {
 		if !gceNameRE.MatchString(f.v) {

@@ -88,7 +88,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("scheduler scheduling %+v", s)
 		}
 		script, _ := in.MetadataValue("startup-script")
-		for _, want := range []string{"dask scheduler", "--protocol tls", "--port 8786", `--dashboard-address ":8787"`, "--dashboard-prefix '/clusters/" + cluster + "'", "attr ready 1", "secretmanager.googleapis.com"} {
+		for _, want := range []string{"--entrypoint 'python3' \"$IMAGE\" \\\n  /etc/dask-tls/launcher.py scheduler", "--protocol tls", "--port 8786", `--dashboard-address ":8787"`, "--dashboard-prefix '/clusters/" + cluster + "'", "attr ready 1", "secretmanager.googleapis.com"} {
 			if !strings.Contains(script, want) {
 				t.Errorf("startup script lacks %q", want)
 			}
@@ -108,7 +108,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("worker in %s", in.Zone)
 		}
 		script, _ := in.MetadataValue("startup-script")
-		for _, want := range []string{"dask worker 'tls://" + sched.Address + "'", "--name 'worker-0'", "--nthreads 2", "--memory-limit 4294967296", "--death-timeout 60"} {
+		for _, want := range []string{"/etc/dask-tls/launcher.py worker 'tls://" + sched.Address + "'", "--name 'worker-0'", "--nthreads 2", "--memory-limit 4294967296", "--death-timeout 60"} {
 			if !strings.Contains(script, want) {
 				t.Errorf("worker script lacks %q", want)
 			}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -22,7 +23,18 @@ type scriptParams struct {
 	Prefix    string // scheduler: the dashboard prefix
 	Threads   int    // worker: 0 lets Dask use every CPU
 	Memory    int64  // worker: bytes, 0 for Dask's default
+	Python    string // the interpreter in the image that runs the launcher
+	Expect    string // the client's versions (images.ExpectEnv), "" for none
 }
+
+// launcherEOF ends the here-document that carries the launcher; the
+// launcher never has this line (TestStartupScriptLauncher).
+const launcherEOF = "GATEWAY_LAUNCHER_EOF"
+
+// maxStatus bounds the launcher's table in the guest attribute
+// gateway/status; a longer table is cut there and whole in the serial
+// console output.
+const maxStatus = 2048
 
 // secretAccessURL is where instances read their TLS secret: always Google's
 // endpoint (Private Google Access reaches it without an external address).
@@ -42,13 +54,19 @@ const secretAccessURL = "https://secretmanager.googleapis.com/v1/projects/${PROJ
 //     service account (metadataCutoff);
 //  4. runs `dask scheduler` or `dask worker` with TLS on the host network,
 //     as the local provider's command line does, the scheduler's dashboard
-//     over TLS with the cluster's certificate;
+//     over TLS with the cluster's certificate, through the launcher
+//     (images.LauncherScript, written to a file the container mounts),
+//     which first checks the image's versions against the client's;
 //  5. sets the guest attribute gateway/ready once the scheduler accepts
 //     connections, for Describe;
 //  6. when Dask exits, or any step fails, records why in the guest attribute
-//     gateway/status and powers the instance off, so that the member is
-//     reported stopped with a reason and costs nothing more.
+//     gateway/status (the launcher's table when the image runs other
+//     software than the client) and powers the instance off, so that the
+//     member is reported stopped with a reason and costs nothing more.
 func startupScript(sp scriptParams) string {
+	if sp.Python == "" {
+		sp.Python = "python3"
+	}
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("#!/bin/bash\n")
@@ -66,9 +84,9 @@ func startupScript(sp scriptParams) string {
 # only processes of the uid MDUID may reach it (see the cut-off below).
 attr() {
   if [ -n "${MDUID:-}" ]; then
-    chroot --userspec="$MDUID:$MDUID" --skip-chdir / curl -q -sf -X PUT --data "$2" -H 'Metadata-Flavor: Google' "$MD/instance/guest-attributes/gateway/$1" >/dev/null || true
+    chroot --userspec="$MDUID:$MDUID" --skip-chdir / curl -q -sf -X PUT --data "$2" -H 'Metadata-Flavor: Google' "$MD/instance/guest-attributes/gateway/$1" >/dev/null
   else
-    curl -q -sf -X PUT --data "$2" -H 'Metadata-Flavor: Google' "$MD/instance/guest-attributes/gateway/$1" >/dev/null || true
+    curl -q -sf -X PUT --data "$2" -H 'Metadata-Flavor: Google' "$MD/instance/guest-attributes/gateway/$1" >/dev/null
   fi
 }
 fail() {
@@ -95,9 +113,14 @@ sed -n '/-----BEGIN CERTIFICATE-----/,/-----END CERTIFICATE-----/p' "$DIR/tls.pe
 sed -n '/-----BEGIN [A-Z ]*PRIVATE KEY-----/,/-----END [A-Z ]*PRIVATE KEY-----/p' "$DIR/tls.pem" > "$DIR/tls.key"
 rm -f "$DIR/tls.pem"
 [ -s "$DIR/tls.crt" ] && [ -s "$DIR/tls.key" ] || fail "the TLS secret $SECRET holds no certificate and key"
+# The launcher checks that the image runs the client's versions before Dask
+# starts; on a difference it prints a table and exits with status 97.
+cat > "$DIR/launcher.py" <<'` + launcherEOF + `'
+` + strings.TrimRight(images.LauncherScript, "\n") + `
+` + launcherEOF + `
 # Readable by the container's user whoever it is; /run is memory only and
 # the VM runs nothing else.
-chmod 0755 "$DIR"; chmod 0644 "$DIR/tls.crt" "$DIR/tls.key"
+chmod 0755 "$DIR"; chmod 0644 "$DIR/tls.crt" "$DIR/tls.key" "$DIR/launcher.py"
 
 export HOME=/var/lib/gateway-dask
 mkdir -p "$HOME"
@@ -144,14 +167,19 @@ ISOLATION=(--cap-drop SETUID --cap-drop SETGID --cap-drop NET_RAW --security-opt
 	} else {
 		w("DASHBOARD_TLS=()\n")
 	}
-	w("docker run -d --name dask --network host --restart no \"${ISOLATION[@]}\" ${DASHBOARD_TLS[@]+\"${DASHBOARD_TLS[@]}\"} ${GPU_ARGS[@]+\"${GPU_ARGS[@]}\"} -v \"$DIR:/etc/dask-tls:ro\" \"$IMAGE\" \\\n  ")
+	if sp.Expect != "" {
+		w("EXPECT=(-e %s)\n", shellQuote(images.ExpectEnv+"="+sp.Expect))
+	} else {
+		w("EXPECT=()\n")
+	}
+	w("docker run -d --name dask --network host --restart no \"${ISOLATION[@]}\" ${DASHBOARD_TLS[@]+\"${DASHBOARD_TLS[@]}\"} ${GPU_ARGS[@]+\"${GPU_ARGS[@]}\"} ${EXPECT[@]+\"${EXPECT[@]}\"} -e PYTHONUNBUFFERED=1 -v \"$DIR:/etc/dask-tls:ro\" --entrypoint %s \"$IMAGE\" \\\n  /etc/dask-tls/launcher.py ", shellQuote(sp.Python))
 	if sp.Role == providers.RoleScheduler {
-		w("dask scheduler --host \"$IP\" --port %d --protocol tls $TLS --dashboard-address \":%d\"", SchedulerPort, DashboardPort)
+		w("scheduler --host \"$IP\" --port %d --protocol tls $TLS --dashboard-address \":%d\"", SchedulerPort, DashboardPort)
 		if sp.Prefix != "" {
 			w(" --dashboard-prefix %s", shellQuote(sp.Prefix))
 		}
 	} else {
-		w("dask worker %s --host \"$IP\" $TLS --name %s --no-dashboard --death-timeout 60 --local-directory /tmp/dask-space",
+		w("worker %s --host \"$IP\" $TLS --name %s --no-dashboard --death-timeout 60 --local-directory /tmp/dask-space",
 			shellQuote("tls://"+sp.Scheduler), shellQuote(sp.Member))
 		if sp.Threads > 0 {
 			w(" --nthreads %d", sp.Threads)
@@ -174,7 +202,19 @@ done
 	}
 	b.WriteString(`
 RC=$(docker wait dask)
-docker logs --tail 30 dask 2>&1 | sed 's/^/dask: /'
+LOG=$(docker logs --tail 30 dask 2>&1)
+printf '%s\n' "$LOG" | sed 's/^/dask: /' >&2
+if [ "$RC" = ` + strconv.Itoa(images.MismatchExitCode) + ` ]; then
+  # The launcher's table, from its marker to the first empty line.
+  TABLE=$(printf '%s\n' "$LOG" | sed -n '/^` + images.MismatchMarker + `/,/^$/p' | head -c ` + strconv.Itoa(maxStatus) + `)
+  if [ -n "$TABLE" ]; then
+    echo "gateway: $TABLE" >&2
+    # Should the metadata server refuse a value this long, the marker
+    # still fails the cluster, pointing at the whole table.
+    attr status "$TABLE" || attr status "` + images.MismatchMarker + `: this $ROLE does not run the client's software (exit status $RC); the table is in the instance's serial port output"
+    sync; poweroff; exit 1
+  fi
+fi
 fail "dask $ROLE exited with status $RC"
 `)
 	return b.String()

@@ -650,6 +650,15 @@ func (p *Provider) List(ctx context.Context) ([]providers.Member, error) {
 	return out, nil
 }
 
+// ListMembers reports every member this process runs or re-adopted, each
+// as Describe reports it, in one call: the scheduling core's sweep uses it
+// instead of a Describe per running cluster. It reads no state files: a
+// cluster's members are only started by the replica holding its lease,
+// whose Describe (at its first pass) picked up any left by another.
+func (p *Provider) ListMembers(ctx context.Context) ([]providers.Member, error) {
+	return p.List(ctx)
+}
+
 // StopWorker implements providers.Provider.
 func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error {
 	p.refresh(cluster)

@@ -52,12 +52,19 @@ locals {
     "GATEWAY_PROVIDERS_FARGATE_IMAGE"                  = local.is_fargate ? var.dask_image : null
     "GATEWAY_PROVIDERS_FARGATE_LOG_GROUP"              = local.is_fargate ? aws_cloudwatch_log_group.dask[0].name : null
 
-    # Environment images are pushed to (and looked up in) ECR with the task
-    # role's credentials. Building them needs a Docker engine, which Fargate
-    # tasks do not have (README.md, "Known limits").
-    "GATEWAY_IMAGES_REPOSITORY" = aws_ecr_repository.environments.repository_url
-    "GATEWAY_IMAGES_AUTH"       = "ecr"
-    "GATEWAY_IMAGES_AWS_REGION" = local.region
+    # Environment images: built without a Docker engine (Fargate tasks have
+    # none), from a base in the bases repository plus one layer per wheel
+    # from the package index, and pushed to ECR with the task role's
+    # credentials. The wheel cache is in the task's ephemeral storage
+    # (gateway_ephemeral_storage_gib), lost when the task is replaced.
+    "GATEWAY_IMAGES_REPOSITORY"      = aws_ecr_repository.environments.repository_url
+    "GATEWAY_IMAGES_AUTH"            = "ecr"
+    "GATEWAY_IMAGES_AWS_REGION"      = local.region
+    "GATEWAY_IMAGES_BUILDER"         = "layers"
+    "GATEWAY_IMAGES_BASES"           = jsonencode(local.image_bases)
+    "GATEWAY_IMAGES_PIP_INDEX_URL"   = var.pip_index_url_secret ? null : var.pip_index_url
+    "GATEWAY_IMAGES_WHEEL_CACHE_DIR" = "/tmp/gateway/wheels"
+    "GATEWAY_IMAGES_WHEEL_CACHE_MIB" = tostring(var.wheel_cache_mib)
 
     "GATEWAY_CLUSTER_MAX_WORKERS"  = tostring(var.cluster_max_workers)
     "GATEWAY_CLUSTER_IDLE_TIMEOUT" = var.cluster_idle_timeout
@@ -73,6 +80,7 @@ locals {
     "GATEWAY_DATABASE_PASSWORD"       = local.database_password_from
     "GATEWAY_DATABASE_URL"            = local.database_url_from
     "GATEWAY_AUTH_OIDC_CLIENT_SECRET" = one(aws_secretsmanager_secret.oidc_client_secret[*].arn)
+    "GATEWAY_IMAGES_PIP_INDEX_URL"    = one(aws_secretsmanager_secret.pip_index_url[*].arn)
   }
 
   gateway_environment = [for k, v in local.gateway_environment_map : { name = k, value = v } if v != null]
@@ -84,6 +92,7 @@ locals {
     local.database_master_secret_arn,
     local.database_url_from,
     one(aws_secretsmanager_secret.oidc_client_secret[*].arn),
+    one(aws_secretsmanager_secret.pip_index_url[*].arn),
   ] : arn if arn != null]
 
   # Fargate's allowed memory (MiB) for each CPU size: [min, max, step].
@@ -121,6 +130,15 @@ resource "aws_ecs_task_definition" "gateway" {
     cpu_architecture        = var.gateway_cpu_architecture
   }
 
+  # Fargate gives 20 GiB without this block; more is billed.
+  dynamic "ephemeral_storage" {
+    for_each = var.gateway_ephemeral_storage_gib > 20 ? [var.gateway_ephemeral_storage_gib] : []
+
+    content {
+      size_in_gib = ephemeral_storage.value
+    }
+  }
+
   # The image's default command runs `gateway serve`.
   container_definitions = jsonencode([{
     name      = "gateway"
@@ -153,6 +171,18 @@ resource "aws_ecs_task_definition" "gateway" {
         var.gateway_memory % local.gateway_memory_range[2] == 0
       )
       error_message = "Fargate does not offer gateway_memory = ${var.gateway_memory} MiB with gateway_cpu = ${var.gateway_cpu}: use ${local.gateway_memory_range[0]} to ${local.gateway_memory_range[1]} MiB in steps of ${local.gateway_memory_range[2]}."
+    }
+
+    # The wheel cache, the layers made from it (bounded alike) and the
+    # scratch space of builds share the ephemeral storage with the image.
+    precondition {
+      condition     = 2 * var.wheel_cache_mib + 4096 <= var.gateway_ephemeral_storage_gib * 1024
+      error_message = "wheel_cache_mib = ${var.wheel_cache_mib} does not fit in gateway_ephemeral_storage_gib = ${var.gateway_ephemeral_storage_gib}: twice the cache plus 4096 MiB must fit, so lower wheel_cache_mib to ${floor((var.gateway_ephemeral_storage_gib * 1024 - 4096) / 2)} or raise gateway_ephemeral_storage_gib to ${ceil((2 * var.wheel_cache_mib + 4096) / 1024)}."
+    }
+
+    precondition {
+      condition     = !(var.pip_index_url_secret && var.pip_index_url != null)
+      error_message = "Set pip_index_url or pip_index_url_secret, not both: with pip_index_url_secret the URL is the secret's value."
     }
   }
 }

@@ -198,6 +198,20 @@ data "aws_iam_policy_document" "gateway_ec2" {
     }
   }
 
+  # The console of a member that shut itself down (its start-up version
+  # check found other versions than the client's): this gateway's only.
+  statement {
+    sid       = "ReadOwnConsoles"
+    actions   = ["ec2:GetConsoleOutput"]
+    resources = ["${local.ec2_arn}:instance/*"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "aws:ResourceTag/gateway-id"
+      values   = [var.gateway_id]
+    }
+  }
+
   # The members' instance profile, and no other role, to EC2 only.
   statement {
     sid       = "PassMemberRole"
@@ -222,6 +236,16 @@ data "aws_iam_policy_document" "gateway_ec2" {
       "ssm:PutParameter",
     ]
     resources = ["${local.ssm_arn}:parameter/gateway/${var.gateway_id}/*"]
+  }
+
+  # The reaper lists this gateway's TLS parameters by path and tag
+  # (names and dates, never values) to remove those no instance leads to
+  # any more. DescribeParameters supports no resource-level permissions:
+  # "*" only.
+  statement {
+    sid       = "ListParameters"
+    actions   = ["ssm:DescribeParameters"]
+    resources = ["*"]
   }
 
   # The public parameters naming the current ECS-optimized AMIs (owned by
@@ -418,6 +442,15 @@ data "aws_iam_policy_document" "gateway_fargate" {
     resources = ["${local.secrets_arn}:secret:gateway/*"]
   }
 
+  # The reaper lists this gateway's secrets by name and tag (names, dates
+  # and tags, never values) to remove those no task leads to any more.
+  # ListSecrets supports no resource-level permissions: "*" only.
+  statement {
+    sid       = "ListSecrets"
+    actions   = ["secretsmanager:ListSecrets"]
+    resources = ["*"]
+  }
+
   statement {
     sid       = "DeleteOwnSecrets"
     actions   = ["secretsmanager:DeleteSecret"]
@@ -429,10 +462,23 @@ data "aws_iam_policy_document" "gateway_fargate" {
       values   = [var.gateway_id]
     }
   }
+
+  # The last lines of a member whose start-up version check found other
+  # versions than the client's (the table it printed): the Dask log group
+  # only.
+  statement {
+    sid       = "ReadDaskLogs"
+    actions   = ["logs:GetLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.dask[0].arn}:log-stream:*"]
+  }
 }
 
 # Environment images (images/build): push to and read from the environment
-# repository only.
+# repository; read the base images and the other repositories members may
+# pull from. terraform/modules_test.go checks each statement's actions
+# against the builder's: build.ECRUnscopedActions (on "*"),
+# build.ECRRepositoryActions (on the environment repository) and
+# build.ECRReadActions (on the others).
 data "aws_iam_policy_document" "gateway_ecr" {
   # ECR's registry token is per account and region: AWS accepts only "*".
   statement {
@@ -441,6 +487,8 @@ data "aws_iam_policy_document" "gateway_ecr" {
     resources = ["*"]
   }
 
+  # The registry protocol's push (blob checks, chunked uploads, the
+  # manifest) and reads (the cache check, an environment's labels).
   statement {
     sid = "PushAndReadEnvironments"
     actions = [
@@ -455,21 +503,18 @@ data "aws_iam_policy_document" "gateway_ecr" {
     resources = [aws_ecr_repository.environments.arn]
   }
 
-  # Other repositories members may pull from (image_pull_repository_arns):
-  # read only, so that the gateway can check the versions recorded in an
-  # image named with --image or published in images.environments.
-  dynamic "statement" {
-    for_each = length(var.image_pull_repository_arns) > 0 ? [var.image_pull_repository_arns] : []
-
-    content {
-      sid = "ReadOtherImages"
-      actions = [
-        "ecr:BatchCheckLayerAvailability",
-        "ecr:BatchGetImage",
-        "ecr:GetDownloadUrlForLayer",
-      ]
-      resources = statement.value
-    }
+  # The bases (manifest, config and layers, which a push copies or mounts
+  # into the environment repository), and the other repositories members may
+  # pull from (image_pull_repository_arns), so that the gateway can check
+  # the versions recorded in an image named with --image or published in
+  # images.environments. Read only.
+  statement {
+    sid = "ReadBasesAndOtherImages"
+    actions = [
+      "ecr:BatchGetImage",
+      "ecr:GetDownloadUrlForLayer",
+    ]
+    resources = concat([aws_ecr_repository.bases.arn], var.image_pull_repository_arns)
   }
 }
 

@@ -63,6 +63,8 @@ locals {
     local.partition, local.gateway_image_ecr.region, local.gateway_image_ecr.account, local.gateway_image_ecr.repository,
   )
 
-  # Repositories Dask members (EC2 instances, Fargate tasks) may pull from.
-  member_pull_repository_arns = concat([aws_ecr_repository.environments.arn], var.image_pull_repository_arns)
+  # Repositories Dask members (EC2 instances, Fargate tasks) may pull from:
+  # the environments, the bases (so that dask_image, what clusters without
+  # an environment run, may be one of them) and the operator's others.
+  member_pull_repository_arns = concat([aws_ecr_repository.environments.arn, aws_ecr_repository.bases.arn], var.image_pull_repository_arns)
 }

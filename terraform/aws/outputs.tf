@@ -33,6 +33,21 @@ output "ecr_repository_url" {
   value       = aws_ecr_repository.environments.repository_url
 }
 
+output "bases_repository_url" {
+  description = "ECR repository you put the base images in (tags <python>[-gpu][-arm64], e.g. 3.11), unless base_images names them elsewhere."
+  value       = aws_ecr_repository.bases.repository_url
+}
+
+output "image_bases" {
+  description = "The base images the gateway builds environments on (images.bases): push each image that is in bases_repository_url before users build environments."
+  value       = local.image_bases
+}
+
+output "pip_index_url_secret_arn" {
+  description = "ARN of the Secrets Manager secret (created empty) for the package index URL with its credentials, as plain text; null when pip_index_url_secret is false."
+  value       = one(aws_secretsmanager_secret.pip_index_url[*].arn)
+}
+
 output "gateway_task_role_arn" {
   description = "ARN of the IAM role the gateway runs as (its backend's permissions and the environment repository)."
   value       = aws_iam_role.gateway_task.arn

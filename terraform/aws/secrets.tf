@@ -29,3 +29,14 @@ resource "aws_secretsmanager_secret" "oidc_client_secret" {
   recovery_window_in_days = var.secret_recovery_window_days
   tags                    = local.tags
 }
+
+# The package index's URL with its credentials (images.pip_index_url), as
+# plain text, e.g. https://user:token@pypi.example.com/simple/.
+resource "aws_secretsmanager_secret" "pip_index_url" {
+  count = var.pip_index_url_secret ? 1 : 0
+
+  name_prefix             = "${local.name}-pip-index-url-"
+  description             = "Package index URL (with credentials) the gateway ${var.gateway_id} fetches wheels from, as plain text: https://<user>:<token>@<host>/simple/"
+  recovery_window_in_days = var.secret_recovery_window_days
+  tags                    = local.tags
+}

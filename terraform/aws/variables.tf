@@ -484,7 +484,7 @@ variable "member_volume_gib" {
 
 variable "image_pull_repository_arns" {
   type        = list(string)
-  description = "Other ECR repositories (ARNs) Dask members may pull images from, e.g. the repository of dask_image or of published environments. The environment repository this module creates is always allowed."
+  description = "Other ECR repositories (ARNs) Dask members may pull images from and the gateway may read, e.g. the repository of dask_image, of published environments, or of a base in base_images outside the module's bases repository. The environment and bases repositories this module creates are always allowed."
   default     = []
   nullable    = false
 
@@ -554,9 +554,87 @@ variable "quotas_on_exceed" {
   }
 }
 
+# ---------------------------------------------------------------------------
+# Environment images (images.*)
+# ---------------------------------------------------------------------------
+
+variable "base_images" {
+  type = list(object({
+    python   = string
+    image    = optional(string)
+    gpu      = optional(bool, false)
+    platform = optional(string, "linux/amd64")
+  }))
+  description = "The base images environments are built on (images.bases), one per Python version (and GPU, platform): python is the major.minor version users run (\"3.11\"); image is its reference, or null for the module's bases repository with the tag <python>[-gpu][-arm64] (you push it there after apply: README.md, \"Base images\"). A base has that Python and the Dask and distributed your users run; pip is not needed."
+  default     = [{ python = "3.11" }]
+  nullable    = false
+
+  validation {
+    condition     = length(var.base_images) > 0 && alltrue([for b in var.base_images : can(regex("^3\\.[0-9]{1,2}$", b.python))])
+    error_message = "The base_images must list at least one base, each with python as a major.minor version in quotes, e.g. [{ python = \"3.11\" }]."
+  }
+
+  validation {
+    condition     = alltrue([for b in var.base_images : b.image == null || can(regex("^[^\\s]+$", coalesce(b.image, "-")))])
+    error_message = "An image of base_images must be null (the module's bases repository) or an image reference without spaces."
+  }
+
+  validation {
+    condition     = alltrue([for b in var.base_images : contains(["linux/amd64", "linux/arm64"], b.platform)])
+    error_message = "The platform of each of base_images must be linux/amd64 or linux/arm64."
+  }
+
+  validation {
+    condition     = length(distinct([for b in var.base_images : "${b.python}/${b.gpu}/${b.platform}"])) == length(var.base_images)
+    error_message = "The base_images must not list two bases for the same python, gpu and platform."
+  }
+}
+
+variable "pip_index_url" {
+  type        = string
+  description = "Package index the gateway fetches wheels from (images.pip_index_url), PEP 503 simple or PEP 691 JSON, e.g. https://pypi.example.com/simple/. null: the gateway's default (PyPI). An index that needs credentials goes in a secret instead (pip_index_url_secret)."
+  default     = null
+
+  validation {
+    condition     = var.pip_index_url == null || can(regex("^https?://[^/@\\s]+(/[^\\s]*)?$", var.pip_index_url))
+    error_message = "The pip_index_url must be null or an http(s) URL without credentials, e.g. https://pypi.example.com/simple/; put a URL with user:password@ in the secret of pip_index_url_secret."
+  }
+}
+
+variable "pip_index_url_secret" {
+  type        = bool
+  description = "Create a Secrets Manager secret (without a value: you put the URL in after apply) holding images.pip_index_url, for an index whose URL carries credentials (https://user:token@pypi.example.com/simple/). It replaces pip_index_url."
+  default     = false
+  nullable    = false
+}
+
+variable "wheel_cache_mib" {
+  type        = number
+  description = "Largest size of each gateway task's wheel cache, MiB (images.wheel_cache_mib), kept in the task's ephemeral storage under /tmp/gateway/wheels and lost when the task is replaced. Twice this plus 4096 MiB must fit in gateway_ephemeral_storage_gib."
+  default     = 4096
+  nullable    = false
+
+  validation {
+    condition     = var.wheel_cache_mib >= 64 && floor(var.wheel_cache_mib) == var.wheel_cache_mib
+    error_message = "The wheel_cache_mib must be a whole number of MiB, at least 64."
+  }
+}
+
+variable "gateway_ephemeral_storage_gib" {
+  type        = number
+  description = "Ephemeral storage of each gateway task, GiB: the gateway image, build logs, the wheel cache and the layers being built. 20 is Fargate's default (free); up to 200."
+  default     = 20
+  nullable    = false
+
+  validation {
+    condition     = var.gateway_ephemeral_storage_gib >= 20 && var.gateway_ephemeral_storage_gib <= 200 && floor(var.gateway_ephemeral_storage_gib) == var.gateway_ephemeral_storage_gib
+    error_message = "The gateway_ephemeral_storage_gib must be a whole number from 20 (Fargate's default) to 200."
+  }
+}
+
 variable "ecr_force_delete" {
   type        = bool
-  description = "Let terraform destroy delete the environment image repository even when it still holds images."
+  description = "Let terraform destroy delete the environment and base image repositories even when they still hold images."
   default     = false
   nullable    = false
 }

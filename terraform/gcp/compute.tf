@@ -95,6 +95,7 @@ resource "google_compute_instance_template" "gateway" {
       database_password_secret = local.database_password_secret_path
       database_url_secret      = local.database_url_secret_path
       oidc_client_secret       = local.oidc_client_secret_path
+      pip_index_url_secret     = local.pip_index_url_secret_path
     })
     # Container-Optimized OS ships the container's logs to Cloud Logging and
     # the VM's metrics to Cloud Monitoring.
@@ -110,6 +111,18 @@ resource "google_compute_instance_template" "gateway" {
     precondition {
       condition     = alltrue([for v in values(local.settings) : !strcontains(v, "\n") && !strcontains(v, "\r")])
       error_message = "A gateway setting contains a line break; settings are passed one per line in the container's environment file."
+    }
+
+    # The wheel cache, the layers made from it (bounded alike) and the
+    # scratch space of builds share the boot disk with the system and images.
+    precondition {
+      condition     = 2 * var.wheel_cache_mib + 6144 <= var.boot_disk_gib * 1024
+      error_message = "wheel_cache_mib = ${var.wheel_cache_mib} does not fit on boot_disk_gib = ${var.boot_disk_gib}: twice the cache plus 6144 MiB must fit, so lower wheel_cache_mib to ${floor((var.boot_disk_gib * 1024 - 6144) / 2)} or raise boot_disk_gib to ${ceil((2 * var.wheel_cache_mib + 6144) / 1024)}."
+    }
+
+    precondition {
+      condition     = !(var.pip_index_url_secret && var.pip_index_url != null)
+      error_message = "Set pip_index_url or pip_index_url_secret, not both: with pip_index_url_secret the URL is the secret's version."
     }
   }
 }

@@ -91,12 +91,23 @@ locals {
     "GATEWAY_PROVIDERS_GCE_GATEWAY_SERVICE_ACCOUNT" = google_service_account.gateway.email
     "GATEWAY_PROVIDERS_GCE_CONTAINER_IMAGE"         = var.member_container_image
     "GATEWAY_PROVIDERS_GCE_DISK_GIB"                = var.member_disk_gib == null ? null : tostring(var.member_disk_gib)
-    "GATEWAY_IMAGES_REPOSITORY"                     = local.environments_repository
-    "GATEWAY_IMAGES_AUTH"                           = "google"
-    "GATEWAY_CLUSTER_MAX_WORKERS"                   = var.cluster_max_workers == null ? null : tostring(var.cluster_max_workers)
-    "GATEWAY_CLUSTER_IDLE_TIMEOUT"                  = var.cluster_idle_timeout
-    "GATEWAY_CLUSTER_MAX_LIFETIME"                  = var.cluster_max_lifetime
-    "GATEWAY_QUOTAS_ON_EXCEED"                      = var.quotas_on_exceed
+    # Environment images: built without a Docker engine (the gateway's
+    # container has no Docker socket), from a base in the bases repository
+    # plus one layer per wheel from the package index, and pushed to
+    # Artifact Registry with the VM's service account. The wheel cache is on
+    # the boot disk, lost when the VM is replaced. With pip_index_url_secret
+    # the index's URL comes from Secret Manager (startup.sh.tftpl).
+    "GATEWAY_IMAGES_REPOSITORY"      = local.environments_repository
+    "GATEWAY_IMAGES_AUTH"            = "google"
+    "GATEWAY_IMAGES_BUILDER"         = "layers"
+    "GATEWAY_IMAGES_BASES"           = jsonencode(local.image_bases)
+    "GATEWAY_IMAGES_PIP_INDEX_URL"   = var.pip_index_url_secret ? null : var.pip_index_url
+    "GATEWAY_IMAGES_WHEEL_CACHE_DIR" = "${local.data_dir}/wheels"
+    "GATEWAY_IMAGES_WHEEL_CACHE_MIB" = tostring(var.wheel_cache_mib)
+    "GATEWAY_CLUSTER_MAX_WORKERS"    = var.cluster_max_workers == null ? null : tostring(var.cluster_max_workers)
+    "GATEWAY_CLUSTER_IDLE_TIMEOUT"   = var.cluster_idle_timeout
+    "GATEWAY_CLUSTER_MAX_LIFETIME"   = var.cluster_max_lifetime
+    "GATEWAY_QUOTAS_ON_EXCEED"       = var.quotas_on_exceed
   }
   settings = { for k, v in local.settings_all : k => v if v != null && v != "" }
 }

@@ -28,6 +28,21 @@ output "artifact_registry_repository" {
   value       = local.environments_repository
 }
 
+output "bases_repository" {
+  description = "Docker repository (host/path) you put the base images in (tags <python>[-gpu][-arm64], e.g. 3.11), unless base_images names them elsewhere: <region>-docker.pkg.dev/<project>/<repository>."
+  value       = local.bases_repository
+}
+
+output "image_bases" {
+  description = "The base images the gateway builds environments on (images.bases): push each image that is in bases_repository before users build environments."
+  value       = local.image_bases
+}
+
+output "pip_index_url_secret_id" {
+  description = "Secret Manager secret (in var.project) for the package index URL with its credentials, when var.pip_index_url_secret; add it as a version (one line) before the VMs start, then replace them. null otherwise."
+  value       = one(google_secret_manager_secret.pip_index_url[*].secret_id)
+}
+
 output "gateway_service_account" {
   description = "Email of the gateway's service account (its VMs run as it)."
   value       = google_service_account.gateway.email

@@ -31,10 +31,25 @@ resource "google_secret_manager_secret" "oidc_client_secret" {
   }
 }
 
+# The package index's URL with its credentials (images.pip_index_url), for
+# an index that needs them: the latest version holds the URL alone, one
+# line, e.g. https://user:token@pypi.example.com/simple/.
+resource "google_secret_manager_secret" "pip_index_url" {
+  count     = var.pip_index_url_secret ? 1 : 0
+  project   = var.project
+  secret_id = "${local.name}-pip-index-url"
+  labels    = local.labels
+
+  replication {
+    auto {}
+  }
+}
+
 locals {
   # Secret Manager resource names the startup script reads ("" for none).
   tls_secret_path               = "projects/${var.project}/secrets/${google_secret_manager_secret.tls.secret_id}"
   oidc_client_secret_path       = var.oidc_client_secret_required ? "projects/${var.project}/secrets/${local.name}-oidc-client-secret" : ""
+  pip_index_url_secret_path     = var.pip_index_url_secret ? "projects/${var.project}/secrets/${local.name}-pip-index-url" : ""
   database_password_secret_path = local.managed_database ? "projects/${var.project}/secrets/${local.name}-database-password" : ""
   database_url_secret_path      = local.managed_database ? "" : "projects/${local.database_url_secret_project}/secrets/${local.database_url_secret_id}"
 
@@ -44,6 +59,7 @@ locals {
     for s in [
       { key = "tls", project = var.project, secret = google_secret_manager_secret.tls.secret_id, enabled = true },
       { key = "oidc-client-secret", project = var.project, secret = one(google_secret_manager_secret.oidc_client_secret[*].secret_id), enabled = var.oidc_client_secret_required },
+      { key = "pip-index-url", project = var.project, secret = one(google_secret_manager_secret.pip_index_url[*].secret_id), enabled = var.pip_index_url_secret },
       { key = "database-password", project = var.project, secret = one(google_secret_manager_secret.database_password[*].secret_id), enabled = local.managed_database },
       { key = "database-url", project = local.database_url_secret_project, secret = local.database_url_secret_id, enabled = !local.managed_database },
     ] : s.key => s if s.enabled

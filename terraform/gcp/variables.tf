@@ -113,7 +113,7 @@ variable "machine_type" {
 
 variable "boot_disk_gib" {
   type        = number
-  description = "Boot disk size of the gateway's VMs, GiB (the gateway's image and its data directory: logs, build logs)."
+  description = "Boot disk size of the gateway's VMs, GiB (the gateway's image and its data directory: logs, build logs, the wheel cache and the layers made from it; twice wheel_cache_mib plus 6 GiB must fit)."
   default     = 20
 
   validation {
@@ -458,5 +458,69 @@ variable "environment_image_max_age_days" {
   validation {
     condition     = var.environment_image_max_age_days == null || try(var.environment_image_max_age_days >= 1 && floor(var.environment_image_max_age_days) == var.environment_image_max_age_days, false)
     error_message = "environment_image_max_age_days must be null or a whole number of days, at least 1."
+  }
+}
+
+# ---- environment images (images.*) ------------------------------------------
+
+variable "base_images" {
+  type = list(object({
+    python   = string
+    image    = optional(string)
+    gpu      = optional(bool, false)
+    platform = optional(string, "linux/amd64")
+  }))
+  description = "The base images environments are built on (images.bases), one per Python version (and GPU, platform): python is the major.minor version users run (\"3.11\"); image is its reference, or null for the module's bases repository with the tag <python>[-gpu][-arm64] (you push it there after apply: README.md, \"Base images\"). A base has that Python and the Dask and distributed your users run; pip is not needed."
+  default     = [{ python = "3.11" }]
+  nullable    = false
+
+  validation {
+    condition     = length(var.base_images) > 0 && alltrue([for b in var.base_images : can(regex("^3\\.[0-9]{1,2}$", b.python))])
+    error_message = "base_images must list at least one base, each with python as a major.minor version in quotes, e.g. [{ python = \"3.11\" }]."
+  }
+
+  validation {
+    condition     = alltrue([for b in var.base_images : b.image == null || can(regex("^[^\\s]+$", coalesce(b.image, "-")))])
+    error_message = "An image of base_images must be null (the module's bases repository) or an image reference without spaces."
+  }
+
+  validation {
+    condition     = alltrue([for b in var.base_images : contains(["linux/amd64", "linux/arm64"], b.platform)])
+    error_message = "The platform of each of base_images must be linux/amd64 or linux/arm64."
+  }
+
+  validation {
+    condition     = length(distinct([for b in var.base_images : "${b.python}/${b.gpu}/${b.platform}"])) == length(var.base_images)
+    error_message = "base_images must not list two bases for the same python, gpu and platform."
+  }
+}
+
+variable "pip_index_url" {
+  type        = string
+  description = "Package index the gateway fetches wheels from (images.pip_index_url), PEP 503 simple or PEP 691 JSON, e.g. https://pypi.example.com/simple/. null: the gateway's default (PyPI, through Cloud NAT). An index that needs credentials goes in a secret instead (pip_index_url_secret)."
+  default     = null
+
+  validation {
+    condition     = var.pip_index_url == null || can(regex("^https?://[^/@\\s]+(/[^\\s]*)?$", coalesce(var.pip_index_url, "-")))
+    error_message = "pip_index_url must be null or an http(s) URL without credentials, e.g. https://pypi.example.com/simple/; put a URL with user:password@ in the secret of pip_index_url_secret."
+  }
+}
+
+variable "pip_index_url_secret" {
+  type        = bool
+  description = "Create a Secret Manager secret (without a version: you add the URL after apply) holding images.pip_index_url, for an index whose URL carries credentials (https://user:token@pypi.example.com/simple/). It replaces pip_index_url."
+  default     = false
+  nullable    = false
+}
+
+variable "wheel_cache_mib" {
+  type        = number
+  description = "Largest size of each gateway VM's wheel cache, MiB (images.wheel_cache_mib), kept on its boot disk under /var/lib/gateway/wheels (lost when the VM is replaced). Twice this plus 6 GiB must fit in boot_disk_gib."
+  default     = 4096
+  nullable    = false
+
+  validation {
+    condition     = var.wheel_cache_mib >= 64 && floor(var.wheel_cache_mib) == var.wheel_cache_mib
+    error_message = "wheel_cache_mib must be a whole number of MiB, at least 64."
   }
 }

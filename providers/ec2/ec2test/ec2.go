@@ -1,14 +1,3 @@
-// Package ec2test holds wire-level fakes of the AWS APIs the ec2 provider
-// uses: httptest servers that speak EC2's Query protocol (form-encoded
-// requests, XML answers in the EC2 namespace, EC2's error shape and HTTP
-// statuses) and SSM's JSON 1.1 protocol, with the state those APIs keep
-// (instances and their life cycle, security groups and rules, subnets,
-// tags, client tokens, parameters). The real AWS SDK talks to them, so a
-// test exercises the provider's requests and the SDK's parsing of real
-// answer shapes, not a mock's idea of them.
-//
-// The fakes listen on 127.0.0.1 only. The private addresses they hand out
-// (10.0.x.y) are data: nothing ever connects to them.
 package ec2test
 
 import (
@@ -87,9 +76,13 @@ type Instance struct {
 	MetadataEndpoint                     string
 	ShutdownBehavior                     string
 	SpotInstanceType, SpotInterruption   string
+	// Console is what the instance printed on its console
+	// (GetConsoleOutput answers with its last 64 KB); see Print.
+	Console string
 
-	describes int // DescribeInstances answers that included it
-	hidden    int // DescribeInstances calls that will not list it yet
+	describes    int       // DescribeInstances answers that included it
+	hidden       int       // DescribeInstances calls that will not list it yet
+	terminatedAt time.Time // on the fake's clock; zero until terminated
 }
 
 // Rule is one source of one ingress or egress rule.
@@ -130,6 +123,10 @@ type Fault struct {
 	// RunInstances only: match calls for this instance type, subnet or
 	// market ("spot", "on-demand"); empty matches any.
 	InstanceType, Subnet, Market string
+	// After makes the call take effect first and then lose its answer:
+	// the client gets Code (with Status) instead of the result, or, with
+	// Code empty, a connection closed without an answer. See LoseAnswers.
+	After bool
 }
 
 // EC2 is a fake EC2 endpoint.
@@ -147,6 +144,9 @@ type EC2 struct {
 	terminateDescribes int
 	visibilityDelay    int
 	pageSize           int
+	now                func() time.Time
+	detachDelay        time.Duration
+	terminatedListing  time.Duration
 	region             string
 	subnets            []Subnet
 	images             map[string]Image
@@ -155,6 +155,7 @@ type EC2 struct {
 	groups             []*SecurityGroup
 	tokens             map[string]tokenRecord
 	faults             []*Fault
+	injected           map[string]int // answers faults made, by code ("" a hang-up)
 	requests           []Request
 	seq                int
 	ips                int
@@ -172,8 +173,11 @@ func NewEC2(t testing.TB, region string) *EC2 {
 	f := &EC2{
 		region:             region,
 		terminateDescribes: 1,
+		now:                time.Now,
+		terminatedListing:  time.Hour,
 		images:             map[string]Image{},
 		tokens:             map[string]tokenRecord{},
+		injected:           map[string]int{},
 		types:              DefaultTypes(),
 	}
 	f.subnets = []Subnet{
@@ -228,6 +232,26 @@ func (f *EC2) SetTerminateDescribes(n int) { f.mu.Lock(); f.terminateDescribes =
 // DescribeInstances answers, as EC2's eventual consistency can.
 func (f *EC2) SetVisibilityDelay(n int) { f.mu.Lock(); f.visibilityDelay = n; f.mu.Unlock() }
 
+// SetClock makes the fake read the time from now (a test's simulated
+// clock) instead of the wall clock: the detach delay and how long
+// terminated instances stay listed are measured on it.
+func (f *EC2) SetClock(now func() time.Time) { f.mu.Lock(); f.now = now; f.mu.Unlock() }
+
+// SetDetachDelay makes a terminated instance's network interface hold its
+// security groups for d after the instance is reported terminated, as
+// EC2's interfaces detach some time after their instance ends: until then
+// DeleteSecurityGroup answers DependencyViolation (default 0).
+func (f *EC2) SetDetachDelay(d time.Duration) { f.mu.Lock(); f.detachDelay = d; f.mu.Unlock() }
+
+// SetTerminatedListing sets how long DescribeInstances keeps listing a
+// terminated instance (default an hour, as EC2: "terminated instances
+// remain visible ... for approximately one hour").
+func (f *EC2) SetTerminatedListing(d time.Duration) {
+	f.mu.Lock()
+	f.terminatedListing = d
+	f.mu.Unlock()
+}
+
 // SetPageSize caps every Describe answer at n items (0: no cap unless
 // MaxResults asks), so that tests exercise pagination.
 func (f *EC2) SetPageSize(n int) { f.mu.Lock(); f.pageSize = n; f.mu.Unlock() }
@@ -270,6 +294,25 @@ func (f *EC2) Fail(fault Fault) {
 func (f *EC2) FailNext(action string, n int, code string) {
 	f.Fail(Fault{Action: action, Code: code, Times: n})
 }
+
+// Throttle makes the next n calls, whatever their action, answer as a
+// throttled account does: 503 RequestLimitExceeded.
+func (f *EC2) Throttle(n int) {
+	f.Fail(Fault{Action: "*", Code: "RequestLimitExceeded", Times: n})
+}
+
+// LoseAnswers makes the next n calls of action take effect and then lose
+// their answer: with code "" the connection is closed where the answer
+// should be (a reset), else the client gets code (e.g. InternalError, 500).
+// A client must repeat the call and get the same outcome, not a second
+// resource.
+func (f *EC2) LoseAnswers(action string, n int, code string) {
+	f.Fail(Fault{Action: action, Code: code, Times: n, After: true})
+}
+
+// Injected reports how many answers the injected faults made with code
+// ("" counts connections closed without an answer).
+func (f *EC2) Injected(code string) int { f.mu.Lock(); defer f.mu.Unlock(); return f.injected[code] }
 
 // Requests returns the calls received, of one action ("" for all).
 func (f *EC2) Requests(action string) []Request {
@@ -350,6 +393,46 @@ func (f *EC2) Terminate(id string) {
 	f.setState(id, "terminated", "Client.UserInitiatedShutdown", "Client.UserInitiatedShutdown: User initiated shutdown", "")
 }
 
+// Print adds text to what the instance printed on its console, as its
+// boot script and units do.
+func (f *EC2) Print(id, text string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if in := f.find(id); in != nil {
+		in.Console += text
+	}
+}
+
+// maxConsole is how much console output EC2 keeps: "Only the most recent
+// 64 KB of console output is available" (GetConsoleOutput).
+const maxConsole = 64 << 10
+
+// getConsoleOutput answers with the instance's console output, base64
+// encoded, as EC2 does for any instance it still lists (terminated ones
+// included, for at least an hour after the last post).
+func (f *EC2) getConsoleOutput(v url.Values) (any, *apiError) {
+	id := v.Get("InstanceId")
+	if id == "" {
+		return nil, errorf("MissingParameter", "The request must contain the parameter InstanceId")
+	}
+	if !strings.HasPrefix(id, "i-") {
+		return nil, errorf("InvalidInstanceID.Malformed", "Invalid id: \"%s\"", id)
+	}
+	in := f.find(id)
+	if in == nil || in.hidden > 0 || f.forgotten(in) {
+		return nil, errorf("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", id)
+	}
+	out := in.Console
+	if len(out) > maxConsole {
+		out = out[len(out)-maxConsole:]
+	}
+	x := xConsole{InstanceID: id, Timestamp: f.now().UTC().Format(time.RFC3339)}
+	if out != "" {
+		x.Output = base64.StdEncoding.EncodeToString([]byte(out))
+	}
+	return x, nil
+}
+
 // SetRunning makes a pending instance run now.
 func (f *EC2) SetRunning(id string) { f.setState(id, "running", "", "", "") }
 
@@ -362,7 +445,8 @@ func (f *EC2) setState(id, state, code, msg, spot string) {
 	}
 	in.State, in.StateReasonCode, in.StateReasonMessage = state, code, msg
 	if state == "terminated" {
-		in.TransitionReason = fmt.Sprintf("Service initiated (%s)", time.Now().UTC().Format("2006-01-02 15:04:05 MST"))
+		in.TransitionReason = fmt.Sprintf("Service initiated (%s)", f.now().UTC().Format("2006-01-02 15:04:05 MST"))
+		in.terminatedAt = f.now()
 	}
 	if spot != "" && in.Spot {
 		in.SpotStatus = spot
@@ -430,7 +514,7 @@ func (f *EC2) serve(w http.ResponseWriter, r *http.Request) {
 		writeEC2Error(w, errorf("InvalidParameterValue", "unsupported Version %q", form.Get("Version")), requestID)
 		return
 	}
-	if e := f.fault(action, form); e != nil {
+	if e := f.fault(action, form, false); e != nil {
 		writeEC2Error(w, e, requestID)
 		return
 	}
@@ -462,10 +546,21 @@ func (f *EC2) serve(w http.ResponseWriter, r *http.Request) {
 		body, err = f.describeInstanceTypes(form)
 	case "DescribeSpotInstanceRequests":
 		body, err = f.describeSpotRequests(form)
+	case "GetConsoleOutput":
+		body, err = f.getConsoleOutput(form)
 	default:
 		err = &apiError{"InvalidAction", fmt.Sprintf("The action %s is not valid for this web service.", action), http.StatusBadRequest}
 	}
 	f.mu.Unlock()
+	if err == nil {
+		if e := f.fault(action, form, true); e != nil {
+			if e.code == "" {
+				hangUp(w)
+				return
+			}
+			err = e
+		}
+	}
 	if err != nil {
 		writeEC2Error(w, err, requestID)
 		return
@@ -490,7 +585,7 @@ func parseAuth(r *http.Request) (key, region, service string, err *apiError) {
 }
 
 // fault returns the injected error for this call, if any.
-func (f *EC2) fault(action string, form url.Values) *apiError {
+func (f *EC2) fault(action string, form url.Values, after bool) *apiError {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	market := "on-demand"
@@ -498,7 +593,7 @@ func (f *EC2) fault(action string, form url.Values) *apiError {
 		market = "spot"
 	}
 	for i, ft := range f.faults {
-		if ft.Action != action {
+		if ft.Action != action && ft.Action != "*" || ft.After != after {
 			continue
 		}
 		if action == "RunInstances" && (ft.InstanceType != "" && ft.InstanceType != form.Get("InstanceType") ||
@@ -510,6 +605,10 @@ func (f *EC2) fault(action string, form url.Values) *apiError {
 			if ft.Times == 0 {
 				f.faults = slices.Delete(f.faults, i, i+1)
 			}
+		}
+		f.injected[ft.Code]++
+		if ft.Code == "" {
+			return &apiError{} // hang up
 		}
 		e := errorf(ft.Code, "%s", orDefault(ft.Message, messageFor(ft.Code)))
 		if ft.Status != 0 {
@@ -543,6 +642,17 @@ func orDefault(s, def string) string {
 	return s
 }
 
+// hangUp closes the connection without an answer.
+func hangUp(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("ec2test: cannot hijack the connection")
+	}
+	if conn, _, err := hj.Hijack(); err == nil {
+		_ = conn.Close()
+	}
+}
+
 // ---- instances ----
 
 var stateCodes = map[string]int{"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64, "stopped": 80}
@@ -557,6 +667,9 @@ func (f *EC2) runInstances(v url.Values) (any, *apiError) {
 		return nil, errorf("InvalidParameterValue", "the fake launches one instance per call (MinCount=MaxCount=1)")
 	}
 	token := v.Get("ClientToken")
+	if len(token) > 64 || strings.ContainsFunc(token, func(r rune) bool { return r > 126 || r < 32 }) {
+		return nil, errorf("InvalidParameterValue", "Value (%s) for parameter clientToken is invalid. Maximum 64 ASCII characters", token)
+	}
 	params := paramsHash(v)
 	if rec, ok := f.tokens[token]; ok && token != "" {
 		if rec.params != params {
@@ -634,7 +747,7 @@ func (f *EC2) runInstances(v url.Values) (any, *apiError) {
 		Tags:              map[string]string{},
 		UserData:          string(ud),
 		ClientToken:       token,
-		LaunchTime:        time.Now().UTC().Truncate(time.Second),
+		LaunchTime:        f.now().UTC().Truncate(time.Second),
 		HTTPTokens:        orDefault(v.Get("MetadataOptions.HttpTokens"), "optional"),
 		MetadataEndpoint:  orDefault(v.Get("MetadataOptions.HttpEndpoint"), "enabled"),
 		ShutdownBehavior:  orDefault(v.Get("InstanceInitiatedShutdownBehavior"), "stop"),
@@ -656,6 +769,9 @@ func (f *EC2) runInstances(v url.Values) (any, *apiError) {
 		tags := map[string]string{}
 		for _, t := range members(ts, "Tag") {
 			tags[t.Get("Key")] = t.Get("Value")
+		}
+		if e := checkTags(tags); e != nil {
+			return nil, e
 		}
 		switch ts.Get("ResourceType") {
 		case "instance":
@@ -738,6 +854,9 @@ func (f *EC2) describeInstances(v url.Values) (any, *apiError) {
 			in.hidden--
 			continue
 		}
+		if f.forgotten(in) {
+			continue
+		}
 		visible = append(visible, in)
 	}
 	for _, id := range ids {
@@ -767,10 +886,26 @@ func (f *EC2) describeInstances(v url.Values) (any, *apiError) {
 			in.State = "running"
 		case in.State == "shutting-down" && in.describes > f.terminateDescribes:
 			in.State = "terminated"
+			in.terminatedAt = f.now()
 		}
 		out.Reservations = append(out.Reservations, xReservation{ReservationID: "r-" + in.ID[2:], OwnerID: AccountID, Instances: []xInstance{in.xml()}})
 	}
 	return out, nil
+}
+
+// forgotten reports whether a terminated instance has dropped out of
+// DescribeInstances.
+func (f *EC2) forgotten(in *Instance) bool {
+	return in.State == "terminated" && !in.terminatedAt.IsZero() && !f.now().Before(in.terminatedAt.Add(f.terminatedListing))
+}
+
+// holds reports whether an instance's network interface still holds its
+// security groups: until it is terminated and then for the detach delay.
+func (f *EC2) holds(in *Instance) bool {
+	if in.State != "terminated" {
+		return true
+	}
+	return f.now().Before(in.terminatedAt.Add(f.detachDelay))
 }
 
 func (f *EC2) limit(v url.Values) int {
@@ -815,7 +950,12 @@ func (f *EC2) terminateInstances(v url.Values) (any, *apiError) {
 		return nil, errorf("MissingParameter", "The request must contain the parameter InstanceId")
 	}
 	for _, id := range ids {
-		if f.find(id) == nil {
+		// A new instance unknown to the API yet (eventual consistency),
+		// or one terminated long enough ago to be forgotten.
+		if in := f.find(id); in == nil || in.hidden > 0 || f.forgotten(in) {
+			if in != nil && in.hidden > 0 {
+				in.hidden--
+			}
 			return nil, errorf("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", id)
 		}
 	}
@@ -828,7 +968,7 @@ func (f *EC2) terminateInstances(v url.Values) (any, *apiError) {
 			in.describes = 0
 			in.StateReasonCode = "Client.UserInitiatedShutdown"
 			in.StateReasonMessage = "Client.UserInitiatedShutdown: User initiated shutdown"
-			in.TransitionReason = fmt.Sprintf("User initiated (%s)", time.Now().UTC().Format("2006-01-02 15:04:05 MST"))
+			in.TransitionReason = fmt.Sprintf("User initiated (%s)", f.now().UTC().Format("2006-01-02 15:04:05 MST"))
 			if in.Spot {
 				in.SpotStatus = "instance-terminated-by-user"
 			}
@@ -888,6 +1028,9 @@ func (f *EC2) describeSpotRequests(v url.Values) (any, *apiError) {
 	if e := filters.check("instance-id", "state", "status-code"); e != nil {
 		return nil, e
 	}
+	if e := maxResults(v, 5, 1000); e != nil {
+		return nil, e
+	}
 	ids := list(v, "SpotInstanceRequestId")
 	var out xSpotRequests
 	for _, id := range ids {
@@ -933,6 +1076,9 @@ func (f *EC2) describeSpotRequests(v url.Values) (any, *apiError) {
 func (f *EC2) describeSubnets(v url.Values) (any, *apiError) {
 	filters := parseFilters(v)
 	if e := filters.check("vpc-id", "subnet-id", "availability-zone"); e != nil {
+		return nil, e
+	}
+	if e := maxResults(v, 5, 1000); e != nil {
 		return nil, e
 	}
 	ids := list(v, "SubnetId")
@@ -1032,6 +1178,9 @@ func (f *EC2) createSecurityGroup(v url.Values) (any, *apiError) {
 		for _, t := range members(ts, "Tag") {
 			g.Tags[t.Get("Key")] = t.Get("Value")
 		}
+		if e := checkTags(g.Tags); e != nil {
+			return nil, e
+		}
 	}
 	f.groups = append(f.groups, g)
 	return xCreateGroup{Return: true, GroupID: g.ID, Tags: xTagsOf(g.Tags)}, nil
@@ -1113,6 +1262,36 @@ func (f *EC2) revokeIngress(v url.Values) (any, *apiError) {
 	return xAuthorize{Return: true}, nil
 }
 
+// checkTags applies EC2's tag restrictions: at most 50 tags per resource,
+// keys of 1 to 128 characters not starting with "aws:", values of at most
+// 256 characters.
+func checkTags(tags map[string]string) *apiError {
+	if len(tags) > 50 {
+		return errorf("TagLimitExceeded", "The maximum number of tags per resource is 50")
+	}
+	for k, v := range tags {
+		switch {
+		case k == "" || len([]rune(k)) > 128:
+			return errorf("InvalidParameterValue", "Tag key must be between 1 and 128 characters: %q", k)
+		case strings.HasPrefix(strings.ToLower(k), "aws:"):
+			return errorf("InvalidParameterValue", "Tag keys starting with 'aws:' are reserved for internal use")
+		case len([]rune(v)) > 256:
+			return errorf("InvalidParameterValue", "Tag value of %s exceeds the maximum length of 256 characters", k)
+		}
+	}
+	return nil
+}
+
+// maxResults checks a MaxResults parameter against the action's range.
+func maxResults(v url.Values, lo, hi int) *apiError {
+	if mr := v.Get("MaxResults"); mr != "" {
+		if n, err := strconv.Atoi(mr); err != nil || n < lo || n > hi {
+			return errorf("InvalidParameterValue", "MaxResults must be between %d and %d", lo, hi)
+		}
+	}
+	return nil
+}
+
 // sameRule: EC2 tells rules apart by protocol, ports and source, whatever
 // their descriptions.
 func sameRule(a, b Rule) bool {
@@ -1122,6 +1301,9 @@ func sameRule(a, b Rule) bool {
 func (f *EC2) describeSecurityGroups(v url.Values) (any, *apiError) {
 	filters := parseFilters(v)
 	if e := filters.check("group-name", "group-id", "vpc-id"); e != nil {
+		return nil, e
+	}
+	if e := maxResults(v, 5, 1000); e != nil {
 		return nil, e
 	}
 	ids := list(v, "GroupId")
@@ -1195,7 +1377,14 @@ func (f *EC2) deleteSecurityGroup(v url.Values) (any, *apiError) {
 		return nil, errorf("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
 	}
 	for _, in := range f.instances {
-		if in.State != "terminated" && slices.Contains(in.SecurityGroups, id) {
+		if f.holds(in) && slices.Contains(in.SecurityGroups, id) {
+			return nil, errorf("DependencyViolation", "resource %s has a dependent object", id)
+		}
+	}
+	// A rule of another group naming this one as its source is a
+	// dependent object too (a group's rules naming itself are not).
+	for _, other := range f.groups {
+		if other.ID != id && slices.ContainsFunc(append(slices.Clone(other.Ingress), other.Egress...), func(r Rule) bool { return r.GroupID == id }) {
 			return nil, errorf("DependencyViolation", "resource %s has a dependent object", id)
 		}
 	}

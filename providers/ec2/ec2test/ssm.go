@@ -21,6 +21,7 @@ type Parameter struct {
 	Name, Type, Value, Tier, KeyID, Description string
 	Version                                     int64
 	Tags                                        map[string]string
+	Modified                                    time.Time // LastModifiedDate: each put
 }
 
 // SSM is a fake SSM endpoint (JSON 1.1: POST / with X-Amz-Target
@@ -33,6 +34,7 @@ type SSM struct {
 	region   string
 	params   map[string]*Parameter
 	faults   []*Fault
+	injected map[string]int
 	requests []Request
 	seq      int
 }
@@ -41,7 +43,7 @@ type SSM struct {
 // It holds the public AMI parameters the ec2 provider reads by default,
 // naming the images of DefaultImages.
 func NewSSM(t testing.TB, region string) *SSM {
-	s := &SSM{region: region, params: map[string]*Parameter{}}
+	s := &SSM{region: region, params: map[string]*Parameter{}, injected: map[string]int{}}
 	im := DefaultImages()
 	s.Set("/aws/service/ecs/optimized-ami/amazon-linux-2023/recommended/image_id", im[0].ID)
 	s.Set("/aws/service/ecs/optimized-ami/amazon-linux-2023/arm64/recommended/image_id", im[1].ID)
@@ -56,7 +58,7 @@ func NewSSM(t testing.TB, region string) *SSM {
 func (s *SSM) Set(name, value string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.params[name] = &Parameter{Name: name, Type: "String", Value: value, Tier: "Standard", Version: 1, Tags: map[string]string{}}
+	s.params[name] = &Parameter{Name: name, Type: "String", Value: value, Tier: "Standard", Version: 1, Tags: map[string]string{}, Modified: time.Now()}
 }
 
 // Delete removes a parameter.
@@ -88,6 +90,23 @@ func (s *SSM) Fail(f Fault) {
 	}
 	s.faults = append(s.faults, &f)
 }
+
+// Throttle makes the next n calls, whatever their action, answer as a
+// throttled account does: 400 ThrottlingException ("Rate exceeded").
+func (s *SSM) Throttle(n int) {
+	s.Fail(Fault{Action: "*", Code: "ThrottlingException", Message: "Rate exceeded", Times: n})
+}
+
+// LoseAnswers makes the next n calls of action take effect and then lose
+// their answer: with code "" the connection is closed where the answer
+// should be, else the client gets code (InternalServerError: 500).
+func (s *SSM) LoseAnswers(action string, n int, code string) {
+	s.Fail(Fault{Action: action, Code: code, Times: n, After: true})
+}
+
+// Injected reports how many answers the injected faults made with code
+// ("" counts connections closed without an answer).
+func (s *SSM) Injected(code string) int { s.mu.Lock(); defer s.mu.Unlock(); return s.injected[code] }
 
 // Requests returns the calls received, of one action ("" for all).
 func (s *SSM) Requests(action string) []Request {
@@ -135,13 +154,22 @@ func (s *SSM) serve(w http.ResponseWriter, r *http.Request) {
 		writeSSMError(w, &apiError{"InvalidSignatureException", fmt.Sprintf("credential scope %s/%s does not match ssm in %s", region, service, s.region), http.StatusBadRequest})
 		return
 	}
-	if e := s.fault(action); e != nil {
+	if e := s.fault(action, false); e != nil {
 		writeSSMError(w, e)
 		return
 	}
 	s.mu.Lock()
 	out, err := s.handle(action, body)
 	s.mu.Unlock()
+	if err == nil {
+		if e := s.fault(action, true); e != nil {
+			if e.code == "" {
+				hangUp(w)
+				return
+			}
+			err = e
+		}
+	}
 	if err != nil {
 		writeSSMError(w, err)
 		return
@@ -150,12 +178,22 @@ func (s *SSM) serve(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-func (s *SSM) fault(action string) *apiError {
+func (s *SSM) fault(action string, after bool) *apiError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, f := range s.faults {
-		if f.Action != action {
+		if f.Action != action && f.Action != "*" || f.After != after {
 			continue
+		}
+		s.injected[f.Code]++
+		if f.Code == "" {
+			if f.Times > 0 {
+				f.Times--
+				if f.Times == 0 {
+					s.faults = slices.Delete(s.faults, i, i+1)
+				}
+			}
+			return &apiError{} // hang up
 		}
 		if f.Times > 0 {
 			f.Times--
@@ -193,6 +231,8 @@ type ssmTag struct {
 
 func (s *SSM) handle(action string, body []byte) (any, *apiError) {
 	switch action {
+	case "DescribeParameters":
+		return s.describeParameters(body)
 	case "GetParameter":
 		var in struct {
 			Name           string
@@ -260,6 +300,7 @@ func (s *SSM) handle(action string, body []byte) (any, *apiError) {
 			p.Tags[t.Key] = t.Value
 		}
 		p.Version++
+		p.Modified = time.Now()
 		return map[string]any{"Version": p.Version, "Tier": p.Tier}, nil
 	case "DeleteParameter":
 		var in struct{ Name string }

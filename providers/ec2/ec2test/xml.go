@@ -70,6 +70,12 @@ type xStateChange struct {
 	Previous xState `xml:"previousState"`
 }
 
+type xConsole struct {
+	InstanceID string `xml:"instanceId"`
+	Timestamp  string `xml:"timestamp"`
+	Output     string `xml:"output,omitempty"`
+}
+
 type xTerminate struct {
 	Items []xStateChange `xml:"instancesSet>item"`
 }

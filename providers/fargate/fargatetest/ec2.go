@@ -129,8 +129,8 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request) {
 	}
 	lose := s.takeLoss("ec2:" + action)
 	s.mu.Unlock()
-	if lose {
-		hangUp(w)
+	if lose != nil {
+		answerLoss(w, lose, writeXMLError)
 		return
 	}
 	if aerr != nil {
@@ -506,7 +506,7 @@ func (s *Server) deleteSecurityGroup(form url.Values) (any, *apiError) {
 	}
 	// A group stays in use while a task's network interface holds it.
 	for _, t := range s.tasks {
-		if t.lastStatus != "STOPPED" && slices.Contains(t.securityGroups, id) {
+		if s.holdsGroups(t) && slices.Contains(t.securityGroups, id) {
 			return nil, clientErr("DependencyViolation", "resource %s has a dependent object", id)
 		}
 	}

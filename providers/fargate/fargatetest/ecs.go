@@ -172,6 +172,7 @@ type task struct {
 	stoppedAt         time.Time
 	failStart         string // why the task will fail to start (a missing secret)
 	listed            bool   // visible to ListTasks despite a list lag
+	unknown           int    // DescribeTasks/StopTask calls that will not know it yet
 	cpu, memory       string
 	enableManagedTags bool
 	propagateTags     string
@@ -327,8 +328,8 @@ func (s *Server) serveECS(w http.ResponseWriter, r *http.Request) {
 	out, aerr := s.ecsAction(action, body)
 	lose := s.takeLoss("ecs:" + action)
 	s.mu.Unlock()
-	if lose {
-		hangUp(w)
+	if lose != nil {
+		answerLoss(w, lose, writeJSONError)
 		return
 	}
 	if aerr != nil {
@@ -425,7 +426,17 @@ func fargateMemory(cpu int) []int {
 	return nil
 }
 
+// maxOverrides is RunTask's bound on the overrides' JSON; maxTaskDef is
+// ECS's quota on the size of a task definition (64 KiB).
+const (
+	maxOverrides = 8192
+	maxTaskDef   = 64 << 10
+)
+
 func (s *Server) registerTaskDefinition(body []byte) (any, *apiError) {
+	if len(body) > maxTaskDef {
+		return nil, clientErr("ClientException", "Task definition size %d exceeds the maximum of %d bytes.", len(body), maxTaskDef)
+	}
 	var in registerTaskDefinitionInput
 	if e := decode(body, &in); e != nil {
 		return nil, e
@@ -470,7 +481,7 @@ func (s *Server) registerTaskDefinition(body []byte) (any, *apiError) {
 	}
 	revs := s.families[in.Family]
 	d := &taskDef{
-		family: in.Family, revision: len(revs) + 1, status: "ACTIVE", in: in, registeredAt: time.Now(), tags: in.Tags,
+		family: in.Family, revision: len(revs) + 1, status: "ACTIVE", in: in, registeredAt: s.now(), tags: in.Tags,
 	}
 	d.arn = fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/%s:%d", s.Region, s.Account, in.Family, d.revision)
 	s.families[in.Family] = append(revs, d)
@@ -693,8 +704,16 @@ func (s *Server) runTask(body []byte) (any, *apiError) {
 	if !s.clusters[cluster] {
 		return nil, clientErr("ClusterNotFoundException", "Cluster not found.")
 	}
-	if len(in.ClientToken) > 64 {
-		return nil, clientErr("InvalidParameterException", "clientToken must be at most 64 characters")
+	// "Up to 64 characters are allowed. The valid characters are
+	// characters in the range of 33-126, inclusive."
+	if len(in.ClientToken) > 64 || strings.ContainsFunc(in.ClientToken, func(r rune) bool { return r < 33 || r > 126 }) {
+		return nil, clientErr("InvalidParameterException", "clientToken must be at most 64 characters in the range 33-126")
+	}
+	// RunTask: "A total of 8192 characters are allowed for overrides. This
+	// limit includes the JSON formatting characters of the override
+	// structure."
+	if len(in.Overrides) > maxOverrides {
+		return nil, clientErr("InvalidParameterException", "Container Overrides length must be at most %d", maxOverrides)
 	}
 	if arn, ok := s.tokens[in.ClientToken]; ok && in.ClientToken != "" {
 		// Idempotency: the same token answers with the task it started.
@@ -833,12 +852,13 @@ func (s *Server) newTask(cluster string, def *taskDef, in runTaskInput, capProvi
 		az:                s.subnets[subnetID].az,
 		tags:              in.Tags,
 		overrides:         in.Overrides,
-		createdAt:         time.Now(),
+		createdAt:         s.now(),
 		cpu:               def.in.CPU,
 		memory:            def.in.Memory,
 		enableManagedTags: in.EnableECSManagedTags,
 		propagateTags:     in.PropagateTags,
 		listed:            s.listLag == 0,
+		unknown:           s.describeLag,
 	}
 	if t.group == "" {
 		t.group = "family:" + def.family
@@ -899,7 +919,7 @@ func (s *Server) listTasks(body []byte) (any, *apiError) {
 		if in.Family != "" && t.def.family != in.Family {
 			continue
 		}
-		if lagging && !t.listed {
+		if lagging && !t.listed || s.expired(t) {
 			continue
 		}
 		arns = append(arns, arn)
@@ -952,7 +972,11 @@ func (s *Server) describeTasks(body []byte) (any, *apiError) {
 	failures := []any{}
 	for _, ref := range in.Tasks {
 		t := s.findTask(cluster, ref)
-		if t == nil {
+		if t != nil && t.unknown > 0 {
+			t.unknown--
+			t = nil
+		}
+		if t == nil || s.expired(t) {
 			failures = append(failures, map[string]any{"arn": ref, "reason": "MISSING"})
 			continue
 		}
@@ -964,9 +988,20 @@ func (s *Server) describeTasks(body []byte) (any, *apiError) {
 	return map[string]any{"tasks": tasks, "failures": failures}, nil
 }
 
+// expired reports whether a STOPPED task is no longer reported.
+func (s *Server) expired(t *task) bool {
+	return t.lastStatus == "STOPPED" && !t.stoppedAt.IsZero() && !s.now().Before(t.stoppedAt.Add(s.stoppedKept))
+}
+
+// holdsGroups reports whether a task's interface still holds its security
+// groups: until it is STOPPED and then for the detach delay.
+func (s *Server) holdsGroups(t *task) bool {
+	return t.lastStatus != "STOPPED" || s.now().Before(t.stoppedAt.Add(s.detachDelay))
+}
+
 // step moves a task one status along its lifecycle.
 func (s *Server) step(t *task) {
-	now := time.Now()
+	now := s.now()
 	switch t.lastStatus {
 	case "PROVISIONING":
 		t.lastStatus = "PENDING"
@@ -1007,6 +1042,10 @@ func (s *Server) stopTask(body []byte) (any, *apiError) {
 		return nil, clientErr("ClusterNotFoundException", "Cluster not found.")
 	}
 	t := s.findTask(cluster, in.Task)
+	if t != nil && t.unknown > 0 {
+		t.unknown--
+		t = nil
+	}
 	if t == nil {
 		return nil, clientErr("InvalidParameterException", "The referenced task was not found.")
 	}
@@ -1024,7 +1063,7 @@ func (s *Server) stopTask(body []byte) (any, *apiError) {
 }
 
 func (s *Server) beginStop(t *task, code, reason string) {
-	t.desiredStatus, t.stopCode, t.stoppedReason, t.stoppingAt = "STOPPED", code, reason, time.Now()
+	t.desiredStatus, t.stopCode, t.stoppedReason, t.stoppingAt = "STOPPED", code, reason, s.now()
 	switch t.lastStatus {
 	case "PROVISIONING", "PENDING":
 		t.lastStatus = "DEPROVISIONING"
@@ -1046,7 +1085,8 @@ type Task struct {
 	Tags                                    map[string]string
 	EnableECSManagedTags                    bool
 	PropagateTags                           string
-	Command                                 []string // the container override's command
+	Command                                 []string          // the container override's command
+	Environment                             map[string]string // the container override's environment
 	Overrides                               json.RawMessage
 	CPU, Memory                             string
 }
@@ -1065,8 +1105,12 @@ func (s *Server) Tasks() []Task {
 		var ov taskOverride
 		_ = json.Unmarshal(t.overrides, &ov)
 		var cmd []string
+		env := map[string]string{}
 		if len(ov.ContainerOverrides) > 0 {
 			cmd = ov.ContainerOverrides[0].Command
+			for _, kv := range ov.ContainerOverrides[0].Environment {
+				env[kv.Name] = kv.Value
+			}
 		}
 		out = append(out, Task{
 			ARN: t.arn, Cluster: t.cluster, TaskDefinitionARN: t.def.arn, Family: t.def.family,
@@ -1076,7 +1120,7 @@ func (s *Server) Tasks() []Task {
 			Subnet: t.subnet, AssignPublicIP: t.assignPublicIP, PrivateIP: t.ip,
 			SecurityGroups: slices.Clone(t.securityGroups), Tags: tags,
 			EnableECSManagedTags: t.enableManagedTags, PropagateTags: t.propagateTags,
-			Command: cmd, Overrides: slices.Clone(t.overrides), CPU: t.cpu, Memory: t.memory,
+			Command: cmd, Environment: env, Overrides: slices.Clone(t.overrides), CPU: t.cpu, Memory: t.memory,
 		})
 	}
 	return out

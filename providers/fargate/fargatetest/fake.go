@@ -1,17 +1,3 @@
-// Package fargatetest is a wire-level fake of the three AWS services the
-// fargate provider uses: ECS (JSON 1.1), Secrets Manager (JSON 1.1) and the
-// EC2 Query/XML actions for security groups and subnets. Each runs as an
-// httptest server on 127.0.0.1 that the real aws-sdk-go-v2 clients talk to
-// through BaseEndpoint, so that the provider's requests are serialised,
-// signed and parsed exactly as they would be against AWS.
-//
-// The fake keeps state (task definitions, tasks with their status
-// transitions and private IPs, secrets, security groups), validates requests
-// the way the services do where a provider could get it wrong, and lets a
-// test inject failures: API errors and throttling on the next N calls of an
-// action, and RunTask capacity failures in a given subnet.
-//
-// Private IPs are 10.1.x.y: data only, nothing ever dials them.
 package fargatetest
 
 import (
@@ -49,6 +35,7 @@ type Server struct {
 	ECS            *httptest.Server
 	SecretsManager *httptest.Server
 	EC2            *httptest.Server
+	Logs           *httptest.Server // CloudWatch Logs
 
 	Region  string
 	Account string
@@ -71,7 +58,13 @@ type Server struct {
 	autoAdvance  bool
 	pageSize     int
 	listLag      int // ListTasks answers that miss a new task
+	describeLag  int // DescribeTasks/StopTask calls naming a new task that do not know it yet
 	ipSeq        int
+	logs         map[string]map[string][]logEvent // group -> stream -> events
+	now          func() time.Time
+	detachDelay  time.Duration
+	stoppedKept  time.Duration  // how long DescribeTasks still reports a STOPPED task
+	injected     map[string]int // answers faults made, by code ("" a hang-up)
 }
 
 // Request is one call the fake received.
@@ -102,14 +95,19 @@ func New(t testing.TB) *Server {
 		calls:       map[string]int{},
 		autoAdvance: true,
 		pageSize:    100,
+		now:         time.Now,
+		stoppedKept: time.Hour,
+		injected:    map[string]int{},
 	}
 	s.ECS = httptest.NewServer(http.HandlerFunc(s.serveECS))
 	s.SecretsManager = httptest.NewServer(http.HandlerFunc(s.serveSecrets))
 	s.EC2 = httptest.NewServer(http.HandlerFunc(s.serveEC2))
+	s.Logs = httptest.NewServer(http.HandlerFunc(s.serveLogs))
 	t.Cleanup(func() {
 		s.ECS.Close()
 		s.SecretsManager.Close()
 		s.EC2.Close()
+		s.Logs.Close()
 	})
 	return s
 }
@@ -124,6 +122,35 @@ func (s *Server) SetAutoAdvance(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.autoAdvance = on
+}
+
+// SetClock makes the fake read the time from now (a test's simulated
+// clock) instead of the wall clock: the detach delay and how long stopped
+// tasks stay visible are measured on it.
+func (s *Server) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+// SetDetachDelay makes a stopped task's elastic network interface hold its
+// security groups for d after the task is STOPPED, as Fargate deletes the
+// interface some time after the task ends: until then DeleteSecurityGroup
+// answers DependencyViolation (default 0).
+func (s *Server) SetDetachDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.detachDelay = d
+}
+
+// SetStoppedListing sets how long DescribeTasks and ListTasks keep
+// reporting a STOPPED task (default an hour, as ECS: "stopped tasks ...
+// appear ... for at least one hour"); after it, DescribeTasks answers
+// MISSING.
+func (s *Server) SetStoppedListing(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stoppedKept = d
 }
 
 // SetPageSize caps the results of one ListTasks or ListTaskDefinitions
@@ -145,6 +172,16 @@ func (s *Server) SetListLag(n int) {
 	}
 }
 
+// SetDescribeLag makes tasks started from now on unknown to the next n
+// DescribeTasks (MISSING) or StopTask (InvalidParameterException) calls
+// that name each of them, as ECS's eventual consistency can right after
+// RunTask.
+func (s *Server) SetDescribeLag(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.describeLag = n
+}
+
 // SetCapacityProviders sets the capacity providers associated with the
 // ECS cluster (default FARGATE and FARGATE_SPOT).
 func (s *Server) SetCapacityProviders(names ...string) {
@@ -157,12 +194,12 @@ func (s *Server) SetCapacityProviders(names ...string) {
 }
 
 type fault struct {
-	action  string
+	action  string // "*": any action of any service
 	times   int
 	status  int
 	code    string
 	message string
-	lose    bool // act, then hang up
+	lose    bool // act, then hang up (or answer code, if set)
 }
 
 // FailNext makes the next n calls of action ("ecs:RunTask",
@@ -183,6 +220,14 @@ func (s *Server) Throttle(action string, n int) {
 		return
 	}
 	s.FailNext(action, n, http.StatusBadRequest, "ThrottlingException", "Rate exceeded")
+}
+
+// ThrottleAll makes the next n calls, whatever their service and action,
+// answer as a throttled account does (see Throttle).
+func (s *Server) ThrottleAll(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &fault{action: "*", times: n, code: "throttle"})
 }
 
 // RunFault makes RunTask calls answer with a failures[] entry instead of a
@@ -215,18 +260,46 @@ func (s *Server) LoseAnswers(action string, n int) {
 	s.faults = append(s.faults, &fault{action: action, times: n, lose: true})
 }
 
-// takeLoss reports whether this call of action loses its answer.
-func (s *Server) takeLoss(action string) bool {
+// LoseAnswersWith is LoseAnswers with an error answer instead of a closed
+// connection: the call takes effect and the client gets status and code
+// (500 InternalFailure, say).
+func (s *Server) LoseAnswersWith(action string, n, status int, code string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &fault{action: action, times: n, lose: true, status: status, code: code, message: "injected failure after the call took effect"})
+}
+
+// Injected reports how many answers the injected faults made with code
+// ("" counts connections closed without an answer).
+func (s *Server) Injected(code string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.injected[code]
+}
+
+// takeLoss returns the lost-answer fault of this call of action, if any.
+func (s *Server) takeLoss(action string) *fault {
 	for i, f := range s.faults {
 		if f.action == action && f.lose {
 			f.times--
 			if f.times <= 0 {
 				s.faults = slices.Delete(s.faults, i, i+1)
 			}
-			return true
+			s.injected[f.code]++
+			return f
 		}
 	}
-	return false
+	return nil
+}
+
+// answerLoss answers a call whose answer is lost: a closed connection, or
+// the fault's error.
+func answerLoss(w http.ResponseWriter, f *fault, write func(http.ResponseWriter, *apiError)) {
+	if f.code == "" {
+		hangUp(w)
+		return
+	}
+	write(w, &apiError{status: f.status, code: f.code, message: f.message})
 }
 
 // hangUp closes the connection without a response.
@@ -244,11 +317,19 @@ func hangUp(w http.ResponseWriter) {
 // takeFault returns the injected error for this call of action, if any.
 func (s *Server) takeFault(action string) *fault {
 	for i, f := range s.faults {
-		if f.action == action && !f.lose {
+		if (f.action == action || f.action == "*") && !f.lose {
 			f.times--
 			if f.times <= 0 {
 				s.faults = slices.Delete(s.faults, i, i+1)
 			}
+			if f.code == "throttle" {
+				if strings.HasPrefix(action, "ec2:") {
+					f = &fault{status: http.StatusServiceUnavailable, code: "RequestLimitExceeded", message: "Request limit exceeded."}
+				} else {
+					f = &fault{status: http.StatusBadRequest, code: "ThrottlingException", message: "Rate exceeded"}
+				}
+			}
+			s.injected[f.code]++
 			return f
 		}
 	}

@@ -58,13 +58,15 @@ func (s *Server) serveSecrets(w http.ResponseWriter, r *http.Request) {
 		out, aerr = s.describeSecret(body)
 	case "DeleteSecret":
 		out, aerr = s.deleteSecret(body)
+	case "ListSecrets":
+		out, aerr = s.listSecrets(body)
 	default:
 		aerr = clientErr("UnknownOperationException", "the fake does not implement %s", action)
 	}
 	lose := s.takeLoss("secretsmanager:" + action)
 	s.mu.Unlock()
-	if lose {
-		hangUp(w)
+	if lose != nil {
+		answerLoss(w, lose, writeJSONError)
 		return
 	}
 	if aerr != nil {
@@ -114,6 +116,11 @@ func (s *Server) createSecret(body []byte) (any, *apiError) {
 		return nil, clientErr("ValidationException", "at most 50 tags")
 	}
 	if old, ok := s.secrets[in.Name]; ok {
+		if in.ClientRequestToken != "" && old.token == in.ClientRequestToken && in.SecretString != nil && *in.SecretString == old.value && old.deleted.IsZero() {
+			// Idempotency: a repeated request (same token, same value)
+			// is ignored and answers as the first did.
+			return map[string]any{"ARN": old.arn, "Name": old.name, "VersionId": old.token}, nil
+		}
 		if !old.deleted.IsZero() {
 			return nil, clientErr("InvalidRequestException", "You can't create this secret because a secret with this name is already scheduled for deletion.")
 		}
@@ -121,7 +128,7 @@ func (s *Server) createSecret(body []byte) (any, *apiError) {
 	}
 	sec := &secret{
 		name: in.Name, description: in.Description, kmsKeyID: in.KmsKeyID, tags: in.Tags,
-		token: in.ClientRequestToken, created: time.Now(),
+		token: in.ClientRequestToken, created: s.now(),
 	}
 	if in.SecretString != nil {
 		sec.value = *in.SecretString
@@ -175,7 +182,7 @@ func (s *Server) deleteSecret(body []byte) (any, *apiError) {
 	if sec == nil {
 		return nil, clientErr("ResourceNotFoundException", "Secrets Manager can't find the specified secret.")
 	}
-	now := time.Now()
+	now := s.now()
 	if in.ForceDeleteWithoutRecovery {
 		delete(s.secrets, sec.name)
 	} else {

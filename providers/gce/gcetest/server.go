@@ -1,23 +1,3 @@
-// Package gcetest is a wire-level fake of the parts of the Compute Engine v1
-// and Secret Manager v1 REST APIs that the gce provider uses: an
-// httptest.Server on 127.0.0.1 that speaks their JSON, holds state
-// (instances with status transitions, firewall rules, secrets, zone and
-// global operations), evaluates list filters on labels, pages lists, and
-// injects the failures a real project produces (stock-outs and quota errors
-// in operations, HTTP 429 and 503, operations that never finish,
-// preemptions).
-//
-// It is a fake rather than a mock: the provider under test talks to it
-// through the real cloud.google.com/go/compute REST clients, and it checks
-// requests the way the API does (names, machine types that exist in the
-// zone, GPUs that require onHostMaintenance TERMINATE, duplicate names,
-// CRC32C of secret payloads), so a request the real API would refuse fails
-// here too.
-//
-// Time is modelled by requests: every request first advances the world one
-// step (operations created by earlier requests finish, instances move from
-// STAGING to RUNNING), so a client that waits on an operation sees it
-// RUNNING, then DONE, without sleeping.
 package gcetest
 
 import (
@@ -91,6 +71,7 @@ type Server struct {
 	holdStaging  bool
 	autoReady    bool
 	requests     []Request
+	injected     int
 	seq          int64
 	nextIP       int
 }
@@ -115,6 +96,7 @@ type opFault struct {
 type httpFault struct {
 	method, pathContains string
 	status, times        int
+	throttle             bool // answer as a rate limit: 403 rateLimitExceeded (Compute), 429 (Secret Manager)
 }
 
 // New starts a fake and stops it when the test ends.
@@ -252,6 +234,31 @@ func (s *Server) LoseAnswers(method, pathContains string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lostAnswers = append(s.lostAnswers, &httpFault{method: method, pathContains: pathContains, status: 503, times: n})
+}
+
+// LoseAnswersReset is LoseAnswers with the connection closed where the
+// answer should be, as when a network fails after the API acted.
+func (s *Server) LoseAnswersReset(method, pathContains string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lostAnswers = append(s.lostAnswers, &httpFault{method: method, pathContains: pathContains, status: 0, times: n})
+}
+
+// Throttle answers the next n requests, whatever they are, as a project
+// over its API rate: Compute Engine with 403 rateLimitExceeded ("Rate
+// Limit Exceeded"), Secret Manager with 429 RESOURCE_EXHAUSTED.
+func (s *Server) Throttle(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.httpFaults = append(s.httpFaults, &httpFault{status: 403, times: n, throttle: true})
+}
+
+// Injected reports how many answers the injected request faults and lost
+// answers made (throttles included).
+func (s *Server) Injected() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.injected
 }
 
 // ClearFaults removes every injected failure still pending.
@@ -506,7 +513,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Body: body})
 	secretAPI := strings.HasPrefix(r.URL.Path, "/v1/")
 	if f := s.takeHTTPFault(r); f != nil {
+		s.injected++
 		s.mu.Unlock()
+		if f.throttle {
+			writeError(w, throttleError(secretAPI))
+			return
+		}
 		writeError(w, faultError(f.status, secretAPI))
 		return
 	}
@@ -538,6 +550,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		if f := takeFault(&s.lostAnswers, r); f != nil {
+			s.injected++
+			if f.status == 0 {
+				s.mu.Unlock()
+				hangUp(w)
+				return
+			}
 			err = faultError(f.status, secretAPI)
 		}
 	}
@@ -581,6 +599,25 @@ func faultError(status int, secretAPI bool) *apiError {
 		return secretErr(status, st, "injected failure (HTTP %d)", status)
 	}
 	return computeErr(status, reason, "injected failure (HTTP %d)", status)
+}
+
+// throttleError is what a project over its rate gets.
+func throttleError(secretAPI bool) *apiError {
+	if secretAPI {
+		return secretErr(429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Access requests' and limit 'Access requests per minute'.")
+	}
+	return computeErr(403, "rateLimitExceeded", "Rate Limit Exceeded")
+}
+
+// hangUp closes the connection without an answer.
+func hangUp(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("gcetest: cannot hijack the connection")
+	}
+	if conn, _, err := hj.Hijack(); err == nil {
+		_ = conn.Close()
+	}
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
@@ -683,6 +720,29 @@ func (s *Server) compute(r *http.Request, body []byte) (any, *operation, *apiErr
 	}
 	parts := strings.Split(rest, "/")
 	q := r.URL.Query()
+	if rid := q.Get("requestId"); rid != "" && r.Method != http.MethodGet {
+		// "The request ID must be a valid UUID with the exception that
+		// zero UUID is not supported"; a repeated one returns the first
+		// request's operation instead of acting again.
+		if !uuidRE.MatchString(rid) || rid == "00000000-0000-0000-0000-000000000000" {
+			return nil, nil, computeErr(400, "invalid", "Invalid value for field 'requestId': '%s'. The request ID must be a valid UUID with the exception that zero UUID is not supported.", rid)
+		}
+		if name, ok := s.requestIDs[rid]; ok {
+			return s.ops[name].Operation, nil, nil
+		}
+		resp, wait, err := s.computeOnce(r, parts, q, body)
+		if op, ok := resp.(Operation); ok && err == nil {
+			s.requestIDs[rid] = op.Name
+		}
+		return resp, wait, err
+	}
+	return s.computeOnce(r, parts, q, body)
+}
+
+// uuidRE is the form of a request ID.
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+func (s *Server) computeOnce(r *http.Request, parts []string, q url.Values, body []byte) (any, *operation, *apiError) {
 	switch {
 	case len(parts) == 2 && parts[0] == "aggregated" && parts[1] == "instances" && r.Method == http.MethodGet:
 		resp, err := s.aggregatedInstances(q)
@@ -832,8 +892,9 @@ func (s *Server) pageBounds(n int, q url.Values) (start, end int, next string, e
 	size := s.pageSize
 	if m := q.Get("maxResults"); m != "" {
 		v, perr := strconv.Atoi(m)
-		if perr != nil || v < 0 {
-			return 0, 0, "", computeErr(400, "invalid", "Invalid value for field 'maxResults': '%s'.", m)
+		if perr != nil || v < 0 || v > 500 {
+			// "Acceptable values are 0 to 500, inclusive."
+			return 0, 0, "", computeErr(400, "invalid", "Invalid value for field 'maxResults': '%s'. Must be less than or equal to 500", m)
 		}
 		if v > 0 && v < size {
 			size = v
@@ -899,13 +960,7 @@ var (
 )
 
 func (s *Server) insertInstance(zone string, q url.Values, body []byte) (any, *apiError) {
-	if rid := q.Get("requestId"); rid != "" {
-		// The API's idempotency: a repeated requestId returns the
-		// operation of the first request instead of acting again.
-		if name, ok := s.requestIDs[rid]; ok {
-			return s.ops[name].Operation, nil
-		}
-	}
+	// A repeated requestId is answered in compute, before this.
 	var in Instance
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, computeErr(400, "parseError", "Invalid JSON payload received. %v", err)
@@ -933,9 +988,6 @@ func (s *Server) insertInstance(zone string, q url.Values, body []byte) (any, *a
 	}
 	id := s.nextID()
 	op := s.newOp(zone, "insert", selfLink, id, fault)
-	if rid := q.Get("requestId"); rid != "" {
-		s.requestIDs[rid] = op.Name
-	}
 	if fault != nil {
 		// A stock-out or quota failure creates nothing.
 		return op.Operation, nil
@@ -1104,6 +1156,8 @@ func (s *Server) guestAttributes(zone, name, queryPath string) (any, *apiError) 
 
 func (s *Server) firewallsAPI(r *http.Request, parts []string, body []byte) (any, *apiError) {
 	switch {
+	case len(parts) == 0 && r.Method == http.MethodGet:
+		return s.listFirewalls(r.URL.Query())
 	case len(parts) == 0 && r.Method == http.MethodPost:
 		var f Firewall
 		if err := json.Unmarshal(body, &f); err != nil {
@@ -1317,6 +1371,9 @@ func (s *Server) secretManager(r *http.Request, body []byte) (any, *apiError) {
 	}
 	if len(parts) == 1 && r.Method == http.MethodPost {
 		return s.createSecret(r.URL.Query().Get("secretId"), body)
+	}
+	if len(parts) == 1 && r.Method == http.MethodGet {
+		return s.listSecrets(r.URL.Query())
 	}
 	if len(parts) < 2 {
 		return nil, secretErr(404, "NOT_FOUND", "no such method: %s %s", r.Method, r.URL.Path)

@@ -53,11 +53,11 @@ func errReason(out map[string]any) string {
 func TestWire(t *testing.T) {
 	s := New(t, Options{PageSize: 1})
 
-	code, op := call(t, s, "POST", base+"zones/us-central1-a/instances?requestId=r1", instanceJSON("vm-1", "e2-standard-2", ""))
+	code, op := call(t, s, "POST", base+"zones/us-central1-a/instances?requestId=6f1c2a3b-0d4e-4f5a-8b6c-7d8e9f0a1b2c", instanceJSON("vm-1", "e2-standard-2", ""))
 	if code != 200 || op["status"] != "RUNNING" || op["operationType"] != "insert" {
 		t.Fatalf("insert: %d %v", code, op)
 	}
-	code, again := call(t, s, "POST", base+"zones/us-central1-a/instances?requestId=r1", instanceJSON("vm-1", "e2-standard-2", ""))
+	code, again := call(t, s, "POST", base+"zones/us-central1-a/instances?requestId=6f1c2a3b-0d4e-4f5a-8b6c-7d8e9f0a1b2c", instanceJSON("vm-1", "e2-standard-2", ""))
 	if code != 200 || again["name"] != op["name"] {
 		t.Errorf("repeated request ID: %d %v; want the first operation", code, again)
 	}

@@ -1,4 +1,4 @@
-package gateway
+package envs
 
 import (
 	"archive/tar"
@@ -40,13 +40,13 @@ import (
 // refusal reads the same, whether the image exists or not.
 func TestImagePolicy(t *testing.T) {
 	ctx := context.Background()
-	cb := &countingBuilder{fakeBuilder: fakeBuilder{builds: map[string]build.Status{}, images: map[string]images.Spec{}}}
+	cb := &countingBuilder{fakeBuilder: newFakeBuilder()}
 	ready := images.Spec{Python: "3.11", Platform: "linux/amd64"}
 	published := images.Spec{Python: "3.12", Platform: "linux/amd64"}
 	pubHash := mustHashOf(t, published)
-	svc := newEnvService(cb, []api.PublishedEnv{{Name: "team", Image: "reg/team:1"}, {Name: "shared", Image: cb.Ref(pubHash)}}, 1<<20)
-	svc.defaultImage = "gateway-test/dask:bookworm-1"
-	svc.allowed = mustAllowed(t, "ghcr.io/myorg/*", "python:3.1?")
+	db := sqliteStore(t)
+	svc := newService(t, db, cb, withPublished(api.PublishedEnv{Name: "team", Image: "reg/team:1"}, api.PublishedEnv{Name: "shared", Image: cb.Ref(pubHash)}),
+		func(c *Config) { c.DefaultImage = "gateway-test/dask:bookworm-1" }, withAllowed(t, "ghcr.io/myorg/*", "python:3.1?"))
 	st, err := svc.Ensure(ctx, alice, ready, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -149,9 +149,10 @@ func TestImagePolicy(t *testing.T) {
 	}
 
 	// The allow-list never opens the environment repository.
-	all := newEnvService(cb, nil, 1<<20)
-	all.allowed = mustAllowed(t, "*")
-	all.note(alice, st.Hash)
+	all := newService(t, sqliteStore(t), cb, withAllowed(t, "*"))
+	if err := all.note(ctx, alice, st.Hash); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, _, err := all.Resolve(ctx, bob, aliceRef, ""); !errors.Is(err, scheduler.ErrInvalid) {
 		t.Errorf("allow-list * opened another's environment: %v", err)
 	}
@@ -161,9 +162,7 @@ func TestImagePolicy(t *testing.T) {
 	}
 
 	// Without an engine the same policy applies.
-	none := newEnvService(nil, nil, 1<<20)
-	none.envRepo = build.LocalRepository + ":x"
-	none.allowed = mustAllowed(t, "*")
+	none := newService(t, db, nil, func(c *Config) { c.EnvRepo = build.LocalRepository + ":x" }, withAllowed(t, "*"))
 	for _, img := range []string{"46d0", aliceRef} {
 		if _, _, _, err := none.Resolve(ctx, bob, img, ""); !errors.Is(err, scheduler.ErrInvalid) {
 			t.Errorf("no engine, image %s: %v, want refused", img, err)
@@ -182,7 +181,7 @@ func mustHashOf(t *testing.T, s images.Spec) string {
 
 func TestCompileAllowedErrors(t *testing.T) {
 	for _, g := range []string{"", " ", "ghcr.io/a b"} {
-		if _, err := compileAllowed([]string{g}); err == nil || !strings.Contains(err.Error(), "images.allowed_registries[0]") {
+		if _, err := CompileAllowed([]string{g}); err == nil || !strings.Contains(err.Error(), "images.allowed_registries[0]") {
 			t.Errorf("glob %q: %v", g, err)
 		}
 	}
@@ -224,7 +223,7 @@ func TestRegistriesContactedOnlyWhenAllowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	svc := newEnvService(b, nil, 1<<20)
+	svc := newService(t, sqliteStore(t), b)
 
 	// Not allowed: refused, and the registry hears nothing.
 	if _, _, _, err := svc.Resolve(ctx, alice, host+"/x:tag", ""); !errors.Is(err, scheduler.ErrInvalid) {
@@ -234,7 +233,7 @@ func TestRegistriesContactedOnlyWhenAllowed(t *testing.T) {
 		t.Fatalf("a registry not allowed got %d requests", n)
 	}
 
-	svc.allowed = mustAllowed(t, "127.0.0.1:*")
+	svc.cfg.Allowed = mustAllowed(t, "127.0.0.1:*")
 	shape := regexp.MustCompile(`^cannot look into image 127\.0\.0\.1:[0-9]+/x:tag: registry [a-z ]+(: [0-9]{3})?$`)
 	var answers []string
 	for _, reg := range []string{host, closed} {
@@ -310,8 +309,7 @@ func TestImageIDsRefusedOnEngine(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	cb := &countingEngine{Builder: b}
-	svc := newEnvService(cb, nil, 1<<20)
-	svc.allowed = mustAllowed(t, "*") // the allow-list opens neither IDs nor environments
+	svc := newService(t, sqliteStore(t), cb, withAllowed(t, "*")) // the allow-list opens neither IDs nor environments
 
 	spec := images.Spec{Python: "3.11", Platform: "linux/amd64", Packages: []images.Package{{Name: "gwtest", Version: fmt.Sprint(time.Now().UnixNano())}}}
 	hash := mustHashOf(t, spec)
@@ -321,9 +319,10 @@ func TestImageIDsRefusedOnEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := strings.TrimPrefix(importImage(t, cli, ref, "LABEL "+images.LabelSpec+"="+strconv.Quote(string(doc))+" "+images.LabelHash+"="+hash), "sha256:")
-	svc.note(alice, hash)
-
 	ctx := context.Background()
+	if err := svc.note(ctx, alice, hash); err != nil {
+		t.Fatal(err)
+	}
 	if got, _, known, err := svc.Resolve(ctx, alice, ref, ""); err != nil || got != ref || !known {
 		t.Fatalf("alice's own environment image: %q %v", got, err)
 	}
@@ -374,7 +373,7 @@ func (f fakeQuotas) Effective(context.Context, quota.Who) (quota.Effective, erro
 }
 
 // tooManyBuilder refuses every build as over the owner's cap.
-type tooManyBuilder struct{ fakeBuilder }
+type tooManyBuilder struct{ *fakeBuilder }
 
 func (f *tooManyBuilder) EnsureFor(_ context.Context, owner build.Owner, _ images.Spec, _ map[string][]byte) (build.Status, error) {
 	f.owners = append(f.owners, owner)
@@ -391,20 +390,19 @@ func TestBuildQuota(t *testing.T) {
 	three, unlimited := quota.Amount(3), quota.Unlimited
 	cases := []struct {
 		name   string
-		quotas buildQuotas
+		quotas Quotas
 		want   int
 		src    string
 	}{
-		{"no quota service", nil, defaultMaxBuilds, quota.BuiltinSource},
+		{"no quota service", nil, DefaultMaxBuilds, quota.BuiltinSource},
 		{"a group's limit", fakeQuotas{&three, "group:team (config)"}, 3, "group:team (config)"},
 		{"unlimited", fakeQuotas{&unlimited, "default (api)"}, -1, "default (api)"},
 		{"no limit set", fakeQuotas{nil, ""}, -1, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fb := &tooManyBuilder{fakeBuilder{builds: map[string]build.Status{}, images: map[string]images.Spec{}}}
-			svc := newEnvService(fb, nil, 1<<20)
-			svc.quotas = c.quotas
+			fb := &tooManyBuilder{newFakeBuilder()}
+			svc := newService(t, sqliteStore(t), fb, func(cfg *Config) { cfg.Quotas = c.quotas })
 			_, err := svc.Ensure(ctx, quota.Who{ID: "oidc:ann", Name: "ann"}, spec, nil)
 			if len(fb.owners) != 1 || fb.owners[0] != (build.Owner{ID: "oidc:ann", MaxBuilds: c.want}) {
 				t.Fatalf("owners %+v, want ann with max %d", fb.owners, c.want)
@@ -447,7 +445,7 @@ func TestImagesInUse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := imagesInUse(ctx, db)
+	got, err := ImagesInUse(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}

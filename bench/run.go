@@ -1,0 +1,615 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gatewayhq/gateway/api"
+)
+
+// Sample statuses.
+const (
+	StatusOK      = "ok"      // the benchmark returned
+	StatusError   = "error"   // the benchmark raised
+	StatusTimeout = "timeout" // it ran past the per-sample timeout
+	StatusFailed  = "failed"  // its file did not import, or its cluster or environment failed
+	StatusSkipped = "skipped" // the run stopped before it
+)
+
+// Run statuses.
+const (
+	RunDone    = "done"
+	RunFailed  = "failed"  // nothing could run
+	RunStopped = "stopped" // interrupted (Ctrl-C, the gateway stopping)
+	RunRefused = "refused" // the cost estimate exceeded the limit
+)
+
+// Env is one set of the comparison: an environment, the options that
+// make a cluster run it, and the Python the runner uses for it (the
+// client must run the cluster's software).
+type Env struct {
+	Label    string            // A, B, and A2 for the null run's second A
+	Name     string            // as the user named it
+	Options  map[string]any    // the software's cluster options (env, image, client_env)
+	Python   string            // the runner's interpreter
+	Hash     string            // the environment's hash, when built by the gateway
+	Versions map[string]string // key package versions
+	Err      error             // the environment could not be prepared (build failed)
+}
+
+// Clusters is the part of the gateway's API a run uses; *client.Client
+// has it.
+type Clusters interface {
+	Create(ctx context.Context, options map[string]any) (string, error)
+	Get(ctx context.Context, name string) (*api.ClusterDetail, error)
+	Scale(ctx context.Context, name string, n int) (string, error)
+	Stop(ctx context.Context, name string) error
+}
+
+// RunInfo describes a run for the record.
+type RunInfo struct {
+	Suite    string
+	Envs     []Env
+	Workers  int
+	Shape    map[string]any
+	Repeat   int
+	Null     bool
+	Provider string
+	Region   string
+	Started  time.Time
+	Tests    []string
+}
+
+// Sample is one run of one benchmark in one set.
+type Sample struct {
+	Test    string
+	Set     string
+	Repeat  int // 1-based; 0 for a file that did not import
+	Status  string
+	Error   string
+	WallS   float64
+	Metrics map[string]float64
+	Started time.Time
+	Cluster string
+}
+
+// Recorder keeps what a run did: the store, through the API.
+type Recorder interface {
+	StartRun(ctx context.Context, info RunInfo) (string, error)
+	AddSamples(ctx context.Context, runID string, s []Sample) error
+	FinishRun(ctx context.Context, runID, status, message string) error
+}
+
+// CostMeter reports what the caller's clusters cost since a time (the
+// usage ledger's estimate), for the cost left and --max-cost.
+type CostMeter interface {
+	CostSince(ctx context.Context, since time.Time) (float64, error)
+}
+
+// Config is one run.
+type Config struct {
+	Suite        string // folder of bench_*.py
+	SuiteName    string // for the record (default: the folder's name)
+	Envs         []Env
+	Null         bool // also run the first environment a second time, as its own set
+	Repeat       int
+	Workers      int
+	Shape        map[string]any // worker options shared by every set
+	Pattern      *regexp.Regexp // only tests whose id matches
+	Timeout      time.Duration  // per sample
+	StartTimeout time.Duration  // for clusters to run with all their workers
+	MaxCost      float64        // USD; 0: no limit
+	StopWait     time.Duration  // how long to wait for the clusters to stop at the end; 3 min
+	Clusters     Clusters
+	Recorder     Recorder
+	Cost         CostMeter // optional
+	Progress     io.Writer
+	RunnerLog    io.Writer // the runners' stderr (benchmarks' output); nil drops it
+	Provider     string
+	Region       string
+	Now          func() time.Time
+}
+
+// Outcome is what a run did.
+type Outcome struct {
+	RunID    string
+	Status   string
+	Message  string
+	Samples  []Sample
+	Clusters []string // every cluster it started (all stopped when Run returns)
+	// StopErrors are clusters that could not be stopped, by name.
+	StopErrors map[string]error
+}
+
+// Failed counts samples that were not ok.
+func (o Outcome) Failed() int {
+	n := 0
+	for _, s := range o.Samples {
+		if s.Status != StatusOK {
+			n++
+		}
+	}
+	return n
+}
+
+// set is an environment's live state during a run.
+type set struct {
+	Env
+	cluster string
+	conn    Conn
+	runner  *runner
+	err     error // the set cannot go on: every later sample is failed with it
+}
+
+// ErrNoBenchmarks is a suite (or -k pattern) with nothing to run.
+var ErrNoBenchmarks = errors.New("no benchmarks to run")
+
+// Run runs the suite on one cluster per set, interleaving the sets, and
+// stops every cluster it started before returning, whatever happened.
+func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Repeat < 1 {
+		cfg.Repeat = 1
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 10 * time.Minute
+	}
+	if cfg.StopWait <= 0 {
+		cfg.StopWait = 3 * time.Minute
+	}
+	if len(cfg.Envs) == 0 {
+		return out, errors.New("bench: no environment to run")
+	}
+	sets := make([]*set, 0, len(cfg.Envs)+1)
+	for _, e := range cfg.Envs {
+		sets = append(sets, &set{Env: e, err: e.Err})
+	}
+	if cfg.Null {
+		a := cfg.Envs[0]
+		a.Label += "2"
+		sets = append(sets, &set{Env: a, err: a.Err})
+	}
+	python := ""
+	for _, s := range sets {
+		if s.err == nil {
+			python = s.Python
+			break
+		}
+	}
+	if python == "" {
+		python = sets[0].Python
+	}
+	listing, err := List(ctx, python, cfg.Suite)
+	if err != nil {
+		return out, err
+	}
+	var tests []string
+	for _, b := range listing.Benchmarks {
+		if cfg.Pattern == nil || cfg.Pattern.MatchString(b) {
+			tests = append(tests, b)
+		}
+	}
+	if len(tests) == 0 && len(listing.Errors) == 0 {
+		if cfg.Pattern != nil {
+			return out, fmt.Errorf("%w: none of the suite's %d benchmarks matches -k %s", ErrNoBenchmarks, len(listing.Benchmarks), cfg.Pattern)
+		}
+		return out, fmt.Errorf("%w: %s has no bench_*.py file with a bench_<name>(client) function", ErrNoBenchmarks, cfg.Suite)
+	}
+
+	start := cfg.Now()
+	info := RunInfo{Suite: cfg.SuiteName, Workers: cfg.Workers, Shape: cfg.Shape, Repeat: cfg.Repeat, Null: cfg.Null,
+		Provider: cfg.Provider, Region: cfg.Region, Started: start, Tests: tests}
+	for _, s := range sets {
+		info.Envs = append(info.Envs, s.Env)
+	}
+	out.RunID, err = cfg.Recorder.StartRun(ctx, info)
+	if err != nil {
+		return out, fmt.Errorf("recording the run: %w", err)
+	}
+	fmt.Fprintf(cfg.Progress, "Run %s: %d benchmarks x %d sets x %d repeats\n", out.RunID, len(tests), len(sets), cfg.Repeat)
+	r := &run{cfg: cfg, out: &out, sets: sets, start: start}
+	for _, fe := range listing.Errors {
+		fmt.Fprintf(cfg.Progress, "  %s does not import: %s\n", fe.File, fe.Error)
+		for _, s := range sets {
+			r.record(ctx, Sample{Test: fe.File, Set: s.Label, Status: StatusFailed, Error: "the file does not import: " + fe.Error, Started: cfg.Now()})
+		}
+	}
+
+	defer func() {
+		for _, s := range sets {
+			if s.runner != nil {
+				s.runner.close()
+			}
+		}
+		out.StopErrors = r.stopAll()
+		if out.Status == "" {
+			out.Status = RunDone
+		}
+		status, msg := out.Status, out.Message
+		// The run's end is recorded even when the caller gave up.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if ferr := cfg.Recorder.FinishRun(fctx, out.RunID, status, msg); ferr != nil && err == nil {
+			err = fmt.Errorf("recording the run's end: %w", ferr)
+		}
+	}()
+
+	r.startClusters(ctx)
+	r.sampling = cfg.Now()
+	if ctx.Err() != nil {
+		out.Status, out.Message = RunStopped, "interrupted while the clusters started"
+		return out, ctx.Err()
+	}
+	total := len(tests) * len(sets) * cfg.Repeat
+	done := 0
+	for rep := 1; rep <= cfg.Repeat; rep++ {
+		for _, test := range tests {
+			for _, s := range sets {
+				if ctx.Err() != nil {
+					r.skipRest(ctx, tests, rep, test, s.Label)
+					out.Status, out.Message = RunStopped, "interrupted"
+					return out, ctx.Err()
+				}
+				smp := r.sample(ctx, s, test, rep)
+				done++
+				r.progress(ctx, smp, done, total)
+			}
+		}
+		if rep == 1 && cfg.MaxCost > 0 && rep < cfg.Repeat {
+			if est, ok := r.estimate(ctx, done, total); ok && est > cfg.MaxCost {
+				out.Status = RunRefused
+				out.Message = fmt.Sprintf("the estimated cost of the whole run, $%.2f, exceeds --max-cost $%.2f (after one round of every benchmark)", est, cfg.MaxCost)
+				fmt.Fprintln(cfg.Progress, "Stopping: "+out.Message)
+				r.skipRest(ctx, tests, rep+1, "", "")
+				return out, nil
+			}
+		}
+	}
+	if out.Failed() == len(out.Samples) {
+		out.Status = RunFailed
+		out.Message = "no sample succeeded"
+	}
+	return out, nil
+}
+
+type run struct {
+	cfg      Config
+	out      *Outcome
+	sets     []*set
+	start    time.Time
+	sampling time.Time // when the clusters were up: the time left is estimated from here
+	mu       sync.Mutex
+}
+
+func (r *run) record(ctx context.Context, s Sample) {
+	r.out.Samples = append(r.out.Samples, s)
+	if err := r.cfg.Recorder.AddSamples(ctx, r.out.RunID, []Sample{s}); err != nil {
+		fmt.Fprintf(r.cfg.Progress, "  could not record a sample of %s: %v\n", s.Test, err)
+	}
+}
+
+// startClusters creates one cluster per set at once and waits for each
+// to run with its workers. A set whose cluster cannot start has err set.
+func (r *run) startClusters(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, s := range r.sets {
+		if s.err != nil {
+			fmt.Fprintf(r.cfg.Progress, "  %s (%s): %v\n", s.Label, s.Name, s.err)
+			continue
+		}
+		opts := map[string]any{}
+		maps.Copy(opts, r.cfg.Shape)
+		maps.Copy(opts, s.Options)
+		opts["workers"] = r.cfg.Workers
+		name, err := r.cfg.Clusters.Create(ctx, opts)
+		if err != nil {
+			s.err = fmt.Errorf("its cluster could not be created: %w", err)
+			fmt.Fprintf(r.cfg.Progress, "  %s (%s): %v\n", s.Label, s.Name, s.err)
+			continue
+		}
+		s.cluster = name
+		r.mu.Lock()
+		r.out.Clusters = append(r.out.Clusters, name)
+		r.mu.Unlock()
+		fmt.Fprintf(r.cfg.Progress, "  %s (%s): cluster %s\n", s.Label, s.Name, name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.connect(ctx, s); err != nil {
+				s.err = err
+				fmt.Fprintf(r.cfg.Progress, "  %s (%s): %v\n", s.Label, s.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// connect waits for the set's cluster and starts its runner.
+func (r *run) connect(ctx context.Context, s *set) error {
+	d, err := waitWorkers(ctx, r.cfg.Clusters, s.cluster, r.cfg.Workers, r.cfg.StartTimeout)
+	if err != nil {
+		return err
+	}
+	if d.TLSCert == nil || d.TLSKey == nil || d.SchedulerAddress == "" {
+		return fmt.Errorf("cluster %s: the gateway gave no connection details", s.cluster)
+	}
+	s.conn = Conn{Address: d.SchedulerAddress, ServerName: d.ServerName, Cert: *d.TLSCert, Key: *d.TLSKey}
+	rn, versions, err := startRunner(ctx, s.Python, r.cfg.Suite, s.conn, r.cfg.RunnerLog)
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", s.cluster, err)
+	}
+	s.runner = rn
+	if s.Versions == nil {
+		s.Versions = versions
+	}
+	return nil
+}
+
+// waitWorkers polls a cluster until it runs with n workers.
+func waitWorkers(ctx context.Context, c Clusters, name string, n int, timeout time.Duration) (*api.ClusterDetail, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		d, err := c.Get(ctx, name)
+		if err == nil {
+			switch d.Status {
+			case "FAILED", "STOPPED", "STOPPING":
+				return nil, fmt.Errorf("cluster %s %s: %s", name, d.Status, d.Reason)
+			case "RUNNING":
+				if d.Workers.Ready == n {
+					return d, nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return nil, fmt.Errorf("cluster %s: %w", name, err)
+			}
+			return nil, fmt.Errorf("cluster %s did not run with %d workers within %s", name, n, timeout)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// sample runs one benchmark once in one set and records it.
+func (r *run) sample(ctx context.Context, s *set, test string, rep int) Sample {
+	smp := Sample{Test: test, Set: s.Label, Repeat: rep, Started: r.cfg.Now(), Cluster: s.cluster}
+	defer func() { r.record(context.WithoutCancel(ctx), smp) }()
+	if s.err != nil {
+		smp.Status, smp.Error = StatusFailed, s.err.Error()
+		return smp
+	}
+	res, err := s.runner.do(ctx, test, r.cfg.Timeout)
+	switch {
+	case err == nil:
+		smp.WallS, smp.Metrics = res.WallS, res.Metrics
+		smp.Status = StatusOK
+		if !res.OK {
+			smp.Status, smp.Error = StatusError, clip(res.Error)
+		}
+		if res.Connected != nil && !*res.Connected {
+			// The client lost its scheduler: the cluster failed, or the
+			// connection broke and a new runner reconnects.
+			s.runner.kill()
+			s.runner = nil
+			if err := r.lost(ctx, s, 20*time.Second); err != nil {
+				s.err = err
+			} else if rerr := r.renew(ctx, s, false); rerr != nil {
+				s.err = rerr
+			}
+		}
+		return smp
+	case ctx.Err() != nil:
+		s.runner = nil
+		smp.Status, smp.Error = StatusSkipped, "the run was interrupted"
+		return smp
+	case errors.Is(err, ErrTimeout):
+		smp.Status, smp.Error = StatusTimeout, fmt.Sprintf("did not finish within --timeout %s", r.cfg.Timeout)
+		s.runner = nil
+		// The hung task still holds a worker thread: replace the workers.
+		if rerr := r.renew(ctx, s, true); rerr != nil {
+			s.err = rerr
+			if lerr := r.lost(ctx, s, 20*time.Second); lerr != nil {
+				s.err = lerr
+			}
+		}
+		return smp
+	default:
+		s.runner = nil
+		smp.Status, smp.Error = StatusFailed, clip(err.Error())
+		if lerr := r.lost(ctx, s, 5*time.Second); lerr != nil {
+			s.err = lerr
+			smp.Error = s.err.Error()
+			return smp
+		}
+		if rerr := r.renew(ctx, s, false); rerr != nil {
+			s.err = rerr
+			if lerr := r.lost(ctx, s, 20*time.Second); lerr != nil {
+				s.err = lerr
+			}
+		}
+		return smp
+	}
+}
+
+// lost reports a set's cluster that is no longer running, watching it
+// for up to within (the gateway notices a dead scheduler after a while).
+func (r *run) lost(ctx context.Context, s *set, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		d, err := r.cfg.Clusters.Get(ctx, s.cluster)
+		if err == nil && d.Status != "RUNNING" {
+			return fmt.Errorf("cluster %s %s mid-run: %s", s.cluster, d.Status, d.Reason)
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// renew gives a set a new runner, first replacing its workers if asked.
+func (r *run) renew(ctx context.Context, s *set, workers bool) error {
+	if workers {
+		fmt.Fprintf(r.cfg.Progress, "  %s: replacing the workers of cluster %s\n", s.Label, s.cluster)
+		if _, err := r.cfg.Clusters.Scale(ctx, s.cluster, 0); err != nil {
+			return fmt.Errorf("cluster %s: replacing its workers: %w", s.cluster, err)
+		}
+		if _, err := waitWorkers(ctx, r.cfg.Clusters, s.cluster, 0, r.cfg.StartTimeout); err != nil {
+			return err
+		}
+		if _, err := r.cfg.Clusters.Scale(ctx, s.cluster, r.cfg.Workers); err != nil {
+			return fmt.Errorf("cluster %s: replacing its workers: %w", s.cluster, err)
+		}
+	}
+	return r.connect(ctx, s)
+}
+
+// skipRest records every sample from (rep, test, set) on as skipped.
+func (r *run) skipRest(ctx context.Context, tests []string, rep int, fromTest, fromSet string) {
+	ctx = context.WithoutCancel(ctx)
+	started := fromTest == ""
+	for ; rep <= r.cfg.Repeat; rep++ {
+		for _, t := range tests {
+			for _, s := range r.sets {
+				if !started && t == fromTest && s.Label == fromSet {
+					started = true
+				}
+				if started {
+					r.record(ctx, Sample{Test: t, Set: s.Label, Repeat: rep, Status: StatusSkipped, Error: "the run stopped before it", Started: r.cfg.Now(), Cluster: s.cluster})
+				}
+			}
+		}
+		started = true
+	}
+}
+
+// stopAll stops every cluster the run started, even when the run was
+// cancelled, and waits for them to stop.
+func (r *run) stopAll() map[string]error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.StopWait)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		errs = map[string]error{}
+		wg   sync.WaitGroup
+	)
+	for _, name := range r.out.Clusters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := r.cfg.Clusters.Stop(ctx, name)
+			if err == nil {
+				err = waitStopped(ctx, r.cfg.Clusters, name)
+			}
+			if err != nil {
+				mu.Lock()
+				errs[name] = err
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		for n, e := range errs {
+			fmt.Fprintf(r.cfg.Progress, "Cluster %s could not be stopped: %v (gateway stop %s)\n", n, e, n)
+		}
+	} else if len(r.out.Clusters) > 0 {
+		fmt.Fprintf(r.cfg.Progress, "Stopped %d clusters\n", len(r.out.Clusters))
+	}
+	return errs
+}
+
+func waitStopped(ctx context.Context, c Clusters, name string) error {
+	for {
+		d, err := c.Get(ctx, name)
+		if err == nil && (d.Status == "STOPPED" || d.Status == "FAILED") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster %s did not stop: %w", name, ctx.Err())
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// estimate projects the whole run's cost from the ledger's cost so far.
+func (r *run) estimate(ctx context.Context, done, total int) (float64, bool) {
+	if r.cfg.Cost == nil || done == 0 {
+		return 0, false
+	}
+	spent, err := r.cfg.Cost.CostSince(ctx, r.start)
+	if err != nil {
+		return 0, false
+	}
+	return spent * float64(total) / float64(done), true
+}
+
+func (r *run) progress(ctx context.Context, s Sample, done, total int) {
+	elapsed := r.cfg.Now().Sub(r.sampling)
+	left := time.Duration(float64(elapsed) / float64(done) * float64(total-done)).Round(time.Second)
+	cost := ""
+	if done%len(r.sets) == 0 {
+		// Priced by the usage ledger; a gateway without prices shows none.
+		if est, ok := r.estimate(ctx, done, total); ok && est > 0 {
+			cost = fmt.Sprintf(", ~$%.2f left", est*float64(total-done)/float64(total))
+		}
+	}
+	what := fmt.Sprintf("%.3fs", s.WallS)
+	if s.Status != StatusOK {
+		// A traceback says what went wrong last; the gateway's own
+		// messages first (a cluster's reason ends with its log's tail).
+		line := firstLine(s.Error)
+		if s.Status == StatusError {
+			line = lastLine(s.Error)
+		}
+		what = s.Status + ": " + line
+	}
+	fmt.Fprintf(r.cfg.Progress, "[%d/%d] %s repeat %d/%d %s  %s  (~%s left%s)\n", done, total, s.Set, s.Repeat, r.cfg.Repeat, s.Test, what, left, cost)
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// lastLine is where a Python traceback says what went wrong.
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func clip(s string) string {
+	const max = 4 << 10
+	if len(s) > max {
+		return "..." + s[len(s)-max:]
+	}
+	return s
+}

@@ -1,0 +1,293 @@
+// Package bench runs benchmark suites on gateway clusters: A/B tests of
+// environments on identical clusters, interleaved, with metrics read from
+// each cluster's scheduler. The Python side (runner.py) runs in the
+// environment's own Python as a Dask client through the gateway; this
+// package decides what runs when, enforces the per-sample timeout by
+// killing the runner, and stops every cluster it started.
+package bench
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+//go:embed runner.py
+var runnerScript []byte
+
+// RunnerScript is the Python runner, for tools that ship it elsewhere.
+func RunnerScript() []byte { return append([]byte(nil), runnerScript...) }
+
+// ErrTimeout is a sample that did not finish within its timeout.
+var ErrTimeout = errors.New("timed out")
+
+// ErrRunnerDied is a runner that exited or broke the protocol: its cluster
+// connection went away, or the interpreter crashed.
+var ErrRunnerDied = errors.New("the benchmark runner exited")
+
+// Listing is what a suite holds.
+type Listing struct {
+	Benchmarks []string          `json:"benchmarks"`
+	Errors     []FileError       `json:"errors"`
+	Versions   map[string]string `json:"versions"`
+}
+
+// FileError is a suite file that could not be imported.
+type FileError struct {
+	File  string `json:"file"`
+	Error string `json:"error"`
+}
+
+// Result is one run of one benchmark, as the runner reports it.
+type Result struct {
+	ID      string             `json:"id"`
+	OK      bool               `json:"ok"`
+	WallS   float64            `json:"wall_s"`
+	Metrics map[string]float64 `json:"metrics"`
+	Error   string             `json:"error"`
+	// Connected is false when the runner's client lost its scheduler.
+	Connected *bool `json:"connected"`
+}
+
+// writeScript puts the runner in dir and returns its path.
+func writeScript(dir string) (string, error) {
+	p := filepath.Join(dir, "gateway_bench_runner.py")
+	return p, os.WriteFile(p, runnerScript, 0o600)
+}
+
+// List imports the suite with python and lists its benchmarks. A file
+// that does not import is in Errors; only a runner that cannot start at
+// all is an error.
+func List(ctx context.Context, python, suite string) (Listing, error) {
+	dir, err := os.MkdirTemp("", "gateway-bench-")
+	if err != nil {
+		return Listing{}, err
+	}
+	defer os.RemoveAll(dir)
+	script, err := writeScript(dir)
+	if err != nil {
+		return Listing{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, script, "--suite", suite, "--list")
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &limitedWriter{w: &stderr, n: 16 << 10}
+	out, err := cmd.Output()
+	if err != nil {
+		return Listing{}, fmt.Errorf("listing the suite %s with %s: %w\n%s", suite, python, err, strings.TrimSpace(stderr.String()))
+	}
+	var l Listing
+	if err := json.Unmarshal([]byte(lastLine(string(out))), &l); err != nil {
+		return Listing{}, fmt.Errorf("listing the suite %s with %s: unexpected output %q: %w", suite, python, tailString(string(out), 300), err)
+	}
+	return l, nil
+}
+
+// Conn is how a runner reaches its cluster.
+type Conn struct {
+	Address    string // tls://host:port of the gateway's proxy
+	ServerName string // daskgateway-<name>
+	Cert, Key  string // PEM
+}
+
+// runner is one live Python runner process connected to one cluster.
+type runner struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan []byte
+	dir    string
+	stderr *limitedWriter
+	done   chan struct{}
+}
+
+// startRunner starts python on the suite, connected to the cluster, and
+// waits for it to say it is ready.
+func startRunner(ctx context.Context, python, suite string, c Conn, stderrLog io.Writer) (*runner, map[string]string, error) {
+	dir, err := os.MkdirTemp("", "gateway-bench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(dir)
+		}
+	}()
+	script, err := writeScript(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The key stays in a private file, never on the command line.
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(cert, []byte(c.Cert), 0o600); err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(key, []byte(c.Key), 0o600); err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(python, script, "--suite", suite, "--address", c.Address, "--server-name", c.ServerName, "--cert", cert, "--key", key)
+	cmd.Dir = dir
+	// Its own process group, so that a kill takes whatever it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r := &runner{cmd: cmd, dir: dir, lines: make(chan []byte, 4), done: make(chan struct{}), stderr: &limitedWriter{w: stderrLog, n: 1 << 20}}
+	cmd.Stderr = r.stderr
+	if r.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("starting the benchmark runner with %s: %w", python, err)
+	}
+	ok = true
+	go func() {
+		defer close(r.lines)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			r.lines <- append([]byte(nil), sc.Bytes()...)
+		}
+	}()
+	go func() {
+		_ = cmd.Wait()
+		close(r.done)
+	}()
+	var hello struct {
+		Ready    bool              `json:"ready"`
+		Error    string            `json:"error"`
+		Versions map[string]string `json:"versions"`
+	}
+	line, err := r.next(ctx, 2*time.Minute)
+	if err == nil {
+		err = json.Unmarshal(line, &hello)
+	}
+	if err == nil && !hello.Ready {
+		err = fmt.Errorf("the benchmark runner could not connect to the cluster: %s", hello.Error)
+	}
+	if err != nil {
+		r.kill()
+		return nil, nil, err
+	}
+	return r, hello.Versions, nil
+}
+
+// next waits for the runner's next line.
+func (r *runner) next(ctx context.Context, timeout time.Duration) ([]byte, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case line, ok := <-r.lines:
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", ErrRunnerDied, tailString(r.stderr.String(), 600))
+		}
+		return line, nil
+	case <-t.C:
+		return nil, ErrTimeout
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// do runs one benchmark once. On a timeout, a cancelled context or a
+// broken runner, the runner is killed: a hung Python thread cannot be
+// interrupted otherwise.
+func (r *runner) do(ctx context.Context, id string, timeout time.Duration) (Result, error) {
+	req, _ := json.Marshal(map[string]string{"id": id})
+	if _, err := r.stdin.Write(append(req, '\n')); err != nil {
+		r.kill()
+		return Result{}, fmt.Errorf("%w: %v", ErrRunnerDied, err)
+	}
+	line, err := r.next(ctx, timeout)
+	if err != nil {
+		r.kill()
+		return Result{}, err
+	}
+	var res Result
+	if err := json.Unmarshal(line, &res); err != nil || res.ID != id {
+		r.kill()
+		return Result{}, fmt.Errorf("%w: unexpected answer %q", ErrRunnerDied, tailString(string(line), 200))
+	}
+	return res, nil
+}
+
+// close ends the runner politely (EOF: it closes its client), then by force.
+func (r *runner) close() {
+	_ = r.stdin.Close()
+	select {
+	case <-r.done:
+	case <-time.After(15 * time.Second):
+	}
+	r.kill()
+}
+
+func (r *runner) kill() {
+	if r.cmd.Process != nil {
+		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	<-r.done
+	go func() {
+		for range r.lines { // let the reader finish
+		}
+	}()
+	os.RemoveAll(r.dir)
+}
+
+// limitedWriter keeps at most n bytes (the end is dropped), for logs of
+// processes that may write without bound.
+type limitedWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	n      int
+	passed int
+	buf    strings.Builder
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w != nil && l.passed < l.n {
+		keep := p
+		if len(keep) > l.n-l.passed {
+			keep = keep[:l.n-l.passed]
+		}
+		l.passed += len(keep)
+		_, _ = l.w.Write(keep)
+	}
+	// Keep the end: that is where a traceback says what went wrong.
+	l.buf.Write(p)
+	if l.buf.Len() > 2*l.n {
+		rest := l.buf.String()[l.buf.Len()-l.n:]
+		l.buf.Reset()
+		l.buf.WriteString(rest)
+	}
+	return len(p), nil
+}
+
+func (l *limitedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func tailString(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,111 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/gatewayhq/gateway/api"
+)
+
+// CreateBenchRun records the start of a benchmark run; the answer has its
+// id, owner, status and start time.
+func (c *Client) CreateBenchRun(ctx context.Context, r api.BenchRunJSON) (api.BenchRunJSON, error) {
+	var out api.BenchRunJSON
+	err := c.do(ctx, http.MethodPost, "/api/v1/bench/runs", r, &out)
+	return out, err
+}
+
+// AddBenchSamples records samples of a running run, all or none (at most
+// 1000 per call).
+func (c *Client) AddBenchSamples(ctx context.Context, runID string, samples []api.BenchSampleJSON) error {
+	return c.do(ctx, http.MethodPost, "/api/v1/bench/runs/"+url.PathEscape(runID)+"/samples", api.BenchSamplesRequest{Samples: samples}, nil)
+}
+
+// FinishBenchRun ends a run: status ok, failed or cancelled.
+func (c *Client) FinishBenchRun(ctx context.Context, runID, status, errMsg string) (api.BenchRunJSON, error) {
+	var out api.BenchRunJSON
+	err := c.do(ctx, http.MethodPost, "/api/v1/bench/runs/"+url.PathEscape(runID)+"/finish", api.BenchFinishRequest{Status: status, Error: errMsg}, &out)
+	return out, err
+}
+
+// BenchRuns lists the caller's runs (an admin's: everyone's), newest
+// first; suite "" for all, limit 0 for the gateway's default.
+func (c *Client) BenchRuns(ctx context.Context, suite string, limit int) ([]api.BenchRunJSON, error) {
+	q := url.Values{}
+	if suite != "" {
+		q.Set("suite", suite)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out []api.BenchRunJSON
+	err := c.do(ctx, http.MethodGet, "/api/v1/bench/runs"+query(q), nil, &out)
+	return out, err
+}
+
+// BenchRun returns a run with its samples.
+func (c *Client) BenchRun(ctx context.Context, id string) (api.BenchRunJSON, error) {
+	var out api.BenchRunJSON
+	err := c.do(ctx, http.MethodGet, "/api/v1/bench/runs/"+url.PathEscape(id), nil, &out)
+	return out, err
+}
+
+// BenchHistoryQuery selects samples across runs. Zero fields select
+// everything the caller may see (an admin: everyone's).
+type BenchHistoryQuery struct {
+	Owner string // an admin's choice of one owner
+	Test  string
+	Env   string // environment name or hash (prefix of at least 8)
+	Since time.Time
+	Limit int
+}
+
+// BenchHistory returns the samples that match q, oldest first.
+func (c *Client) BenchHistory(ctx context.Context, q BenchHistoryQuery) ([]api.BenchPointJSON, error) {
+	v := url.Values{}
+	for k, s := range map[string]string{"owner": q.Owner, "test": q.Test, "env": q.Env} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.UTC().Format(time.RFC3339))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out []api.BenchPointJSON
+	err := c.do(ctx, http.MethodGet, "/api/v1/bench/history"+query(v), nil, &out)
+	return out, err
+}
+
+// BenchCheck checks an environment's history of the caller for
+// regressions. window and threshold are as the gateway reads them ("7d",
+// "10%"); "" for the defaults.
+func (c *Client) BenchCheck(ctx context.Context, env, window, threshold string) (api.BenchCheckJSON, error) {
+	return c.BenchCheckAs(ctx, "", env, window, threshold)
+}
+
+// BenchCheckAs is BenchCheck of another user's history (admins only);
+// owner "" is the caller.
+func (c *Client) BenchCheckAs(ctx context.Context, owner, env, window, threshold string) (api.BenchCheckJSON, error) {
+	q := url.Values{"env": {env}}
+	for k, v := range map[string]string{"owner": owner, "window": window, "threshold": threshold} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	var out api.BenchCheckJSON
+	err := c.do(ctx, http.MethodGet, "/api/v1/bench/check"+query(q), nil, &out)
+	return out, err
+}
+
+func query(q url.Values) string {
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}

@@ -1,0 +1,40 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gatewayhq/gateway/api"
+)
+
+// NewWithHTTP makes a client that sends its requests through hc: the
+// gateway's own scheduled benchmark runs use one that calls the API
+// handler in process.
+func NewWithHTTP(base, token string, hc *http.Client) *Client {
+	return &Client{base: strings.TrimRight(base, "/"), token: token, http: hc}
+}
+
+// CreateBenchSchedule stores a schedule that the gateway runs itself.
+func (c *Client) CreateBenchSchedule(ctx context.Context, req api.BenchScheduleRequest) (api.BenchScheduleJSON, error) {
+	var v api.BenchScheduleJSON
+	err := c.do(ctx, http.MethodPost, "/api/v1/bench/schedules", req, &v)
+	return v, err
+}
+
+// BenchSchedules lists the caller's schedules (every one's with all, for admins).
+func (c *Client) BenchSchedules(ctx context.Context, all bool) ([]api.BenchScheduleJSON, error) {
+	q := url.Values{}
+	if all {
+		q.Set("all", "1")
+	}
+	var v []api.BenchScheduleJSON
+	err := c.do(ctx, http.MethodGet, withQuery("/api/v1/bench/schedules", q), nil, &v)
+	return v, err
+}
+
+// DeleteBenchSchedule removes a schedule.
+func (c *Client) DeleteBenchSchedule(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/api/v1/bench/schedules/"+url.PathEscape(id), nil, nil)
+}

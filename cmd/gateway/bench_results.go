@@ -1,0 +1,517 @@
+package main
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/client"
+	"github.com/gatewayhq/gateway/stats"
+)
+
+// addBenchResultsCmds adds gateway bench history, report and check.
+func addBenchResultsCmds(cmd *cobra.Command, g *globals) {
+	cmd.AddCommand(newBenchHistoryCmd(g), newBenchReportCmd(g), newBenchCheckCmd(g))
+}
+
+func newBenchHistoryCmd(g *globals) *cobra.Command {
+	var env, since, owner string
+	var limit int
+	c := &cobra.Command{
+		Use:   "history TEST [--env E] [--since 30d] [-o text|json|csv]",
+		Short: "Every recorded sample of a benchmark, oldest first",
+		Long: `Every recorded sample of a benchmark (by its test name, as gateway bench
+report shows it), oldest first, with the run, the environment, the wall time
+and the metrics read from the scheduler. --env keeps one environment, by name
+or hash (or a prefix of at least 8 hex digits of it). You see your own
+results; admins see everyone's (--owner to pick one user).
+
+  gateway bench history bench_shuffle --env nightly -o csv > shuffle.csv`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, c, err := g.formatAndConnect(cmd.Context(), "csv")
+			if err != nil {
+				return err
+			}
+			q := client.BenchHistoryQuery{Owner: owner, Test: args[0], Env: env, Limit: limit}
+			if since != "" {
+				d, err := api.ParseWindow(since)
+				if err != nil {
+					return fmt.Errorf("--since: %w", err)
+				}
+				q.Since = time.Now().Add(-d)
+			}
+			pts, err := c.BenchHistory(cmd.Context(), q)
+			if err != nil {
+				return err
+			}
+			switch format {
+			case "json":
+				return printJSON(cmd.OutOrStdout(), pts)
+			case "csv":
+				return writeHistoryCSV(cmd.OutOrStdout(), pts)
+			}
+			if len(pts) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "no samples of %s%s (names are as gateway bench report shows them)\n", args[0], onEnv(env))
+				return nil
+			}
+			tw := newTabWriter(cmd.OutOrStdout())
+			fmt.Fprintln(tw, "STARTED\tRUN\tENV\tREPEAT\tSTATUS\tWALL\tPEAK MEM\tSPILLED\tSENT\tCPU")
+			for _, p := range pts {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1fs\n", p.RunStartedAt.Local().Format("2006-01-02 15:04"), p.RunID,
+					envLabel(p), p.Repeat, p.Status, seconds(p.WallSeconds), bytesIEC(p.PeakManaged+p.PeakUnmanaged), bytesIEC(p.Spilled),
+					bytesIEC(p.Transferred), p.CPUSeconds)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().StringVar(&env, "env", "", "only this environment (name, hash or hash prefix)")
+	c.Flags().StringVar(&since, "since", "", "only samples this recent (e.g. 30d, 2w, 12h)")
+	c.Flags().StringVar(&owner, "owner", "", "admins: only this user's results")
+	c.Flags().IntVar(&limit, "limit", 0, "at most this many (the newest); default 10000")
+	return c
+}
+
+func onEnv(env string) string {
+	if env == "" {
+		return ""
+	}
+	return " on " + env
+}
+
+func envLabel(p api.BenchPointJSON) string {
+	name := p.EnvName
+	if name == "" && len(p.EnvHash) >= 12 {
+		name = p.EnvHash[:12]
+	}
+	return name + " (" + p.Env + ")"
+}
+
+func writeHistoryCSV(w io.Writer, pts []api.BenchPointJSON) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"run_started_at", "run_id", "owner", "suite", "test", "env", "env_name", "env_hash", "repeat", "status",
+		"wall_seconds", "peak_managed", "peak_unmanaged", "avg_managed", "avg_unmanaged", "spilled", "transferred", "cpu_seconds", "at", "error"})
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	for _, p := range pts {
+		_ = cw.Write([]string{p.RunStartedAt.UTC().Format(time.RFC3339), p.RunID, p.Owner, p.Suite, p.Test, p.Env, p.EnvName, p.EnvHash,
+			strconv.Itoa(p.Repeat), p.Status, f(p.WallSeconds), i(p.PeakManaged), i(p.PeakUnmanaged), i(p.AvgManaged), i(p.AvgUnmanaged),
+			i(p.Spilled), i(p.Transferred), f(p.CPUSeconds), p.At.UTC().Format(time.RFC3339), p.Error})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func seconds(s float64) string {
+	switch {
+	case s < 1:
+		return fmt.Sprintf("%.0fms", s*1000)
+	case s < 100:
+		return fmt.Sprintf("%.2fs", s)
+	}
+	return fmt.Sprintf("%.0fs", s)
+}
+
+func bytesIEC(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// describedJSON is the summary of one environment's successful samples.
+type describedJSON struct {
+	N      int     `json:"n"`
+	Mean   float64 `json:"mean"`
+	Median float64 `json:"median"`
+	SD     float64 `json:"sd"`
+}
+
+// benchTestReport is one test's comparison in a report.
+type benchTestReport struct {
+	Test    string         `json:"test"`
+	Verdict string         `json:"verdict"` // faster, slower, no significant change, too noisy to tell; "" with one environment
+	Reason  string         `json:"reason"`
+	P       *float64       `json:"p"`
+	Change  *float64       `json:"change"` // median(B)/median(A) − 1
+	Lo      *float64       `json:"lo"`     // bootstrap 95 % interval of change
+	Hi      *float64       `json:"hi"`
+	Noise   *float64       `json:"noise"` // A/A band; null when not measured
+	A       *describedJSON `json:"a"`
+	B       *describedJSON `json:"b"`
+	A2      *describedJSON `json:"a2"`
+	Failed  int            `json:"failed"`           // samples that failed or timed out
+	Errors  []string       `json:"errors,omitempty"` // their distinct errors, shortened
+
+	values map[string][]float64 // ok wall times by label, for the charts
+}
+
+// benchReportJSON is gateway bench report -o json.
+type benchReportJSON struct {
+	Run       api.BenchRunJSON  `json:"run"`
+	Baseline  string            `json:"baseline"`  // the label compared against: A
+	Candidate string            `json:"candidate"` // B, or A2 for an A/A-only run, or ""
+	Threshold float64           `json:"threshold"`
+	Alpha     float64           `json:"alpha"`
+	Tests     []benchTestReport `json:"tests"`
+}
+
+func ptr(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func describe(d stats.Described) *describedJSON {
+	if d.N == 0 {
+		return nil
+	}
+	sd := d.SD
+	if math.IsNaN(sd) {
+		sd = 0
+	}
+	return &describedJSON{N: d.N, Mean: d.Mean, Median: d.Median, SD: sd}
+}
+
+// buildReport compares a run's environments test by test: A against B,
+// with A2 as the A/A set; a run of A and A2 only compares A with A2.
+func buildReport(run api.BenchRunJSON, threshold float64) benchReportJSON {
+	has := map[string]bool{}
+	for _, e := range run.Envs {
+		has[e.Label] = true
+	}
+	rep := benchReportJSON{Run: run, Baseline: "A", Threshold: threshold, Alpha: 0.05, Tests: []benchTestReport{}}
+	switch {
+	case has["B"]:
+		rep.Candidate = "B"
+	case has["A2"]:
+		rep.Candidate = "A2"
+	}
+	rep.Run.Samples = nil
+	byTest := map[string]*benchTestReport{}
+	var names []string
+	for _, s := range run.Samples {
+		t := byTest[s.Test]
+		if t == nil {
+			t = &benchTestReport{Test: s.Test, values: map[string][]float64{}}
+			byTest[s.Test] = t
+			names = append(names, s.Test)
+		}
+		if s.Status != "ok" {
+			t.Failed++
+			msg := s.Status
+			if s.Error != "" {
+				msg = shorten(s.Error, 160)
+			}
+			if len(t.Errors) < 5 && !contains(t.Errors, msg) {
+				t.Errors = append(t.Errors, msg)
+			}
+			continue
+		}
+		t.values[s.Env] = append(t.values[s.Env], s.WallSeconds)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t := byTest[name]
+		a, b, a2 := t.values["A"], t.values[rep.Candidate], t.values["A2"]
+		t.A, t.A2 = describe(stats.Describe(a)), describe(stats.Describe(a2))
+		if rep.Candidate == "A2" {
+			t.A2 = nil
+			a2 = nil
+		}
+		if rep.Candidate != "" {
+			h := fnv.New64a()
+			h.Write([]byte(name))
+			c := stats.Compare(a, b, a2, stats.CompareOptions{Threshold: threshold, Alpha: rep.Alpha, Seed: h.Sum64()})
+			t.B = describe(c.B)
+			t.Verdict, t.Reason = c.Verdict, c.Reason
+			t.P, t.Change, t.Lo, t.Hi, t.Noise = ptr(c.P), ptr(c.Change), ptr(c.Lo), ptr(c.Hi), ptr(c.Noise)
+		} else {
+			t.Reason = "one environment: nothing to compare"
+		}
+		rep.Tests = append(rep.Tests, *t)
+	}
+	return rep
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+func pct(v *float64) string {
+	if v == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%+.1f%%", *v*100)
+}
+
+func pval(v *float64) string {
+	if v == nil {
+		return "–"
+	}
+	if *v < 0.0001 {
+		return "<0.0001"
+	}
+	return fmt.Sprintf("%.4f", *v)
+}
+
+func summary(d *describedJSON) string {
+	if d == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%s ± %s (mean %s, n=%d)", seconds(d.Median), seconds(d.SD), seconds(d.Mean), d.N)
+}
+
+const verdictRule = `Verdict: a change must be significant (Mann–Whitney p < 0.05) and larger than
+both the threshold and the A/A band to count as faster or slower. p < 0.05 with
+a change inside the A/A band, or too few successful samples (< 3 a side), or no
+significant change while the A/A band is wider than the threshold: too noisy to
+tell. Otherwise: no significant change.`
+
+func printReport(w io.Writer, rep benchReportJSON) error {
+	r := rep.Run
+	fmt.Fprintf(w, "Run %s: suite %s, %s", r.ID, r.Suite, r.Status)
+	if r.Error != "" {
+		fmt.Fprintf(w, " (%s)", shorten(r.Error, 200))
+	}
+	fmt.Fprintf(w, ", started %s\n", r.StartedAt.Local().Format("2006-01-02 15:04"))
+	for _, e := range r.Envs {
+		hash := e.Hash
+		if len(hash) > 12 {
+			hash = hash[:12]
+		}
+		fmt.Fprintf(w, "  %-2s %s %s %s\n", e.Label, e.Name, hash, packageList(e.Packages))
+	}
+	fmt.Fprintf(w, "  on %s %s, %s; gateway %s\n", r.Provider, r.Region, string(r.Shape), r.GatewayVersion)
+	if len(rep.Tests) == 0 {
+		fmt.Fprintln(w, "no samples recorded")
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := newTabWriter(w)
+	fmt.Fprintf(tw, "TEST\tA median ± sd\t%s median ± sd\tCHANGE\t95%% INTERVAL\tP\tA/A BAND\tVERDICT\tFAILED\n", benchDash(rep.Candidate))
+	for _, t := range rep.Tests {
+		interval := "–"
+		if t.Lo != nil && t.Hi != nil {
+			interval = fmt.Sprintf("[%s, %s]", pct(t.Lo), pct(t.Hi))
+		}
+		band := "–"
+		if t.Noise != nil {
+			band = fmt.Sprintf("±%.1f%%", *t.Noise*100)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", t.Test, summary(t.A), summary(t.B), pct(t.Change), interval, pval(t.P), band,
+			benchDash(t.Verdict), t.Failed)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, t := range rep.Tests {
+		for _, e := range t.Errors {
+			fmt.Fprintf(w, "  %s: %s\n", t.Test, e)
+		}
+	}
+	fmt.Fprintf(w, "\nThreshold %.0f%%. %s\n", rep.Threshold*100, verdictRule)
+	return nil
+}
+
+func benchDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+func packageList(p map[string]string) string {
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, k+" "+p[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func newBenchReportCmd(g *globals) *cobra.Command {
+	var htmlFile, threshold string
+	c := &cobra.Command{
+		Use:   "report RUN [--html FILE] [--threshold 10%] [-o text|json]",
+		Short: "Compare a run's environments test by test, with statistics and a verdict",
+		Long: `Compare a run's environments test by test: A and B mean, median and standard
+deviation of the wall time of successful samples, the relative change of
+medians (B/A − 1), a Mann–Whitney U p-value, a bootstrap 95 % interval of the
+change, the A/A noise band when the run measured one (--null), and a verdict.
+
+` + verdictRule + `
+
+--html FILE also writes one self-contained HTML file (no network needed to
+view it) with bars and error bars per test and each test's history.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, c, err := g.formatAndConnect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			th := 0.10
+			if threshold != "" {
+				if th, err = api.ParseThreshold(threshold); err != nil {
+					return fmt.Errorf("--threshold: %w", err)
+				}
+			}
+			run, err := c.BenchRun(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			rep := buildReport(run, th)
+			if htmlFile != "" {
+				hist := map[string][]api.BenchPointJSON{}
+				for _, t := range rep.Tests {
+					pts, err := c.BenchHistory(cmd.Context(), client.BenchHistoryQuery{Owner: run.Owner, Test: t.Test, Limit: 5000})
+					if err != nil {
+						return fmt.Errorf("history of %s: %w", t.Test, err)
+					}
+					hist[t.Test] = pts
+				}
+				if err := writeHTMLReport(htmlFile, rep, hist); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", htmlFile)
+			}
+			if format == "json" {
+				return printJSON(cmd.OutOrStdout(), rep)
+			}
+			return printReport(cmd.OutOrStdout(), rep)
+		},
+	}
+	c.Flags().StringVar(&htmlFile, "html", "", "also write a self-contained HTML report to this file")
+	c.Flags().StringVar(&threshold, "threshold", "", "smallest relative change that counts (default 10%)")
+	return c
+}
+
+// errRegressions is what bench check returns when it found any, so that
+// it exits non-zero.
+var errRegressions = errors.New("regressions found")
+
+func newBenchCheckCmd(g *globals) *cobra.Command {
+	var env, window, threshold, owner string
+	c := &cobra.Command{
+		Use:   "check --env E [--window 7d] [--threshold 10%]",
+		Short: "Flag benchmarks whose latest run is slower than the runs before it; exits 1 if any",
+		Long: `Compare each benchmark's latest run on an environment with the runs of the
+same environment that started within --window before it. A benchmark
+regressed when its median wall time grew by at least --threshold and a
+Mann–Whitney U test gives p < 0.05. Benchmarks with fewer than 3 successful
+samples on either side are listed but not judged.
+
+The command exits 1 and lists the regressions, with p-value and size, when
+there are any, so that cron or CI can act on it:
+
+  gateway bench check --env nightly --window 7d --threshold 10% || notify-team`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if env == "" {
+				return errors.New("--env is required: the environment (name or hash) whose history to check")
+			}
+			format, c, err := g.formatAndConnect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			// Checked here too, so that a bad value is named by its flag.
+			if _, err := api.ParseWindow(window); err != nil {
+				return fmt.Errorf("--window: %w", err)
+			}
+			if _, err := api.ParseThreshold(threshold); err != nil {
+				return fmt.Errorf("--threshold: %w", err)
+			}
+			res, err := c.BenchCheckAs(cmd.Context(), owner, env, window, threshold)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				if err := printJSON(cmd.OutOrStdout(), res); err != nil {
+					return err
+				}
+			} else if err := printCheck(cmd.OutOrStdout(), res); err != nil {
+				return err
+			}
+			if res.Regressions == 0 {
+				return nil
+			}
+			var list []string
+			for _, f := range res.Findings {
+				if f.Regressed {
+					list = append(list, fmt.Sprintf("%s %s (p=%s)", f.Test, pct(f.Change), pval(f.P)))
+				}
+			}
+			return fmt.Errorf("%w on %s: %s", errRegressions, env, strings.Join(list, "; "))
+		},
+	}
+	c.Flags().StringVar(&env, "env", "", "the environment to check (name, hash or hash prefix)")
+	c.Flags().StringVar(&window, "window", "7d", "how far back the baseline reaches from the latest run (e.g. 7d, 2w, 36h)")
+	c.Flags().StringVar(&threshold, "threshold", "10%", "smallest slowdown that counts (e.g. 10%)")
+	c.Flags().StringVar(&owner, "owner", "", "admins: check this user's results")
+	return c
+}
+
+func printCheck(w io.Writer, res api.BenchCheckJSON) error {
+	if len(res.Findings) == 0 {
+		fmt.Fprintf(w, "no results on %s to check\n", res.Env)
+		return nil
+	}
+	tw := newTabWriter(w)
+	fmt.Fprintln(tw, "SUITE\tTEST\tLATEST RUN\tBASELINE\tLATEST\tCHANGE\tP\tRESULT")
+	for _, f := range res.Findings {
+		result := "ok"
+		switch {
+		case f.Regressed:
+			result = "REGRESSION"
+		case f.Note != "":
+			result = "not checked: " + f.Note
+		}
+		med := func(v *float64, n int) string {
+			if v == nil {
+				return fmt.Sprintf("– (n=%d)", n)
+			}
+			return fmt.Sprintf("%s (n=%d)", seconds(*v), n)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Suite, f.Test, f.Run, med(f.BaselineMedian, f.Baseline), med(f.LatestMedian, f.Latest),
+			pct(f.Change), pval(f.P), result)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d regression(s) on %s: window %s, threshold %.0f%%, p < %.2f\n", res.Regressions, res.Env, res.Window, res.Threshold*100, res.Alpha)
+	return nil
+}

@@ -1,0 +1,490 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/bench"
+	"github.com/gatewayhq/gateway/bench/schedspec"
+	"github.com/gatewayhq/gateway/client"
+	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/images/capture"
+)
+
+// addBenchRunCmds adds gateway bench run and gateway bench schedule.
+func addBenchRunCmds(cmd *cobra.Command, g *globals) {
+	cmd.AddCommand(newBenchRunCmd(g), newBenchScheduleCmd(g))
+}
+
+// benchFlags are what run and schedule share: the environments and the
+// clusters' shape.
+type benchFlags struct {
+	envs          []string
+	python        string
+	repeat        int
+	workers       int
+	threads       int
+	cpus          int
+	memory        string
+	vmType        string
+	null          bool
+	pattern       string
+	timeout       time.Duration
+	startTimeout  time.Duration
+	buildTimeout  time.Duration
+	allowMismatch bool
+}
+
+func (b *benchFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringArrayVar(&b.envs, "env", nil, "an environment to run (once for a plain run, twice for an A/B test): a Python interpreter's path (its environment is built, and it runs the benchmarks' client), an environment file (requirements.txt, environment.yml, pylock.toml), a published environment's name, auto (your Python) or none")
+	f.StringVar(&b.python, "python", "", "the Python that runs the benchmarks' client (it needs the clusters' Dask versions; default: the environment's interpreter when --env names one, else python3 on PATH)")
+	f.IntVar(&b.repeat, "repeat", 5, "how many times each benchmark runs in each environment")
+	f.IntVarP(&b.workers, "workers", "n", 2, "workers of each cluster")
+	f.IntVar(&b.threads, "worker-threads", 1, "threads per worker")
+	f.IntVar(&b.cpus, "worker-cpus", 0, "vCPUs per worker (cloud backends)")
+	f.StringVar(&b.memory, "worker-memory", "", "memory per worker, e.g. 2GiB")
+	f.StringVar(&b.vmType, "worker-vm-type", "", "worker instance type by name (cloud backends)")
+	f.BoolVar(&b.null, "null", false, "also run the first environment a second time as its own set (A/A), to measure each benchmark's noise")
+	f.StringVarP(&b.pattern, "select", "k", "", "run only the benchmarks whose id (file.py::bench_name[params]) matches this regular expression")
+	f.DurationVar(&b.timeout, "timeout", 10*time.Minute, "the longest one run of one benchmark may take")
+	f.DurationVar(&b.startTimeout, "start-timeout", 10*time.Minute, "how long to wait for the clusters and their workers")
+	f.DurationVar(&b.buildTimeout, "build-timeout", 30*time.Minute, "how long to wait for an environment's image build")
+	f.BoolVar(&b.allowMismatch, "allow-mismatch", false, "run even if an image's software differs from the client's Python")
+}
+
+// check validates the flags that need no gateway.
+func (b *benchFlags) check(suite string) (*regexp.Regexp, map[string]any, error) {
+	switch {
+	case len(b.envs) > 2:
+		return nil, nil, fmt.Errorf("--env given %d times: a run compares at most two environments (A and B)", len(b.envs))
+	case b.repeat < 1 || b.repeat > 1000:
+		return nil, nil, fmt.Errorf("--repeat %d: give 1 to 1000 (5 to 10 for an A/B test)", b.repeat)
+	case b.workers < 1:
+		return nil, nil, errors.New("--workers must be at least 1")
+	case b.timeout <= 0:
+		return nil, nil, errors.New("--timeout must be positive")
+	}
+	st, err := os.Stat(suite)
+	if err != nil {
+		return nil, nil, fmt.Errorf("suite %s: %w", suite, err)
+	}
+	if !st.IsDir() {
+		return nil, nil, fmt.Errorf("suite %s is not a folder: give the folder that holds the bench_*.py files", suite)
+	}
+	var re *regexp.Regexp
+	if b.pattern != "" {
+		if re, err = regexp.Compile(b.pattern); err != nil {
+			return nil, nil, fmt.Errorf("-k %q: %w", b.pattern, err)
+		}
+	}
+	shape := map[string]any{"worker_threads": b.threads}
+	if b.memory != "" {
+		gib, err := parseMemory(b.memory)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--worker-memory: %w", err)
+		}
+		shape["worker_memory"] = gib
+	}
+	if b.cpus > 0 {
+		shape["worker_cpus"] = b.cpus
+	}
+	if b.vmType != "" {
+		shape["worker_vm_type"] = b.vmType
+	}
+	return re, shape, nil
+}
+
+func (b *benchFlags) runnerPython() string {
+	if b.python != "" {
+		return b.python
+	}
+	return "python3"
+}
+
+// resolveEnvs turns the --env values into what a cluster runs and which
+// Python runs the client, building images where needed. An environment
+// that cannot be built is returned with Err set: the run records its
+// samples as failed and goes on with the other.
+func (b *benchFlags) resolveEnvs(ctx context.Context, c *client.Client, suite string, progress io.Writer) ([]bench.Env, error) {
+	fields, err := c.OptionFields(ctx)
+	if err != nil {
+		return nil, err
+	}
+	values := b.envs
+	if len(values) == 0 {
+		values = []string{"auto"}
+	}
+	labels := []string{"A", "B"}
+	out := make([]bench.Env, 0, len(values))
+	for i, v := range values {
+		e := bench.Env{Label: labels[i], Name: v, Python: b.runnerPython(), Options: map[string]any{}}
+		if !fields["image"] {
+			// The local provider runs the gateway host's Python: one
+			// environment, the one the runner uses.
+			if v != "auto" && v != "none" {
+				return nil, fmt.Errorf("--env %s: this gateway's provider runs no container images, so the only environment is the gateway host's Python (leave out --env; use the docker, ec2, fargate or gce provider to compare environments)", v)
+			}
+			if len(values) > 1 {
+				return nil, errors.New("this gateway's provider runs no container images: an A/B test needs the docker, ec2, fargate or gce provider (an A/A run with --null works)")
+			}
+			out = append(out, e)
+			continue
+		}
+		if b.allowMismatch {
+			e.Options["allow_mismatch"] = true
+		}
+		fmt.Fprintf(progress, "Environment %s: %s\n", e.Label, v)
+		e.Err = b.resolveEnv(ctx, c, &e, suite, progress)
+		if e.Err != nil {
+			fmt.Fprintf(progress, "  environment %s (%s) cannot run: %v\n", e.Label, v, e.Err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (b *benchFlags) resolveEnv(ctx context.Context, c *client.Client, e *bench.Env, suite string, progress io.Writer) error {
+	v := e.Name
+	// The suite goes with the environment as user code, like new-cluster's
+	// --code-dir; the runner also sends its functions by value, so that a
+	// published image without the suite runs it too.
+	opts := capture.Options{Python: b.python, Dir: suite}
+	var (
+		env capture.Env
+		err error
+	)
+	st, statErr := os.Stat(v)
+	switch {
+	case statErr == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0:
+		// An interpreter: its environment, and it runs the client.
+		abs, _ := filepath.Abs(v)
+		opts.Python = abs
+		if b.python == "" {
+			e.Python = abs
+		}
+		env, err = capture.Capture(ctx, opts)
+	case statErr == nil && st.Mode().IsRegular():
+		env, err = capture.FromFile(ctx, v, opts)
+	case v == "auto":
+		env, err = capture.Capture(ctx, opts)
+	case v == "none":
+		return nil
+	case strings.ContainsAny(v, "/\\") || strings.HasSuffix(v, ".txt") || strings.HasSuffix(v, ".yml") || strings.HasSuffix(v, ".yaml") || strings.HasSuffix(v, ".toml"):
+		return fmt.Errorf("--env %s: no such file (give an interpreter, an environment file or a published environment's name)", v)
+	default:
+		e.Options["env"] = v // a published environment, checked by the gateway
+		if ce, cerr := capture.Capture(ctx, capture.Options{Python: e.Python}); cerr == nil {
+			e.Options["client_env"] = images.ExpectedVersions(ce.Spec)
+			e.Versions = images.ExpectedVersions(ce.Spec)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s, err := buildEnv(ctx, c, env, b.buildTimeout, progress)
+	if err != nil {
+		return err
+	}
+	e.Hash = s.Hash
+	e.Options["env"] = s.Hash
+	e.Options["client_env"] = images.ExpectedVersions(env.Spec)
+	e.Versions = images.ExpectedVersions(env.Spec)
+	return nil
+}
+
+func newBenchRunCmd(g *globals) *cobra.Command {
+	var b benchFlags
+	var maxCost float64
+	var logFile string
+	cmd := &cobra.Command{
+		Use:   "run SUITE",
+		Short: "Run a benchmark suite on one cluster per environment, interleaving them (A/B test)",
+		Long: `Run a suite (a folder of bench_*.py files with bench_<name>(client) functions)
+on identical clusters, one per environment, each benchmark --repeat times,
+interleaving A and B so that drift hits both. Each sample records the wall
+time and, sampled from the scheduler, peak and average cluster memory
+(managed and unmanaged), spilled bytes, bytes sent between workers and the
+workers' CPU seconds. Results go to the gateway's store: read them with
+gateway bench report RUN and gateway bench history TEST.
+
+  gateway bench run ./benchmarks --env ./base/bin/python --env ./candidate/bin/python --repeat 6
+  gateway bench run ./benchmarks --env team --null -k 'shuffle'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			suite, err := filepath.Abs(args[0])
+			if err != nil {
+				return err
+			}
+			re, shape, err := b.check(suite)
+			if err != nil {
+				return err
+			}
+			if maxCost < 0 {
+				return errors.New("--max-cost must not be negative")
+			}
+			c, err := g.client(ctx)
+			if err != nil {
+				return err
+			}
+			progress := cmd.ErrOrStderr()
+			envs, err := b.resolveEnvs(ctx, c, suite, progress)
+			if err != nil {
+				return err
+			}
+			var runnerLog io.Writer
+			if logFile != "" {
+				f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+				if err != nil {
+					return fmt.Errorf("--log: %w", err)
+				}
+				defer f.Close()
+				runnerLog = f
+			}
+			out, err := bench.Run(ctx, bench.Config{
+				Suite:        suite,
+				SuiteName:    filepath.Base(suite),
+				Envs:         envs,
+				Null:         b.null,
+				Repeat:       b.repeat,
+				Workers:      b.workers,
+				Shape:        shape,
+				Pattern:      re,
+				Timeout:      b.timeout,
+				StartTimeout: b.startTimeout,
+				MaxCost:      maxCost,
+				Clusters:     c,
+				Recorder:     bench.APIRecorder{API: c, Options: runOptions(b, maxCost)},
+				Cost:         usageMeter{c: c},
+				Progress:     progress,
+				RunnerLog:    runnerLog,
+			})
+			if out.RunID != "" {
+				if perr := printBenchOutcome(cmd.OutOrStdout(), g.json(), out); perr != nil && err == nil {
+					err = perr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			switch {
+			case len(out.StopErrors) > 0:
+				return fmt.Errorf("%d clusters could not be stopped: stop them with gateway stop", len(out.StopErrors))
+			case out.Status == bench.RunRefused || out.Status == bench.RunFailed:
+				return errors.New(out.Message)
+			case out.Failed() > 0:
+				return fmt.Errorf("%d of %d samples did not succeed (the others are recorded: gateway bench report %s)", out.Failed(), len(out.Samples), out.RunID)
+			}
+			return nil
+		},
+	}
+	b.add(cmd)
+	cmd.Flags().StringVar(&logFile, "log", "", "append the benchmarks' own output (the runners' stderr: prints, warnings, Dask's logs) to this file")
+	cmd.Flags().Float64Var(&maxCost, "max-cost", 0, "stop (refuse) the run when its estimated cost exceeds this many USD (estimated from the usage ledger after one round of every benchmark)")
+	return cmd
+}
+
+func runOptions(b benchFlags, maxCost float64) map[string]any {
+	return map[string]any{"repeat": b.repeat, "null": b.null, "select": b.pattern, "timeout": b.timeout.String(), "max_cost": maxCost}
+}
+
+// printBenchOutcome prints each test's samples per set: how many
+// succeeded and their median wall time.
+func printBenchOutcome(w io.Writer, asJSON bool, out bench.Outcome) error {
+	if asJSON {
+		return printJSON(w, out)
+	}
+	type key struct{ test, set string }
+	walls := map[key][]float64{}
+	failed := map[key]int{}
+	var tests, sets []string
+	seenT, seenS := map[string]bool{}, map[string]bool{}
+	for _, s := range out.Samples {
+		k := key{s.Test, s.Set}
+		if !seenT[s.Test] {
+			seenT[s.Test] = true
+			tests = append(tests, s.Test)
+		}
+		if !seenS[s.Set] {
+			seenS[s.Set] = true
+			sets = append(sets, s.Set)
+		}
+		if s.Status == bench.StatusOK {
+			walls[k] = append(walls[k], s.WallS)
+		} else {
+			failed[k]++
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TEST\tSET\tOK\tFAILED\tMEDIAN")
+	for _, t := range tests {
+		for _, s := range sets {
+			k := key{t, s}
+			med := "-"
+			if v := walls[k]; len(v) > 0 {
+				sort.Float64s(v)
+				med = fmt.Sprintf("%.3fs", v[len(v)/2])
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", t, s, len(walls[k]), failed[k], med)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nRun %s %s. Report: gateway bench report %s\n", out.RunID, out.Status, out.RunID)
+	return nil
+}
+
+// usageMeter reads the usage ledger's estimated cost of the caller's
+// clusters since a time.
+type usageMeter struct{ c *client.Client }
+
+func (u usageMeter) CostSince(ctx context.Context, since time.Time) (float64, error) {
+	v, err := u.c.MyUsage(ctx, since.UTC().Format(time.RFC3339), "")
+	if err != nil {
+		return 0, err
+	}
+	return v.Total.CostUSD, nil
+}
+
+func newBenchScheduleCmd(g *globals) *cobra.Command {
+	var b benchFlags
+	var cronExpr, window, threshold, del string
+	var list bool
+	cmd := &cobra.Command{
+		Use:   "schedule SUITE --env E --cron '0 2 * * *'",
+		Short: "Have the gateway run a suite on a schedule, check it for regressions and alert",
+		Long: `Store a schedule that the gateway itself runs, under your identity and
+quotas: it starts the clusters, runs the suite, records the results like
+gateway bench run, then checks each environment's tests against their
+history (like gateway bench check) and POSTs an alert to the gateway's
+bench.alert_webhook when one got slower. The suite's Python files are
+stored with the schedule (at most 1 MiB); environments are built now and
+run by their hash. Cron times are UTC.
+
+  gateway bench schedule ./benchmarks --env ./venv/bin/python --cron '0 2 * * *'
+  gateway bench schedule --list
+  gateway bench schedule --delete bs-0123456789abcdef`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if list || del != "" {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := g.client(ctx)
+			if err != nil {
+				return err
+			}
+			switch {
+			case list:
+				return listSchedules(ctx, cmd.OutOrStdout(), g, c)
+			case del != "":
+				if err := c.DeleteBenchSchedule(ctx, del); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Schedule %s deleted\n", del)
+				return nil
+			}
+			if cronExpr == "" {
+				return errors.New("--cron is required, e.g. --cron '0 2 * * *' for 02:00 UTC every day")
+			}
+			if _, err := schedspec.Next(cronExpr, time.Now()); err != nil {
+				return err
+			}
+			win, err := api.ParseWindow(window)
+			if err != nil {
+				return fmt.Errorf("--window: %w", err)
+			}
+			thr, err := api.ParseThreshold(threshold)
+			if err != nil {
+				return fmt.Errorf("--threshold: %w", err)
+			}
+			suite, err := filepath.Abs(args[0])
+			if err != nil {
+				return err
+			}
+			_, shape, err := b.check(suite)
+			if err != nil {
+				return err
+			}
+			if b.null {
+				return errors.New("--null is for gateway bench run: a schedule checks each run against its history")
+			}
+			archive, err := schedspec.PackSuite(suite)
+			if err != nil {
+				return err
+			}
+			progress := cmd.ErrOrStderr()
+			envs, err := b.resolveEnvs(ctx, c, suite, progress)
+			if err != nil {
+				return err
+			}
+			opts := schedspec.Options{Repeat: b.repeat, Workers: b.workers, Shape: shape, Select: b.pattern,
+				Timeout: b.timeout.String(), Window: win.String(), Threshold: thr}
+			for _, e := range envs {
+				if e.Err != nil {
+					return fmt.Errorf("environment %s (%s): %w", e.Label, e.Name, e.Err)
+				}
+				opts.Envs = append(opts.Envs, schedspec.Env{Label: e.Label, Name: e.Name, Hash: e.Hash, Options: e.Options, Versions: e.Versions})
+			}
+			s, err := c.CreateBenchSchedule(ctx, api.BenchScheduleRequest{Suite: filepath.Base(suite), Archive: archive, Cron: cronExpr, Options: opts})
+			if err != nil {
+				return err
+			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), s)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Schedule %s: %s on %s, next run %s (UTC)\n", s.ID, s.Suite, strings.Join(s.Envs, ", "), s.NextRun.UTC().Format("2006-01-02 15:04"))
+			return nil
+		},
+	}
+	b.add(cmd)
+	f := cmd.Flags()
+	f.StringVar(&cronExpr, "cron", "", "when to run, as a five-field cron expression in UTC (minute hour day-of-month month day-of-week)")
+	f.StringVar(&window, "window", "7d", "the regression check's history window")
+	f.StringVar(&threshold, "threshold", "10%", "the regression check's threshold: a test this much slower than its history, significantly, is a regression")
+	f.BoolVar(&list, "list", false, "list your schedules")
+	f.StringVar(&del, "delete", "", "delete the schedule with this id")
+	return cmd
+}
+
+func listSchedules(ctx context.Context, w io.Writer, g *globals, c *client.Client) error {
+	list, err := c.BenchSchedules(ctx, false)
+	if err != nil {
+		return err
+	}
+	if g.json() {
+		return printJSON(w, list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(w, "No schedules (make one with gateway bench schedule SUITE --env E --cron '0 2 * * *').")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSUITE\tENVS\tCRON\tNEXT RUN\tLAST RUN\tLAST ERROR")
+	for _, s := range list {
+		last := "-"
+		if s.LastRun != nil {
+			last = s.LastRun.UTC().Format("2006-01-02 15:04") + " " + s.LastRunID
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Suite, strings.Join(s.Envs, ","), s.Cron,
+			s.NextRun.UTC().Format("2006-01-02 15:04"), last, orDash(s.LastError))
+	}
+	return tw.Flush()
+}

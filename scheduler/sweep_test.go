@@ -1,0 +1,276 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatewayhq/gateway/internal/testutil"
+	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/scheduler"
+	"github.com/gatewayhq/gateway/store"
+)
+
+// listingProvider is the fake with the optional listing of every
+// cluster's members in one call (the sweep's memberLister).
+type listingProvider struct{ *fakeProvider }
+
+func (p listingProvider) ListMembers(ctx context.Context) ([]providers.Member, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls["ListMembers"]++
+	var out []providers.Member
+	for _, ms := range p.clusters {
+		for _, m := range ms {
+			out = append(out, m.Member)
+		}
+	}
+	return out, ctx.Err()
+}
+
+// useListing rebuilds the harness's core over the listing provider.
+func (h *harness) useListing() {
+	h.core = scheduler.New(h.cfg, h.st, listingProvider{h.fp}, h.rt, h.log)
+}
+
+func (h *harness) waitCalls(method string, n int) {
+	h.t.Helper()
+	start := h.fp.count(method)
+	eventually(h.t, waitLimit, fmt.Sprintf("%d more %s calls", n, method), func() (bool, string) {
+		got := h.fp.count(method) - start
+		return got >= n, fmt.Sprintf("%d calls", got)
+	})
+}
+
+// waitQuiet waits until three sweeps go by without a full reconcile pass
+// (with the listing provider only full passes call Describe).
+func (h *harness) waitQuiet() {
+	h.t.Helper()
+	eventually(h.t, waitLimit, "three sweeps without a full pass", func() (bool, string) {
+		d := h.fp.count("Describe")
+		h.waitCalls("ListMembers", 3)
+		got := h.fp.count("Describe") - d
+		return got == 0, fmt.Sprintf("%d full passes", got)
+	})
+}
+
+func (h *harness) countsAsked() int {
+	h.fp.mu.Lock()
+	defer h.fp.mu.Unlock()
+	return h.fp.countsAsked
+}
+
+// TestSweepListsMembersOnce: with a backend that lists every cluster's
+// members in one call, settled clusters are watched through that listing
+// alone (no Describe, no reconcile pass); a worker that exits and a
+// scheduler that exits are still seen, the worker replaced and the
+// cluster failed, as with a Describe per cluster.
+func TestSweepListsMembersOnce(t *testing.T) {
+	h := newHarness(t)
+	h.useListing()
+	h.start()
+	a, b := h.create("alice", 1), h.create("bob", 1)
+	h.waitSettled(a.Name, 1)
+	h.waitSettled(b.Name, 1)
+	h.waitQuiet()
+
+	describes, asked := h.fp.count("Describe"), h.countsAsked()
+	h.waitCalls("ListMembers", 5)
+	if got := h.fp.count("Describe"); got != describes {
+		t.Errorf("%d Describe calls while both clusters were settled, want none", got-describes)
+	}
+	if h.countsAsked() == asked {
+		t.Error("no scheduler was asked for its counts while settled")
+	}
+
+	worker := h.fp.runningWorkers(a.Name)[0]
+	h.fp.exitWorker(a.Name, worker, "killed (out of memory)")
+	h.waitCluster(a.Name, "to replace its worker", func(cl *store.Cluster) bool {
+		ws := h.fp.runningWorkers(a.Name)
+		return cl.Status == store.Running && cl.ReadyWorkers == 1 && len(ws) == 1 && ws[0] != worker
+	})
+	if n := countKind(h.events(a.Name), "worker-exited"); n != 1 {
+		t.Errorf("%d worker-exited events, want 1", n)
+	}
+
+	h.fp.exitScheduler(b.Name, "killed (out of memory)")
+	got := h.waitStatus(b.Name, store.Failed)
+	if got.Reason != "the scheduler stopped: killed (out of memory)" {
+		t.Errorf("reason %q", got.Reason)
+	}
+	h.checkDown(b.Name)
+	if got := h.cluster(a.Name); got.Status != store.Running {
+		t.Errorf("the other cluster: %s", describe(got))
+	}
+}
+
+// TestSweepSeesChangesOfTheRow: a settled cluster whose stored row
+// changes (here a scale written straight to the store, as another
+// replica's API would) gets a full pass that acts on it.
+func TestSweepSeesChangesOfTheRow(t *testing.T) {
+	h := newHarness(t)
+	h.useListing()
+	h.start()
+	cl := h.create("alice", 1)
+	h.waitSettled(cl.Name, 1)
+	h.waitCalls("ListMembers", 2)
+	if _, err := h.st.UpdateCluster(h.ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
+		x.DesiredWorkers = 2
+		return store.Event{Kind: "scale", Message: "1 -> 2 workers elsewhere"}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSettled(cl.Name, 2)
+}
+
+// TestHealthIntervalSpacesSchedulerChecks: a settled cluster's scheduler
+// is asked for its counts once per HealthInterval, not at every sweep;
+// the maximum lifetime, which needs no answer, is still checked at every
+// sweep.
+func TestHealthIntervalSpacesSchedulerChecks(t *testing.T) {
+	clk := testutil.NewClock(time.Now())
+	h := newHarness(t, func(c *scheduler.Config) { c.HealthInterval, c.MaxLifetime = time.Hour, time.Hour })
+	h.useListing()
+	h.core.SetClock(clk.Now)
+	h.start()
+	cl := h.create("alice", 1)
+	h.waitSettled(cl.Name, 1)
+	h.waitQuiet()
+	asked, describes := h.countsAsked(), h.fp.count("Describe")
+	h.waitCalls("ListMembers", 5)
+	if got := h.fp.count("Describe"); got != describes {
+		t.Fatalf("%d full passes of a settled cluster", got-describes)
+	}
+	if got := h.countsAsked(); got != asked {
+		t.Errorf("the scheduler was asked %d times within its health interval, want 0", got-asked)
+	}
+	clk.Advance(61 * time.Minute)
+	got := h.waitStatus(cl.Name, store.Stopped)
+	if !strings.Contains(got.Reason, "maximum lifetime") {
+		t.Errorf("reason %q", got.Reason)
+	}
+}
+
+// TestHeartbeatLossWithSpacedChecks: with health checks spaced out, a
+// scheduler that stops answering is still noticed at its next check and
+// failed after the heartbeat timeout.
+func TestHeartbeatLossWithSpacedChecks(t *testing.T) {
+	clk := testutil.NewClock(time.Now())
+	h := newHarness(t, func(c *scheduler.Config) {
+		c.HeartbeatTimeout, c.HealthInterval = 30*time.Second, 300*time.Millisecond
+	})
+	h.useListing()
+	h.core.SetClock(clk.Now)
+	h.start()
+	cl := h.create("alice", 1)
+	h.waitSettled(cl.Name, 1)
+	h.fp.configure(func(f *fakeProvider) { f.unresponsive = map[string]bool{cl.Name: true} })
+	h.waitCluster(cl.Name, "to be marked as not answering", func(c *store.Cluster) bool {
+		return strings.HasPrefix(c.Phase, "scheduler not answering since")
+	})
+	clk.Advance(31 * time.Second)
+	got := h.waitStatus(cl.Name, store.Failed)
+	if !strings.Contains(got.Reason, "stopped answering") {
+		t.Errorf("reason %q", got.Reason)
+	}
+	h.checkDown(cl.Name)
+}
+
+// runReplica runs a second core on the harness's store, provider and
+// router, as another replica, until the returned stop is called or the
+// test ends.
+func (h *harness) runReplica(cfg scheduler.Config, p providers.Provider) (*scheduler.Core, func()) {
+	h.t.Helper()
+	core := scheduler.New(cfg, h.st, p, h.rt, h.log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- core.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				h.t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			h.t.Fatal("Run did not return within 10s of its context ending")
+		}
+	}
+	h.t.Cleanup(stop)
+	return core, stop
+}
+
+func (h *harness) holder(name string) string {
+	h.t.Helper()
+	ls, err := h.st.ActiveLeases(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.Name == name {
+			if l.Lapsed {
+				return "(lapsed) " + l.Holder
+			}
+			return l.Holder
+		}
+	}
+	return ""
+}
+
+// TestBatchedRenewalKeepsAndHandsOverLeases: a replica whose clusters are
+// settled keeps their leases with its one batched renewal per interval
+// (it makes no reconcile pass, so no per-cluster lease write), for many
+// lease TTLs, while another replica waits; once it dies, the other takes
+// its clusters over within a TTL and acts on them.
+func TestBatchedRenewalKeepsAndHandsOverLeases(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	h := newHarness(t, func(c *scheduler.Config) { c.ReplicaID, c.LeaseTTL = "replica-a", ttl })
+	h.useListing()
+	h.start()
+	a, b := h.create("alice", 1), h.create("bob", 0)
+	h.waitSettled(a.Name, 1)
+	h.waitSettled(b.Name, 0)
+	h.waitQuiet()
+
+	cfgB := h.cfg
+	cfgB.ReplicaID = "replica-b"
+	_, stopB := h.runReplica(cfgB, listingProvider{h.fp})
+	describes := h.fp.count("Describe")
+	// About 4 TTLs of A's sweeps, one each 50ms.
+	for range 4 {
+		h.waitCalls("ListMembers", int(ttl/h.cfg.PollInterval))
+		for _, n := range []string{a.Name, b.Name} {
+			if got := h.holder(n); got != "replica-a" {
+				t.Fatalf("lease of %s held by %q while replica-a runs", n, got)
+			}
+		}
+	}
+	if got := h.fp.count("Describe"); got != describes {
+		t.Errorf("%d Describe calls (reconcile passes) while settled: the leases were not kept by the batch alone", got-describes)
+	}
+
+	h.stop() // replica-a dies without letting go
+	for _, n := range []string{a.Name, b.Name} {
+		eventually(t, waitLimit, "replica-b to take "+n+" over", func() (bool, string) {
+			got := h.holder(n)
+			return got == "replica-b", got
+		})
+	}
+	// B acts on what it took over: a scale written to the store.
+	if _, err := h.st.UpdateCluster(h.ctx, b.Name, func(x *store.Cluster) (store.Event, error) {
+		x.DesiredWorkers = 1
+		return store.Event{Kind: "scale", Message: "0 -> 1 workers"}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSettled(b.Name, 1)
+	stopB()
+}
