@@ -174,8 +174,10 @@ func (j *job) fail(b *Builder, err error) {
 	j.closeLocked()
 	started := j.st.Started
 	j.mu.Unlock()
-	close(j.done)
+	// The final update is delivered before Wait returns, so that
+	// whoever records it has the final state by then.
 	j.notify(true)
+	close(j.done)
 	b.logger.Warn("environment image build failed", "hash", j.hash, "ref", j.ref, "error", lines[0], "duration", time.Since(started).Round(time.Millisecond))
 }
 
@@ -189,8 +191,10 @@ func (j *job) succeed(b *Builder, contents images.Spec) {
 	j.closeLocked()
 	started := j.st.Started
 	j.mu.Unlock()
-	close(j.done)
+	// The final update is delivered before Wait returns, so that
+	// whoever records it has the final state by then.
 	j.notify(true)
+	close(j.done)
 	b.logger.Info("environment image built", "hash", j.hash, "ref", j.ref, "duration", time.Since(started).Round(time.Millisecond))
 }
 
