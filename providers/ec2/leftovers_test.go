@@ -8,6 +8,7 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/testutil"
 	"github.com/gatewayhq/gateway/providers/ec2/ec2test"
+	"github.com/gatewayhq/gateway/providers/internal/coretest"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -63,7 +64,7 @@ func TestReaperRemovesLeftoversByTag(t *testing.T) {
 	}
 	clk := testutil.NewClock(time.Now())
 	core := scheduler.New(scheduler.Config{GatewayID: "gw-test", Reaper: scheduler.ReaperConfig{Grace: 2 * time.Minute}},
-		st, p, nopRouter{}, slog.New(slog.DiscardHandler))
+		st, p, coretest.NopRouter{}, slog.New(slog.DiscardHandler))
 	core.SetClock(clk.Now)
 
 	groupsOf := func() []string {

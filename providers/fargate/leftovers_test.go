@@ -11,6 +11,7 @@ import (
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/fargate"
 	"github.com/gatewayhq/gateway/providers/fargate/fargatetest"
+	"github.com/gatewayhq/gateway/providers/internal/coretest"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -72,7 +73,7 @@ func TestReaperRemovesLeftoversByTag(t *testing.T) {
 	}
 	clk := testutil.NewClock(time.Now())
 	core := scheduler.New(scheduler.Config{GatewayID: testGateway, Reaper: scheduler.ReaperConfig{Grace: 2 * time.Minute}},
-		st, p, nopRouter{}, slog.New(slog.DiscardHandler))
+		st, p, coretest.NopRouter{}, slog.New(slog.DiscardHandler))
 	core.SetClock(clk.Now)
 
 	// What is left, as gateway/cluster/kind (task definitions: ACTIVE or

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/testutil"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/internal/coretest"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -53,7 +54,7 @@ func TestReaperRemovesLeftoversByTag(t *testing.T) {
 	p := e.provider(testConfig(e.srv, e.sl)) // a restarted gateway
 	clk := testutil.NewClock(time.Now())
 	core := scheduler.New(scheduler.Config{GatewayID: testGatewayID, Reaper: scheduler.ReaperConfig{Grace: 2 * time.Minute}},
-		st, p, nopRouter{}, slog.New(slog.DiscardHandler))
+		st, p, coretest.NopRouter{}, slog.New(slog.DiscardHandler))
 	core.SetClock(clk.Now)
 
 	left := func() []string {
