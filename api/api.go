@@ -46,6 +46,9 @@ type Core interface {
 // Config configures the API.
 type Config struct {
 	Version string
+	// Provider and Region are this gateway's backend, recorded with each
+	// benchmark run (the server's word, not the client's).
+	Provider, Region string
 	// PublicURL is where browsers and clients reach the gateway
 	// (http://host:port); dashboard links and scheduler addresses derive from it.
 	PublicURL string

@@ -221,6 +221,10 @@ func (s *Server) createBenchRun(w http.ResponseWriter, r *http.Request) {
 	if run.GatewayVersion == "" {
 		run.GatewayVersion = s.cfg.Version
 	}
+	// The clusters run on this gateway's backend, whatever the client says.
+	if s.cfg.Provider != "" {
+		run.Provider, run.Region = s.cfg.Provider, s.cfg.Region
+	}
 	for _, e := range req.Envs {
 		run.Envs = append(run.Envs, store.BenchEnv(e))
 	}

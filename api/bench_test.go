@@ -40,7 +40,7 @@ func benchServer(t *testing.T, url string) (*httptest.Server, *store.DB) {
 		benchRoot:  {Name: "root", Admin: true},
 		benchRO:    {Name: "alice", ReadOnly: true},
 	})
-	s := New(Config{Version: "v-test"}, core, a, nil, nil)
+	s := New(Config{Version: "v-test", Provider: "ec2", Region: "eu-west-1"}, core, a, nil, nil)
 	s.SetBench(st)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
@@ -67,6 +67,10 @@ func TestBenchResultsAPI(t *testing.T) {
 		}
 		if run.Owner != "alice" || run.Status != "running" || run.GatewayVersion != "v-test" || !strings.HasPrefix(run.ID, "br-") || len(run.Envs) != 2 {
 			t.Fatalf("created run: %+v (owner and status are the gateway's, not the body's)", run)
+		}
+		// The backend is the gateway's word: the clusters ran there.
+		if run.Provider != "ec2" || run.Region != "eu-west-1" {
+			t.Errorf("created run on %q %q, want the gateway's ec2 eu-west-1 (the body said docker, local)", run.Provider, run.Region)
 		}
 		samples := `{"samples":[
 {"test":"bench_sum","env":"A","repeat":0,"wall_seconds":1.5,"peak_managed":100,"spilled":7,"transferred":9,"cpu_seconds":2,"status":"ok"},

@@ -93,6 +93,11 @@ func List(ctx context.Context, python, suite string) (Listing, error) {
 	if err := json.Unmarshal([]byte(lastLine(string(out))), &l); err != nil {
 		return Listing{}, fmt.Errorf("listing the suite %s with %s: unexpected output %q: %w", suite, python, tailString(string(out), 300), err)
 	}
+	// The same Python runs the benchmarks' client: without Dask's client
+	// every sample would fail, after clusters were started for nothing.
+	if l.Versions["distributed"] == "" {
+		return Listing{}, fmt.Errorf("%s has no distributed (Dask's client), which runs the benchmarks: give a Python with the clusters' Dask with --python", python)
+	}
 	return l, nil
 }
 

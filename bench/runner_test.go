@@ -96,6 +96,28 @@ def helper(client):
 }
 
 // A Python that does not exist is an error naming it.
+// TestListNoDistributed: a Python without Dask's client is refused when
+// the suite is listed, before any cluster starts.
+func TestListNoDistributed(t *testing.T) {
+	dir := t.TempDir()
+	// Debian's Python without its site directories: no distributed.
+	python := filepath.Join(dir, "python3")
+	if err := os.WriteFile(python, []byte("#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	suite := filepath.Join(dir, "suite")
+	if err := os.MkdirAll(suite, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(suite, "bench_a.py"), []byte("def bench_a(client):\n    pass\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := List(context.Background(), python, suite)
+	if err == nil || !strings.Contains(err.Error(), "has no distributed") || !strings.Contains(err.Error(), "--python") {
+		t.Fatalf("List with a Python without distributed: %v", err)
+	}
+}
+
 func TestListNoPython(t *testing.T) {
 	_, err := List(context.Background(), "/nonexistent/python3", t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/python3") {

@@ -312,7 +312,11 @@ func printReport(w io.Writer, rep benchReportJSON) error {
 		}
 		fmt.Fprintf(w, "  %-2s %s %s %s\n", e.Label, e.Name, hash, packageList(e.Packages))
 	}
-	fmt.Fprintf(w, "  on %s %s, %s; gateway %s\n", r.Provider, r.Region, string(r.Shape), r.GatewayVersion)
+	where := strings.TrimSpace(r.Provider + " " + r.Region)
+	if where == "" {
+		where = "an unrecorded backend"
+	}
+	fmt.Fprintf(w, "  on %s, %s; gateway %s\n", where, string(r.Shape), r.GatewayVersion)
 	if len(rep.Tests) == 0 {
 		fmt.Fprintln(w, "no samples recorded")
 		return nil

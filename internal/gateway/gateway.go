@@ -187,7 +187,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	sessions.SetStore(g.store, access)
 	limiter := auth.NewFailureLimiter(cfg.Auth.FailedPerMinute)
-	apiSrv := api.New(api.Config{Version: version, PublicURL: g.PublicURL, Issuer: g.Issuer, ClientID: cfg.Auth.OIDC.ClientID,
+	apiSrv := api.New(api.Config{Version: version, Provider: cfg.Provider, Region: providerRegion(cfg), PublicURL: g.PublicURL, Issuer: g.Issuer, ClientID: cfg.Auth.OIDC.ClientID,
 		OnExceed: cfg.Quotas.OnExceed, DashboardProblem: g.dash.forProvider}, g.core, authn, sessions, log)
 	apiSrv.SetAdmin(quotas, g.store)
 	apiSrv.SetTokenStore(g.store)

@@ -79,3 +79,20 @@ func startTimeout(cfg *config.Config) time.Duration {
 	}
 	return 10 * time.Minute
 }
+
+// providerRegion is the region (or, for Compute Engine, the first zone) the
+// configured backend runs clusters in; empty for local and docker.
+func providerRegion(cfg *config.Config) string {
+	p := cfg.Providers
+	switch cfg.Provider {
+	case ec2.Name:
+		return p.EC2.Region
+	case fargate.Name:
+		return p.Fargate.Region
+	case gce.Name:
+		if len(p.GCE.Zones) > 0 {
+			return p.GCE.Zones[0]
+		}
+	}
+	return ""
+}
