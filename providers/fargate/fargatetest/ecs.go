@@ -302,27 +302,40 @@ func attachmentStatus(last string) string {
 
 // ---- the ECS endpoint ----
 
-func (s *Server) serveECS(w http.ResponseWriter, r *http.Request) {
+// jsonRequest reads an AWS JSON 1.1 request for service (its targets start
+// with prefix) and answers its errors: a bad body or method, an unknown
+// target or content type, no authentication, and a fault injected for the
+// action. When ok, the action and body are returned with s.mu held, the
+// call recorded.
+func (s *Server) jsonRequest(w http.ResponseWriter, r *http.Request, prefix, service string) (action string, body []byte, ok bool) {
 	body, err := readBody(r)
 	if err != nil || r.Method != http.MethodPost {
 		writeJSONError(w, clientErr("SerializationException", "bad request"))
-		return
+		return "", nil, false
 	}
 	target := r.Header.Get("X-Amz-Target")
-	if !strings.HasPrefix(target, ecsTargetPrefix) || r.Header.Get("Content-Type") != "application/x-amz-json-1.1" {
+	if !strings.HasPrefix(target, prefix) || r.Header.Get("Content-Type") != "application/x-amz-json-1.1" {
 		writeJSONError(w, clientErr("UnknownOperationException", "unknown target %q or content type %q", target, r.Header.Get("Content-Type")))
-		return
+		return "", nil, false
 	}
-	if !checkAuth(r, "ecs") {
+	if !checkAuth(r, service) {
 		writeJSONError(w, &apiError{status: http.StatusForbidden, code: "MissingAuthenticationTokenException", message: "Missing Authentication Token"})
-		return
+		return "", nil, false
 	}
-	action := strings.TrimPrefix(target, ecsTargetPrefix)
+	action = strings.TrimPrefix(target, prefix)
 	s.mu.Lock()
-	s.record("ecs:"+action, body)
-	if f := s.takeFault("ecs:" + action); f != nil {
+	s.record(service+":"+action, body)
+	if f := s.takeFault(service + ":" + action); f != nil {
 		s.mu.Unlock()
 		writeJSONError(w, &apiError{status: f.status, code: f.code, message: f.message})
+		return "", nil, false
+	}
+	return action, body, true
+}
+
+func (s *Server) serveECS(w http.ResponseWriter, r *http.Request) {
+	action, body, ok := s.jsonRequest(w, r, ecsTargetPrefix, "ecs")
+	if !ok {
 		return
 	}
 	out, aerr := s.ecsAction(action, body)

@@ -2,7 +2,6 @@ package fargatetest
 
 import (
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -32,26 +31,8 @@ func (s *Server) Log(group, stream string, lines ...string) {
 }
 
 func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
-	if err != nil || r.Method != http.MethodPost {
-		writeJSONError(w, clientErr("SerializationException", "bad request"))
-		return
-	}
-	target := r.Header.Get("X-Amz-Target")
-	if !strings.HasPrefix(target, logsTargetPrefix) || r.Header.Get("Content-Type") != "application/x-amz-json-1.1" {
-		writeJSONError(w, clientErr("UnknownOperationException", "unknown target %q or content type %q", target, r.Header.Get("Content-Type")))
-		return
-	}
-	if !checkAuth(r, "logs") {
-		writeJSONError(w, &apiError{status: http.StatusForbidden, code: "MissingAuthenticationTokenException", message: "Missing Authentication Token"})
-		return
-	}
-	action := strings.TrimPrefix(target, logsTargetPrefix)
-	s.mu.Lock()
-	s.record("logs:"+action, body)
-	if f := s.takeFault("logs:" + action); f != nil {
-		s.mu.Unlock()
-		writeJSONError(w, &apiError{status: f.status, code: f.code, message: f.message})
+	action, body, ok := s.jsonRequest(w, r, logsTargetPrefix, "logs")
+	if !ok {
 		return
 	}
 	var out any

@@ -27,26 +27,8 @@ type secret struct {
 var secretNameRE = regexp.MustCompile(`^[A-Za-z0-9/_+=.@-]{1,512}$`)
 
 func (s *Server) serveSecrets(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
-	if err != nil || r.Method != http.MethodPost {
-		writeJSONError(w, clientErr("SerializationException", "bad request"))
-		return
-	}
-	target := r.Header.Get("X-Amz-Target")
-	if !strings.HasPrefix(target, secretsTargetPrefix) || r.Header.Get("Content-Type") != "application/x-amz-json-1.1" {
-		writeJSONError(w, clientErr("UnknownOperationException", "unknown target %q or content type %q", target, r.Header.Get("Content-Type")))
-		return
-	}
-	if !checkAuth(r, "secretsmanager") {
-		writeJSONError(w, &apiError{status: http.StatusForbidden, code: "MissingAuthenticationTokenException", message: "Missing Authentication Token"})
-		return
-	}
-	action := strings.TrimPrefix(target, secretsTargetPrefix)
-	s.mu.Lock()
-	s.record("secretsmanager:"+action, body)
-	if f := s.takeFault("secretsmanager:" + action); f != nil {
-		s.mu.Unlock()
-		writeJSONError(w, &apiError{status: f.status, code: f.code, message: f.message})
+	action, body, ok := s.jsonRequest(w, r, secretsTargetPrefix, "secretsmanager")
+	if !ok {
 		return
 	}
 	var out any
