@@ -86,8 +86,11 @@ type Server struct {
 	cookie       *apiCookie   // nil: no API cookie (see apicookie.go)
 	lists        listCache    // encoded cluster lists (see list.go)
 
-	schedules    BenchSchedules // nil: no benchmark schedules (bench_schedules.go)
-	schedulesNow func() time.Time
+	schedules      BenchSchedules // nil: no benchmark schedules (bench_schedules.go)
+	schedulesNow   func() time.Time
+	schedulesReady func(context.Context) error // nil: always
+
+	dbHealth healthCheck // what /api/health reports of the database (health.go)
 }
 
 // New builds the API. sessions may be nil.
@@ -213,13 +216,18 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 				u, err = s.auth.Authenticate(r.Context(), tok)
 			}
 		}
-		if err != nil && cookieCred != "" {
+		if errors.Is(err, auth.ErrInvalid) && cookieCred != "" {
+			// Only a cookie whose token is refused goes: one that could not
+			// be checked (the database away) stays for when it is back.
 			s.cookie.clear(w)
 		}
 		if err != nil {
 			msg := "authentication required: send \"Authorization: Bearer <token>\" (run: gateway login)"
 			if !errors.Is(err, auth.ErrNoCredentials) {
 				if !errors.Is(err, auth.ErrInvalid) {
+					if s.databaseDown(w, r, err) { // credentials are checked against the store
+						return
+					}
 					s.log.Error("authentication error", "err", err)
 					WriteError(w, http.StatusServiceUnavailable, "auth_unavailable", "cannot check credentials right now; try again")
 					return
@@ -282,6 +290,9 @@ func detail(err, sentinel error) string {
 
 // coreError maps the core's errors to answers.
 func (s *Server) coreError(w http.ResponseWriter, r *http.Request, err error) {
+	if s.databaseDown(w, r, err) {
+		return
+	}
 	switch {
 	case errors.Is(err, scheduler.ErrNotFound):
 		WriteError(w, http.StatusNotFound, "cluster_not_found", "cluster "+r.PathValue("name")+" not found")
@@ -380,10 +391,6 @@ func jsonKind(t reflect.Type) string {
 		return "a JSON object"
 	}
 	return "a different type"
-}
-
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "pass"})
 }
 
 func (s *Server) version(w http.ResponseWriter, r *http.Request) {

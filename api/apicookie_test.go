@@ -338,3 +338,25 @@ func TestAPICookieWithAiohttp(t *testing.T) {
 		}
 	}
 }
+
+// TestAPICookieKeptThroughOutage: a cookie whose token cannot be checked
+// (the database is away) gets a 503 and stays: only a refused token's
+// cookie is cleared, or every browser would be signed out by a restart
+// of the database.
+func TestAPICookieKeptThroughOutage(t *testing.T) {
+	cs := newCookieServer(t, true)
+	ck := apiCookieOf(t, cs, "Bearer "+cs.secrets["rw"])
+	if err := cs.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // past the token cache's second
+	code, resp := withCookie(t, cs, ck, "GET", "/api/v1/whoami", "", nil)
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("cookie while the database is away: %d, want 503", code)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == apiCookieName && c.MaxAge < 0 {
+			t.Error("the cookie was cleared because the database was away")
+		}
+	}
+}

@@ -42,6 +42,7 @@ func (s *Server) benchRoutes() {
 	m.HandleFunc("POST /api/v1/bench/runs/{id}/finish", s.authed(s.benchEnabled(s.finishBenchRun)))
 	m.HandleFunc("GET /api/v1/bench/history", s.authed(s.benchEnabled(s.benchHistory)))
 	m.HandleFunc("GET /api/v1/bench/check", s.authed(s.benchEnabled(s.benchCheck)))
+	m.HandleFunc("POST /api/v1/bench/price", s.authed(s.benchPrice))
 }
 
 func (s *Server) benchEnabled(h http.HandlerFunc) http.HandlerFunc {
@@ -174,6 +175,9 @@ func benchSampleJSON(m store.BenchSample) BenchSampleJSON {
 
 // benchError answers a store error.
 func (s *Server) benchError(w http.ResponseWriter, r *http.Request, err error) {
+	if s.databaseDown(w, r, err) {
+		return
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		WriteError(w, http.StatusNotFound, "bench_run_not_found", "benchmark run "+r.PathValue("id")+" not found")

@@ -26,6 +26,14 @@ func (s *Server) SetBenchSchedules(b BenchSchedules, now func() time.Time) {
 	s.schedules, s.schedulesNow = b, now
 }
 
+// SetBenchSchedulesReady makes the schedule routes ask ready first: an
+// error (the Python that would run scheduled suites cannot, say) refuses
+// the request with its message, so that no schedule is stored that could
+// never run.
+func (s *Server) SetBenchSchedulesReady(ready func(ctx context.Context) error) {
+	s.schedulesReady = ready
+}
+
 // BenchScheduleRequest makes a schedule.
 type BenchScheduleRequest struct {
 	Suite   string            `json:"suite"`
@@ -71,8 +79,14 @@ func (s *Server) benchScheduleRoutes() {
 func (s *Server) schedulesOn(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.schedules == nil {
-			WriteError(w, http.StatusNotFound, "not_found", "this gateway runs no benchmark schedules: its operator turns them on with bench.python (scheduled suites run on the gateway's host as its own user); use gateway bench run, or gateway bench check from cron or CI")
+			WriteError(w, http.StatusNotFound, "not_found", "this gateway runs no benchmark schedules: its operator turns them on by setting bench.python (GATEWAY_BENCH_PYTHON) to a Python with Dask's distributed, the clusters' version (scheduled suites run on the gateway's host as its own user); meanwhile run gateway bench run and gateway bench check from cron or CI")
 			return
+		}
+		if s.schedulesReady != nil {
+			if err := s.schedulesReady(r.Context()); err != nil {
+				WriteError(w, http.StatusNotFound, "not_found", "this gateway runs no benchmark schedules: "+err.Error())
+				return
+			}
 		}
 		h(w, r)
 	}

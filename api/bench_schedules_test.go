@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ import (
 	"github.com/gatewayhq/gateway/store"
 )
 
-func scheduleServer(t *testing.T, url string) *httptest.Server {
+func scheduleServer(t *testing.T, url string, ready func(context.Context) error) (*httptest.Server, *store.DB) {
 	t.Helper()
 	st, err := store.Open(context.Background(), url)
 	if err != nil {
@@ -30,9 +31,12 @@ func scheduleServer(t *testing.T, url string) *httptest.Server {
 	})
 	s := New(Config{Version: "v-test"}, &fakeCore{clusters: map[string]*store.Cluster{}, scaled: map[string]int{}}, a, nil, nil)
 	s.SetBenchSchedules(st, func() time.Time { return time.Date(2026, 12, 3, 1, 0, 0, 0, time.UTC) })
+	if ready != nil {
+		s.SetBenchSchedulesReady(ready)
+	}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, st
 }
 
 func zipOf(t *testing.T, files map[string]string) string {
@@ -56,7 +60,7 @@ func zipOf(t *testing.T, files map[string]string) string {
 // admins may.
 func TestBenchSchedulesAPI(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, url string) {
-		srv := scheduleServer(t, url)
+		srv, _ := scheduleServer(t, url, nil)
 		const alice, bob, root = "alice-token-000000", "bob-token-00000000", "root-token-0000000"
 		good := zipOf(t, map[string]string{"bench_a.py": "def bench_a(client): pass\n"})
 		body := func(archive, cron, opts string) string {
@@ -116,6 +120,29 @@ func TestBenchSchedulesAPI(t *testing.T) {
 		}
 		if l := list(alice, ""); len(l) != 0 {
 			t.Errorf("after delete alice lists %+v", l)
+		}
+	})
+}
+
+// TestBenchSchedulesNotReady: while the Python that would run scheduled
+// suites fails its check, every schedule route refuses with the check's
+// message and nothing is stored.
+func TestBenchSchedulesNotReady(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, url string) {
+		srv, st := scheduleServer(t, url, func(context.Context) error {
+			return errors.New("/opt/py has no distributed: set bench.python (GATEWAY_BENCH_PYTHON)")
+		})
+		const alice = "alice-token-000000"
+		good := zipOf(t, map[string]string{"bench_a.py": "def bench_a(client): pass\n"})
+		body := `{"suite":"nightly","suite_archive":"` + good + `","cron":"0 2 * * *","options":{"envs":[{"label":"A","name":"auto"}],"repeat":5,"workers":2}}`
+		for _, req := range [][2]string{{"POST", body}, {"GET", ""}} {
+			code, _, b := do(t, srv, req[0], "/api/v1/bench/schedules", alice, req[1])
+			if code != 404 || !strings.Contains(string(b), "runs no benchmark schedules: /opt/py has no distributed: set bench.python") {
+				t.Errorf("%s: %d %s, want 404 with the check's message", req[0], code, b)
+			}
+		}
+		if l, err := st.ListBenchSchedules(context.Background(), ""); err != nil || len(l) != 0 {
+			t.Errorf("stored: %v %v", l, err)
 		}
 	})
 }

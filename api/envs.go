@@ -196,6 +196,9 @@ func (s *Server) adminUnpublishEnv(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) envError(w http.ResponseWriter, r *http.Request, err error) {
+	if s.databaseDown(w, r, err) {
+		return
+	}
 	switch {
 	case errors.Is(err, ErrEnvNotFound):
 		WriteError(w, http.StatusNotFound, "env_not_found", err.Error())

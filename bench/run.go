@@ -87,10 +87,10 @@ type Recorder interface {
 	FinishRun(ctx context.Context, runID, status, message string) error
 }
 
-// CostMeter reports what the caller's clusters cost since a time (the
-// usage ledger's estimate), for the cost left and --max-cost.
+// CostMeter reports what some of the caller's clusters cost since a time
+// (the usage ledger's estimate), for --max-cost during the run.
 type CostMeter interface {
-	CostSince(ctx context.Context, since time.Time) (float64, error)
+	CostSince(ctx context.Context, since time.Time, clusters []string) (float64, error)
 }
 
 // Config is one run.
@@ -105,16 +105,40 @@ type Config struct {
 	Pattern      *regexp.Regexp // only tests whose id matches
 	Timeout      time.Duration  // per sample
 	StartTimeout time.Duration  // for clusters to run with all their workers
-	MaxCost      float64        // USD; 0: no limit
+	MaxCost      float64        // USD; 0: no limit (see Prepare)
 	StopWait     time.Duration  // how long to wait for the clusters to stop at the end; 3 min
 	Clusters     Clusters
 	Recorder     Recorder
-	Cost         CostMeter // optional
+	Cost         CostMeter // optional: what the run's clusters cost so far
+	Prices       Pricer    // optional: the clusters' price, for the estimate
+	History      History   // optional: the suite's sample times, for the estimate
+	Plan         *Plan     // from Prepare; nil: Run prepares
 	Progress     io.Writer
 	RunnerLog    io.Writer // the runners' stderr (benchmarks' output); nil drops it
 	Provider     string
 	Region       string
 	Now          func() time.Time
+}
+
+func (cfg *Config) defaults() {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Repeat < 1 {
+		cfg.Repeat = 1
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 10 * time.Minute
+	}
+	if cfg.StopWait <= 0 {
+		cfg.StopWait = 3 * time.Minute
+	}
 }
 
 // Outcome is what a run did.
@@ -154,26 +178,14 @@ var ErrNoBenchmarks = errors.New("no benchmarks to run")
 // Run runs the suite on one cluster per set, interleaving the sets, and
 // stops every cluster it started before returning, whatever happened.
 func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Progress == nil {
-		cfg.Progress = io.Discard
-	}
-	if cfg.Repeat < 1 {
-		cfg.Repeat = 1
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Minute
-	}
-	if cfg.StartTimeout <= 0 {
-		cfg.StartTimeout = 10 * time.Minute
-	}
-	if cfg.StopWait <= 0 {
-		cfg.StopWait = 3 * time.Minute
-	}
-	if len(cfg.Envs) == 0 {
-		return out, errors.New("bench: no environment to run")
+	cfg.defaults()
+	plan := cfg.Plan
+	if plan == nil {
+		if plan, err = Prepare(ctx, cfg); err != nil {
+			return out, err
+		}
+	} else if cfg.MaxCost > 0 && plan.Estimate.Priced && plan.Estimate.Cost > cfg.MaxCost {
+		return out, fmt.Errorf("%w: the run is estimated at $%.2f, over --max-cost $%.2f: %s", ErrOverBudget, plan.Estimate.Cost, cfg.MaxCost, plan.Estimate.How())
 	}
 	sets := make([]*set, 0, len(cfg.Envs)+1)
 	for _, e := range cfg.Envs {
@@ -184,32 +196,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		a.Label += "2"
 		sets = append(sets, &set{Env: a, err: a.Err})
 	}
-	python := ""
-	for _, s := range sets {
-		if s.err == nil {
-			python = s.Python
-			break
-		}
-	}
-	if python == "" {
-		python = sets[0].Python
-	}
-	listing, err := List(ctx, python, cfg.Suite)
-	if err != nil {
-		return out, err
-	}
-	var tests []string
-	for _, b := range listing.Benchmarks {
-		if cfg.Pattern == nil || cfg.Pattern.MatchString(b) {
-			tests = append(tests, b)
-		}
-	}
-	if len(tests) == 0 && len(listing.Errors) == 0 {
-		if cfg.Pattern != nil {
-			return out, fmt.Errorf("%w: none of the suite's %d benchmarks matches -k %s", ErrNoBenchmarks, len(listing.Benchmarks), cfg.Pattern)
-		}
-		return out, fmt.Errorf("%w: %s has no bench_*.py file with a bench_<name>(client) function", ErrNoBenchmarks, cfg.Suite)
-	}
+	listing, tests := plan.Listing, plan.Tests
 
 	start := cfg.Now()
 	info := RunInfo{Suite: cfg.SuiteName, Workers: cfg.Workers, Shape: cfg.Shape, Repeat: cfg.Repeat, Null: cfg.Null,
@@ -222,7 +209,8 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		return out, fmt.Errorf("recording the run: %w", err)
 	}
 	fmt.Fprintf(cfg.Progress, "Run %s: %d benchmarks x %d sets x %d repeats\n", out.RunID, len(tests), len(sets), cfg.Repeat)
-	r := &run{cfg: cfg, out: &out, sets: sets, start: start}
+	fmt.Fprintln(cfg.Progress, plan.Estimate)
+	r := &run{cfg: cfg, out: &out, sets: sets, start: start, est: plan.Estimate}
 	for _, fe := range listing.Errors {
 		fmt.Fprintf(cfg.Progress, "  %s does not import: %s\n", fe.File, fe.Error)
 		for _, s := range sets {
@@ -257,6 +245,19 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}
 	total := len(tests) * len(sets) * cfg.Repeat
 	done := 0
+	if r.noneRuns() {
+		// Every sample fails the same way: recorded, said once above.
+		fmt.Fprintf(cfg.Progress, "No set can run: its %d samples are recorded as failed\n", total)
+		for rep := 1; rep <= cfg.Repeat; rep++ {
+			for _, test := range tests {
+				for _, s := range sets {
+					r.sample(ctx, s, test, rep)
+				}
+			}
+		}
+		out.Status, out.Message = RunFailed, "no set could run: "+brief(sets[0].err.Error())
+		return out, nil
+	}
 	for rep := 1; rep <= cfg.Repeat; rep++ {
 		for _, test := range tests {
 			for _, s := range sets {
@@ -267,16 +268,13 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 				}
 				smp := r.sample(ctx, s, test, rep)
 				done++
-				r.progress(ctx, smp, done, total)
-			}
-		}
-		if rep == 1 && cfg.MaxCost > 0 && rep < cfg.Repeat {
-			if est, ok := r.estimate(ctx, done, total); ok && est > cfg.MaxCost {
-				out.Status = RunRefused
-				out.Message = fmt.Sprintf("the estimated cost of the whole run, $%.2f, exceeds --max-cost $%.2f (after one round of every benchmark)", est, cfg.MaxCost)
-				fmt.Fprintln(cfg.Progress, "Stopping: "+out.Message)
-				r.skipRest(ctx, tests, rep+1, "", "")
-				return out, nil
+				over := r.progress(ctx, smp, done, total)
+				if over != "" {
+					out.Status, out.Message = RunRefused, over
+					fmt.Fprintln(cfg.Progress, "Stopping: "+over)
+					r.skipRestAfter(ctx, tests, rep, test, s.Label)
+					return out, nil
+				}
 			}
 		}
 	}
@@ -287,12 +285,23 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	return out, nil
 }
 
+// noneRuns is whether no set can run a sample.
+func (r *run) noneRuns() bool {
+	for _, s := range r.sets {
+		if s.err == nil {
+			return false
+		}
+	}
+	return true
+}
+
 type run struct {
 	cfg      Config
 	out      *Outcome
 	sets     []*set
 	start    time.Time
 	sampling time.Time // when the clusters were up: the time left is estimated from here
+	est      Estimate
 	mu       sync.Mutex
 }
 
@@ -309,7 +318,8 @@ func (r *run) startClusters(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, s := range r.sets {
 		if s.err != nil {
-			fmt.Fprintf(r.cfg.Progress, "  %s (%s): %v\n", s.Label, s.Name, s.err)
+			// Said in full where it happened (the build's output).
+			fmt.Fprintf(r.cfg.Progress, "  %s (%s): cannot run: %s\n", s.Label, s.Name, brief(s.err.Error()))
 			continue
 		}
 		opts := map[string]any{}
@@ -487,13 +497,26 @@ func (r *run) renew(ctx context.Context, s *set, workers bool) error {
 
 // skipRest records every sample from (rep, test, set) on as skipped.
 func (r *run) skipRest(ctx context.Context, tests []string, rep int, fromTest, fromSet string) {
+	r.skip(ctx, tests, rep, fromTest, fromSet, true)
+}
+
+// skipRestAfter records every sample after (rep, test, set) as skipped.
+func (r *run) skipRestAfter(ctx context.Context, tests []string, rep int, test, set string) {
+	r.skip(ctx, tests, rep, test, set, false)
+}
+
+func (r *run) skip(ctx context.Context, tests []string, rep int, fromTest, fromSet string, inclusive bool) {
 	ctx = context.WithoutCancel(ctx)
 	started := fromTest == ""
 	for ; rep <= r.cfg.Repeat; rep++ {
 		for _, t := range tests {
 			for _, s := range r.sets {
-				if !started && t == fromTest && s.Label == fromSet {
+				at := !started && t == fromTest && s.Label == fromSet
+				if at {
 					started = true
+					if !inclusive {
+						continue
+					}
 				}
 				if started {
 					r.record(ctx, Sample{Test: t, Set: s.Label, Repeat: rep, Status: StatusSkipped, Error: "the run stopped before it", Started: r.cfg.Now(), Cluster: s.cluster})
@@ -554,39 +577,57 @@ func waitStopped(ctx context.Context, c Clusters, name string) error {
 	}
 }
 
-// estimate projects the whole run's cost from the ledger's cost so far.
-func (r *run) estimate(ctx context.Context, done, total int) (float64, bool) {
-	if r.cfg.Cost == nil || done == 0 {
-		return 0, false
+// left is the time the rest of the run is expected to take: measured
+// from the samples so far, or the estimate before any.
+func (r *run) left(done, total int) time.Duration {
+	if done == 0 {
+		return r.est.Sampling
 	}
-	spent, err := r.cfg.Cost.CostSince(ctx, r.start)
-	if err != nil {
-		return 0, false
-	}
-	return spent * float64(total) / float64(done), true
+	elapsed := r.cfg.Now().Sub(r.sampling)
+	return time.Duration(float64(elapsed) / float64(done) * float64(total-done))
 }
 
-func (r *run) progress(ctx context.Context, s Sample, done, total int) {
-	elapsed := r.cfg.Now().Sub(r.sampling)
-	left := time.Duration(float64(elapsed) / float64(done) * float64(total-done)).Round(time.Second)
+// spent is what the run's clusters cost so far: the usage ledger's
+// figure when it answers, else their price over the time since they were
+// requested.
+func (r *run) spent(ctx context.Context) float64 {
+	if r.cfg.Cost != nil {
+		if v, err := r.cfg.Cost.CostSince(ctx, r.start, r.out.Clusters); err == nil {
+			return v
+		}
+	}
+	// No ledger to ask: their price over the time since they were asked for.
+	return r.est.PriceHour * float64(len(r.out.Clusters)) * r.cfg.Now().Sub(r.start).Hours()
+}
+
+// progress prints one sample's line with the time and cost left, and
+// says why the run must stop when what it spent and what is left would
+// exceed --max-cost (checked after each round of the sets).
+func (r *run) progress(ctx context.Context, s Sample, done, total int) (over string) {
+	left := r.left(done, total)
 	cost := ""
-	if done%len(r.sets) == 0 {
-		// Priced by the usage ledger; a gateway without prices shows none.
-		if est, ok := r.estimate(ctx, done, total); ok && est > 0 {
-			cost = fmt.Sprintf(", ~$%.2f left", est*float64(total-done)/float64(total))
+	if r.est.Priced && r.est.PriceHour > 0 {
+		costLeft := r.est.PriceHour * float64(len(r.out.Clusters)) * left.Hours()
+		cost = ", ~" + usd(costLeft) + " left"
+		if r.cfg.MaxCost > 0 && done < total && done%len(r.sets) == 0 {
+			if spent := r.spent(ctx); spent+costLeft > r.cfg.MaxCost {
+				over = fmt.Sprintf("$%.2f spent and ~$%.2f more expected (%d samples left, at the %s a sample measured so far) exceed --max-cost $%.2f",
+					spent, costLeft, total-done, (left / time.Duration(total-done)).Round(time.Millisecond), r.cfg.MaxCost)
+			}
 		}
 	}
 	what := fmt.Sprintf("%.3fs", s.WallS)
 	if s.Status != StatusOK {
 		// A traceback says what went wrong last; the gateway's own
 		// messages first (a cluster's reason ends with its log's tail).
-		line := firstLine(s.Error)
+		line := brief(s.Error)
 		if s.Status == StatusError {
 			line = lastLine(s.Error)
 		}
 		what = s.Status + ": " + line
 	}
-	fmt.Fprintf(r.cfg.Progress, "[%d/%d] %s repeat %d/%d %s  %s  (~%s left%s)\n", done, total, s.Set, s.Repeat, r.cfg.Repeat, s.Test, what, left, cost)
+	fmt.Fprintf(r.cfg.Progress, "[%d/%d] %s repeat %d/%d %s  %s  (~%s left%s)\n", done, total, s.Set, s.Repeat, r.cfg.Repeat, s.Test, what, left.Round(time.Second), cost)
+	return over
 }
 
 func firstLine(s string) string {
@@ -602,6 +643,23 @@ func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		return s[i+1:]
+	}
+	return s
+}
+
+// usd shows an amount in dollars, with cents unless it is less than one.
+func usd(v float64) string {
+	if v > 0 && v < 0.01 {
+		return fmt.Sprintf("$%.4f", v)
+	}
+	return fmt.Sprintf("$%.2f", v)
+}
+
+// brief is a long message's first line, cut to a line's length.
+func brief(s string) string {
+	s = firstLine(s)
+	if len(s) > 240 {
+		return s[:240] + "..."
 	}
 	return s
 }

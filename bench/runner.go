@@ -36,6 +36,10 @@ var ErrTimeout = errors.New("timed out")
 // connection went away, or the interpreter crashed.
 var ErrRunnerDied = errors.New("the benchmark runner exited")
 
+// ErrNoDask is a runner Python without distributed (Dask's client), which
+// runs the benchmarks: every sample would fail.
+var ErrNoDask = errors.New("the Python that runs the benchmarks' client has no distributed (Dask's client)")
+
 // Listing is what a suite holds.
 type Listing struct {
 	Benchmarks []string          `json:"benchmarks"`
@@ -96,9 +100,30 @@ func List(ctx context.Context, python, suite string) (Listing, error) {
 	// The same Python runs the benchmarks' client: without Dask's client
 	// every sample would fail, after clusters were started for nothing.
 	if l.Versions["distributed"] == "" {
-		return Listing{}, fmt.Errorf("%s has no distributed (Dask's client), which runs the benchmarks: give a Python with the clusters' Dask with --python", python)
+		return Listing{}, fmt.Errorf("%w: %s", ErrNoDask, python)
 	}
 	return l, nil
+}
+
+// CheckPython reports the distributed version of python, or ErrNoDask
+// (or why it does not run at all): the gateway checks bench.python with
+// it before it accepts schedules.
+func CheckPython(ctx context.Context, python string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-c", "import distributed; print(distributed.__version__)")
+	var stderr strings.Builder
+	cmd.Stderr = &limitedWriter{w: &stderr, n: 16 << 10}
+	out, err := cmd.Output()
+	switch {
+	case err == nil && strings.TrimSpace(string(out)) != "":
+		return strings.TrimSpace(string(out)), nil
+	case strings.Contains(stderr.String(), "No module named"):
+		return "", fmt.Errorf("%w: %s", ErrNoDask, python)
+	case err == nil:
+		return "", fmt.Errorf("%w: %s printed no version", ErrNoDask, python)
+	}
+	return "", fmt.Errorf("%s: %w: %s", python, err, tailString(strings.TrimSpace(stderr.String()), 300))
 }
 
 // Conn is how a runner reaches its cluster.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,8 +114,17 @@ func TestListNoDistributed(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := List(context.Background(), python, suite)
-	if err == nil || !strings.Contains(err.Error(), "has no distributed") || !strings.Contains(err.Error(), "--python") {
+	if !errors.Is(err, ErrNoDask) || !strings.Contains(err.Error(), python) {
 		t.Fatalf("List with a Python without distributed: %v", err)
+	}
+	if v, err := CheckPython(context.Background(), python); !errors.Is(err, ErrNoDask) || !strings.Contains(err.Error(), python) {
+		t.Fatalf("CheckPython with a Python without distributed: %q %v", v, err)
+	}
+	if v, err := CheckPython(context.Background(), "/usr/bin/python3"); err != nil || v == "" {
+		t.Fatalf("CheckPython(/usr/bin/python3): %q %v", v, err)
+	}
+	if _, err := CheckPython(context.Background(), filepath.Join(dir, "nonexistent")); err == nil || !strings.Contains(err.Error(), "nonexistent") {
+		t.Fatalf("CheckPython of a missing interpreter: %v", err)
 	}
 }
 

@@ -38,3 +38,11 @@ func (c *Client) BenchSchedules(ctx context.Context, all bool) ([]api.BenchSched
 func (c *Client) DeleteBenchSchedule(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/api/v1/bench/schedules/"+url.PathEscape(id), nil, nil)
 }
+
+// BenchPrice is what a cluster with these options would cost per hour,
+// without creating it (the gateway's prices; zero where it has none).
+func (c *Client) BenchPrice(ctx context.Context, options map[string]any) (api.BenchPriceJSON, error) {
+	var v api.BenchPriceJSON
+	err := c.do(ctx, http.MethodPost, "/api/v1/bench/price", map[string]any{"cluster_options": options}, &v)
+	return v, err
+}

@@ -2,8 +2,12 @@ package integration
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -13,9 +17,15 @@ import (
 // minute, looking every second) under the owner's identity, records the
 // run with the schedule's id, stops its clusters, and shows the firing in
 // the schedule list. Bad input is refused before anything is stored, and
-// a schedule can be deleted.
+// a schedule can be deleted. bench.python is not set: gateway dev runs
+// scheduled suites with the Python of its clusters (providers.local.python),
+// not python3 on PATH, which here has no Dask (as a pyenv shim may not).
 func TestBenchScheduleFires(t *testing.T) {
-	e := newEnv(t, "GATEWAY_BENCH_SCHEDULE_INTERVAL=1s", "GATEWAY_BENCH_PYTHON="+python)
+	shim := t.TempDir()
+	if err := os.WriteFile(filepath.Join(shim, "python3"), []byte("#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, "GATEWAY_BENCH_SCHEDULE_INTERVAL=1s", "PATH="+shim+":"+os.Getenv("PATH"))
 	e.startGateway()
 	suite := writeSuite(t, map[string]string{
 		"bench_ok.py": "def bench_fast(client):\n    assert client.submit(sum, range(10)).result() == 45\n",
@@ -99,4 +109,83 @@ func TestBenchScheduleFires(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// TestBenchScheduleRefusedWithoutPython: a gateway that cannot run
+// scheduled suites refuses gateway bench schedule up front, saying what
+// its operator configures, and stores nothing: gateway dev whose
+// bench.python has no Dask, and gateway serve without bench.python.
+func TestBenchScheduleRefusedWithoutPython(t *testing.T) {
+	noDask := filepath.Join(t.TempDir(), "python3")
+	if err := os.WriteFile(noDask, []byte("#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	suite := writeSuite(t, map[string]string{"bench_ok.py": "def bench_fast(client):\n    pass\n"})
+
+	dev := newEnv(t, "GATEWAY_BENCH_SCHEDULE_INTERVAL=1s", "GATEWAY_BENCH_PYTHON="+noDask)
+	dev.startGateway()
+	out, err := dev.gw("bench", "schedule", suite, "--cron", "* * * * *", "--python", python)
+	for _, want := range []string{"runs no benchmark schedules", "has no distributed", noDask, "set bench.python (GATEWAY_BENCH_PYTHON)"} {
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("bench schedule with a bench.python without Dask: %v, want an error saying %q:\n%s", err, want, out)
+		}
+	}
+	if strings.Contains(dev.gwLog.String(), "bench schedule created") {
+		t.Errorf("a schedule was stored:\n%s", dev.gwLog.String())
+	}
+
+	// gateway serve, bench.python unset (the dev gateway is its issuer).
+	issuer := regexp.MustCompile(`dev issuer:\s+(http://127\.0\.0\.1:\d+)`).FindStringSubmatch(dev.gwLog.String())
+	if issuer == nil {
+		t.Fatalf("no issuer in the dev gateway's banner:\n%s", dev.gwLog.String())
+	}
+	dataDir := filepath.Join(t.TempDir(), "serve")
+	url, log := startServe(t, dev.bin, dataDir, issuer[1])
+	user := &env{t: t, bin: dev.bin, home: t.TempDir(), gwLog: log, url: url}
+	user.vars = append(filterEnv(os.Environ()), "HOME="+user.home, "XDG_CONFIG_HOME="+filepath.Join(user.home, "config"),
+		"GATEWAY_URL="+url, "GATEWAY_CA_FILE="+filepath.Join(dataDir, "gateway-tls.crt"), "GATEWAY_TOKEN="+strings.TrimSpace(dev.gwOK("print-token")))
+	out, err = user.gw("bench", "schedule", suite, "--cron", "0 2 * * *", "--python", python)
+	for _, want := range []string{"runs no benchmark schedules", "bench.python (GATEWAY_BENCH_PYTHON)", "gateway bench check from cron"} {
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("bench schedule on serve without bench.python: %v, want an error saying %q:\n%s", err, want, out)
+		}
+	}
+	if strings.Contains(log.String(), "bench schedule created") {
+		t.Errorf("a schedule was stored:\n%s", log.String())
+	}
+}
+
+// startServe runs gateway serve (local clusters, TLS on a free loopback
+// port) with issuer as its OIDC provider, until the test ends, and
+// returns its public URL and its log.
+func startServe(t *testing.T, bin, dataDir, issuer string) (string, *syncBuffer) {
+	t.Helper()
+	log := &syncBuffer{}
+	srv := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	srv.Env = append(filterEnv(os.Environ()), "GATEWAY_AUTH_OIDC_ISSUER="+issuer, "GATEWAY_PROVIDERS_LOCAL_TRUST_USERS=true")
+	srv.Stdout, srv.Stderr = log, log
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = srv.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = srv.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			_ = srv.Process.Kill()
+		}
+	})
+	addrRE := regexp.MustCompile(`public_url=(https://127\.0\.0\.1:\d+)`)
+	var url string
+	for deadline := time.Now().Add(30 * time.Second); url == ""; {
+		if m := addrRE.FindStringSubmatch(log.String()); m != nil {
+			url = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return url, log
 }

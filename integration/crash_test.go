@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,16 @@ import (
 // their group leader: more than one is a duplicate.
 func memberNames(gatewayID string) map[string]int {
 	out := map[string]int{}
+	for m, pids := range memberProcs(gatewayID) {
+		out[m] = len(pids)
+	}
+	return out
+}
+
+// memberProcs maps each live member process of the gateway's clusters
+// (cluster/member) to the ids of the process groups that carry it.
+func memberProcs(gatewayID string) map[string][]int {
+	out := map[string][]int{}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
 		stat, err := os.ReadFile(filepath.Join(d, "stat"))
@@ -48,10 +59,29 @@ func memberNames(gatewayID string) map[string]int {
 			}
 		}
 		if ours && member != "" {
-			out[member]++
+			pid, _ := strconv.Atoi(filepath.Base(d))
+			out[member] = append(out[member], pid)
 		}
 	}
 	return out
+}
+
+// countMembers says, of the gateway's member processes, how many belong to
+// no wanted cluster (leaked) and how many run twice (duplicated).
+func countMembers(t *testing.T, gatewayID string, want map[string]int) (leaked, duplicated int) {
+	t.Helper()
+	for m, count := range memberNames(gatewayID) {
+		cluster, _, _ := strings.Cut(m, "/")
+		if w, ok := want[cluster]; !ok || w < 0 {
+			leaked++
+			t.Errorf("process of %s runs though its cluster is stopped or unknown", m)
+		}
+		if count > 1 {
+			duplicated++
+			t.Errorf("%d processes run as %s", count, m)
+		}
+	}
+	return leaked, duplicated
 }
 
 func (e *env) kill9() {
@@ -172,19 +202,7 @@ func TestCrashRecovery(t *testing.T) {
 	settle(t, e, want)
 
 	// Nothing leaked, nothing doubled.
-	members := memberNames(gatewayID)
-	leaked, duplicates := 0, 0
-	for m, count := range members {
-		cluster, _, _ := strings.Cut(m, "/")
-		if w, ok := want[cluster]; !ok || w < 0 {
-			leaked++
-			t.Errorf("process of %s runs though its cluster is stopped or unknown", m)
-		}
-		if count > 1 {
-			duplicates++
-			t.Errorf("%d processes run as %s", count, m)
-		}
-	}
+	leaked, duplicates := countMembers(t, gatewayID, want)
 	t.Logf("crash points tried: %d, clusters: %d, leaked resources: %d, duplicates: %d", crashes, len(want), leaked, duplicates)
 	fmt.Printf("crash test: crash points tried: %d, clusters: %d, leaked resources: %d, duplicates: %d\n", crashes, len(want), leaked, duplicates)
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -119,21 +120,32 @@ func (s *syncBuffer) String() string {
 // startGateway runs `gateway dev` on a free loopback port and waits until it
 // answers.
 func (e *env) startGateway(args ...string) {
+	e.t.Helper()
+	if err := e.launchGateway(nil, args...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// launchGateway is startGateway with extra environment variables for this
+// process alone (a crash point, say); a gateway that exits before it
+// answers is an error, not a failure of the test.
+func (e *env) launchGateway(extraEnv []string, args ...string) error {
 	t := e.t
 	t.Helper()
 	cmd := exec.Command(e.bin, append([]string{"dev", "--listen", "127.0.0.1:0", "--log-level", "debug"}, args...)...)
-	cmd.Env = e.vars
+	cmd.Env = append(slices.Clone(e.vars), extraEnv...)
 	e.gwLog = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = e.gwLog, e.gwLog
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	e.gateway = cmd
-	e.exited = make(chan struct{})
+	exited := make(chan struct{}) // this process's, whatever starts next
+	e.exited = exited
 	go func() {
 		_ = cmd.Wait()
-		close(e.exited)
+		close(exited)
 	}()
 	t.Cleanup(func() { e.stopGateway(syscall.SIGTERM) })
 	deadline := time.Now().Add(30 * time.Second)
@@ -143,17 +155,17 @@ func (e *env) startGateway(args ...string) {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
 					e.url = u
-					return
+					return nil
 				}
 			}
 		}
 		select {
 		case <-e.exited:
-			t.Fatalf("gateway exited at start:\n%s", e.gwLog.String())
+			return fmt.Errorf("gateway exited at start:\n%s", e.gwLog.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("gateway did not answer within 30s:\n%s", e.gwLog.String())
+			return fmt.Errorf("gateway did not answer within 30s:\n%s", e.gwLog.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

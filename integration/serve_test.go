@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -39,33 +38,7 @@ func TestServeTLS(t *testing.T) {
 		t.Fatalf("serve with the local provider for untrusted users: %v %s", err, out)
 	}
 
-	log := &syncBuffer{}
-	srv := exec.Command(idp.bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
-	srv.Env = append(filterEnv(os.Environ()), "GATEWAY_AUTH_OIDC_ISSUER="+issuer[1], "GATEWAY_PROVIDERS_LOCAL_TRUST_USERS=true")
-	srv.Stdout, srv.Stderr = log, log
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = srv.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = srv.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(60 * time.Second):
-			_ = srv.Process.Kill()
-		}
-	})
-	addrRE := regexp.MustCompile(`public_url=(https://127\.0\.0\.1:\d+)`)
-	var url string
-	for deadline := time.Now().Add(30 * time.Second); url == ""; {
-		if m := addrRE.FindStringSubmatch(log.String()); m != nil {
-			url = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("serve did not start:\n%s", log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	url, log := startServe(t, idp.bin, dataDir, issuer[1])
 	caFile := filepath.Join(dataDir, "gateway-tls.crt")
 	pem, err := os.ReadFile(caFile)
 	if err != nil {

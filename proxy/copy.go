@@ -53,18 +53,17 @@ func copyConn(dst, src net.Conn, onData func(), waiting *atomic.Bool) error {
 	)
 	read := func(fd uintptr) bool {
 		bp = copyBufs.Get().(*[]byte)
-		for {
-			n, rerr = syscall.Read(int(fd), *bp)
-			if rerr != syscall.EINTR {
-				break
-			}
-		}
+		n, rerr = rawRead(int(fd), *bp)
 		if rerr == syscall.EAGAIN {
 			copyBufs.Put(bp)
 			bp = nil
 			return false
 		}
 		return true
+	}
+	write := dst.Write
+	if wc, ok := rawConn(dst); ok {
+		write = rawWriter(wc)
 	}
 	tcpDst, _ := dst.(*net.TCPConn)
 	lr := &io.LimitedReader{R: src}
@@ -93,7 +92,7 @@ func copyConn(dst, src net.Conn, onData func(), waiting *atomic.Bool) error {
 			if onData != nil {
 				onData()
 			}
-			_, werr = dst.Write((*bp)[:got])
+			_, werr = write((*bp)[:got])
 		}
 		copyBufs.Put(bp)
 		bp = nil

@@ -14,9 +14,19 @@ import (
 // tcpPair returns the two ends of a loopback TCP connection.
 func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, b, err := dialPair()
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+// dialPair connects two ends over loopback TCP.
+func dialPair() (net.Conn, net.Conn, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
 	}
 	defer ln.Close()
 	accepted := make(chan net.Conn, 1)
@@ -26,14 +36,14 @@ func tcpPair(t *testing.T) (net.Conn, net.Conn) {
 	}()
 	a, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	b := <-accepted
 	if b == nil {
-		t.Fatal("accept failed")
+		a.Close()
+		return nil, nil, errors.New("accept failed")
 	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a, b
+	return a, b, nil
 }
 
 // TestCopyConn: bytes arrive whole and in order, including bytes that were
@@ -200,6 +210,60 @@ func TestCopyInspecting(t *testing.T) {
 		_ = src.SetReadDeadline(time.Now().Add(ioTimeout))
 		if ok, err := copyInspecting(dst, src, nil, scanOnly{&h}); ok || err != nil {
 			t.Fatalf("copyInspecting = %t, %v; want not finished, no error", ok, err)
+		}
+	})
+}
+
+// TestRawWriter: the copy's write (write(2) without the runtime's syscall
+// bookkeeping) writes all of a buffer the socket cannot take at once,
+// waiting in the poller while the peer is slow; it stops at the write
+// deadline, and fails rather than hangs on a peer that reset the
+// connection.
+func TestRawWriter(t *testing.T) {
+	big := make([]byte, 16<<20) // far more than a socket's buffers
+	rand.Read(big)
+	t.Run("slow reader", func(t *testing.T) {
+		w, r := tcpPair(t)
+		got := make(chan []byte, 1)
+		go func() {
+			time.Sleep(50 * time.Millisecond) // the writer fills the buffers first
+			_ = r.SetReadDeadline(time.Now().Add(ioTimeout))
+			b := make([]byte, len(big))
+			_, _ = io.ReadFull(r, b)
+			got <- b
+		}()
+		rc, _ := rawConn(w)
+		n, err := rawWriter(rc)(big)
+		if n != len(big) || err != nil {
+			t.Fatalf("write = %d, %v; want %d, nil", n, err, len(big))
+		}
+		if !bytes.Equal(<-got, big) {
+			t.Fatal("the bytes arrived changed")
+		}
+	})
+	t.Run("deadline", func(t *testing.T) {
+		w, _ := tcpPair(t) // the peer never reads
+		_ = w.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		rc, _ := rawConn(w)
+		n, err := rawWriter(rc)(big)
+		if !errors.Is(err, os.ErrDeadlineExceeded) || n <= 0 || n >= len(big) {
+			t.Fatalf("write = %d, %v; want part of %d and the deadline", n, err, len(big))
+		}
+	})
+	t.Run("reset", func(t *testing.T) {
+		w, r := tcpPair(t)
+		_ = r.(*net.TCPConn).SetLinger(0)
+		r.Close() // a reset
+		time.Sleep(20 * time.Millisecond)
+		_ = w.SetWriteDeadline(time.Now().Add(ioTimeout))
+		rc, _ := rawConn(w)
+		write := rawWriter(rc)
+		var err error
+		for i := 0; i < 3 && err == nil; i++ { // the first write may land before the reset is seen
+			_, err = write(big[:1000])
+		}
+		if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("write to a reset connection = %v, want its error", err)
 		}
 	})
 }

@@ -46,7 +46,7 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 	dialer := &net.Dialer{Timeout: s.cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	pool := routes.NewPool(func(tc *tls.Config) *http.Transport {
 		return &http.Transport{
-			DialContext:           dialer.DialContext,
+			DialContext:           quietDial(dialer),
 			TLSClientConfig:       tc,
 			TLSHandshakeTimeout:   s.cfg.DialTimeout,
 			MaxIdleConnsPerHost:   64,
@@ -144,6 +144,15 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	u, err := d.authn(r)
 	if err != nil {
+		if !errors.Is(err, auth.ErrNoCredentials) && !errors.Is(err, auth.ErrInvalid) {
+			// The credentials could not be checked (the database away, say):
+			// no sign-in would help, and a browser's session must not be
+			// sent through one.
+			d.log.Warn("dashboard: cannot check credentials", "path", r.URL.Path, "err", err)
+			w.Header().Set("Retry-After", "5")
+			dashError(w, r, http.StatusServiceUnavailable, "cannot check credentials right now; try again in a moment")
+			return
+		}
 		if d.login != nil && r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html") &&
 			r.Header.Get("Authorization") == "" {
 			// A browser without a (valid) session: sign it in, then come back.
@@ -226,6 +235,9 @@ func dashError(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	case http.StatusNotFound:
 		e.Code, e.Title = "cluster_not_found", "Dashboard not found"
 		e.Hint = "See your clusters with gateway list. If this browser is signed in as someone else, sign out at /auth/logout."
+	case http.StatusServiceUnavailable:
+		e.Code, e.Title = "unavailable", "Try again in a moment"
+		e.Hint = "The gateway cannot check who you are right now (its database may be restarting)."
 	case http.StatusBadGateway:
 		e.Code, e.Title = "bad_gateway", "The dashboard did not answer"
 		e.Hint = "The cluster's scheduler may be starting or stopping; try again in a moment (gateway show NAME says how it is)."

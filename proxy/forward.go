@@ -154,6 +154,7 @@ func (f *forwarder) dial(ctx context.Context, rt routes.Route) (*backendConn, er
 	if err != nil {
 		return nil, err
 	}
+	raw = quiet(raw)
 	conn := raw
 	if u.Scheme == "https" {
 		cfg, err := routes.MemberTLS(rt.ClusterCert)

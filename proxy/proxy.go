@@ -302,7 +302,7 @@ func (s *Server) handle(conn net.Conn) {
 			s.putBuf(bp, consumed)
 			return
 		}
-		s.toHTTP(&prefixConn{Conn: conn, prefix: clone(consumed)})
+		s.toHTTP(&prefixConn{Conn: quiet(conn), prefix: clone(consumed)})
 		s.putBuf(bp, consumed)
 	case err != nil:
 		s.log.Debug("dropping connection: no usable TLS ClientHello", "remote", conn.RemoteAddr(), "err", err)
@@ -329,7 +329,7 @@ func (s *Server) handle(conn net.Conn) {
 			s.putBuf(bp, consumed)
 			return
 		}
-		s.toHTTP(tls.Server(&prefixConn{Conn: conn, prefix: clone(consumed)}, s.cfg.TLS))
+		s.toHTTP(tls.Server(&prefixConn{Conn: quiet(conn), prefix: clone(consumed)}, s.cfg.TLS))
 		s.putBuf(bp, consumed)
 	}
 }

@@ -8,7 +8,6 @@ package scheduler
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -16,8 +15,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,10 +23,10 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/catalog"
-	"github.com/gatewayhq/gateway/proxy/routes"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -56,8 +53,8 @@ type Store interface {
 	RecordLedger(ctx context.Context, cluster string, entries ...store.LedgerEntry) error
 	OpenMembers(ctx context.Context, cluster string) (map[string]time.Time, error)
 	AcquireLease(ctx context.Context, cluster, holder string, ttl time.Duration) (bool, error)
-	ReleaseLease(ctx context.Context, cluster, holder string) error
-	RenewLeases(ctx context.Context, holder string, ttl time.Duration) (int64, error)
+	ReleaseLeases(ctx context.Context, holder string) error
+	RenewLeases(ctx context.Context, holder string, ttl time.Duration) error
 	ActiveLeases(ctx context.Context) ([]store.ActiveLease, error)
 }
 
@@ -87,9 +84,13 @@ type Config struct {
 	HeartbeatTimeout time.Duration
 	// HealthInterval is how often the scheduler of a running cluster with
 	// nothing to do is asked for its counts (heartbeat, idle timeout);
-	// 0: every third of HeartbeatTimeout, and at most every PollInterval.
-	// A scheduler that does not answer is then asked every PollInterval/5
-	// until it answers or HeartbeatTimeout passes.
+	// 0: every half HeartbeatTimeout (Dask Gateway's own heartbeat period),
+	// and at most every PollInterval. A scheduler that does not answer is
+	// then asked every PollInterval/5 until it answers or HeartbeatTimeout
+	// passes since its last answer: the first failed check comes early
+	// enough (half the timeout, plus a sweep and the request's timeout)
+	// that the cluster fails when the timeout has passed, as it would with
+	// checks at every poll.
 	HealthInterval time.Duration
 	// ReplicaID names this gateway process among replicas sharing a
 	// database; LeaseTTL is how long its hold on a cluster lasts unless
@@ -133,7 +134,7 @@ func (c *Config) setDefaults() {
 		c.HeartbeatTimeout = 30 * time.Second
 	}
 	if c.HealthInterval <= 0 {
-		c.HealthInterval = max(c.PollInterval, c.HeartbeatTimeout/3)
+		c.HealthInterval = max(c.PollInterval, c.HeartbeatTimeout/2)
 	}
 	if c.CertLifetime <= 0 {
 		c.CertLifetime = 30 * 24 * time.Hour
@@ -160,9 +161,9 @@ type Core struct {
 	router   Router
 	log      *slog.Logger
 	now      func() time.Time
-	// dash holds a connection pool per cluster for the health poll, each
-	// verifying https dashboards against that cluster's certificate.
-	dash  *routes.Pool
+	// dash keeps a connection per cluster for the health poll (health.go),
+	// each verifying https dashboards against that cluster's certificate.
+	dash  *countsPool
 	queue *queue
 
 	mu        sync.Mutex
@@ -176,6 +177,7 @@ type Core struct {
 	downSince map[string]time.Time       // when each adaptive cluster first asked for fewer workers
 	quotaNote map[string]string          // per cluster, the last quota message recorded for adaptive scaling
 	settled   map[string]*settled        // running clusters with nothing to do, which the sweep watches (sweep.go)
+	failures  map[string]int             // failed passes in a row, per cluster (retry.go)
 }
 
 // New makes a core. Run starts its loop.
@@ -193,7 +195,7 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 	}
 	return &Core{
 		cfg: cfg, store: st, provider: p, router: r, log: log, now: time.Now,
-		dash:      routes.NewPool(pollTransport),
+		dash:      newCountsPool(),
 		queue:     newQueue(),
 		watchers:  map[string]*watch{},
 		exits:     map[string]map[string]bool{},
@@ -254,12 +256,8 @@ func (c *Core) Run(ctx context.Context) error {
 // ReleaseLeases gives up this replica's leases, so that other replicas take
 // its clusters over at once (a clean shutdown that leaves clusters running).
 func (c *Core) ReleaseLeases(ctx context.Context) {
-	active, err := c.store.ListClusters(ctx, store.Filter{Statuses: store.ActiveStatuses})
-	if err != nil {
-		return
-	}
-	for _, cl := range active {
-		_ = c.store.ReleaseLease(ctx, cl.Name, c.cfg.ReplicaID)
+	if err := c.store.ReleaseLeases(ctx, c.cfg.ReplicaID); err != nil {
+		c.log.Warn("release leases", "err", err)
 	}
 }
 
@@ -274,17 +272,25 @@ func (c *Core) worker(ctx context.Context) {
 		if err != nil || !held {
 			c.queue.Done(name)
 			if err != nil && ctx.Err() == nil {
-				c.log.Warn("lease", "cluster", name, "err", err)
+				// The database may be away: try again soon, not at the next resync.
+				wait := c.retryAfter(name)
+				c.log.Warn("lease", "cluster", name, "retry_in", wait, "err", err)
+				c.queue.AddAfter(name, wait)
 			}
 			continue // the resync brings it back; its holder works on it meanwhile
 		}
+		crashpoint.Hit(ctx, crashpoint.CoreLeaseAcquired)
 		after, err := c.reconcile(ctx, name)
 		c.queue.Done(name)
-		if err != nil && ctx.Err() == nil {
-			c.log.Warn("reconcile failed; retrying", "cluster", name, "err", err)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			wait := c.retryAfter(name)
+			c.log.Warn("reconcile failed; retrying", "cluster", name, "retry_in", wait, "err", err)
 			if after <= 0 {
-				after = time.Second
+				after = wait
 			}
+		case err == nil:
+			c.succeeded(name)
 		}
 		if after > 0 {
 			c.queue.AddAfter(name, after)
@@ -441,6 +447,7 @@ func (c *Core) Create(ctx context.Context, who Who, raw map[string]json.RawMessa
 		if err != nil {
 			return nil, fmt.Errorf("scheduler: %w", err)
 		}
+		crashpoint.Hit(ctx, crashpoint.CoreCreateAdmitted)
 		c.log.Info("cluster requested", "cluster", name, "owner", who.Name, "workers", opts.Workers)
 		c.queue.Add(name)
 		return cl, nil
@@ -558,6 +565,7 @@ func (c *Core) Scale(ctx context.Context, who Who, name string, count int) (msg 
 	if err != nil {
 		return "", err
 	}
+	crashpoint.Hit(ctx, crashpoint.CoreScaleRecorded)
 	c.queue.Add(name)
 	return msg, nil
 }
@@ -720,6 +728,7 @@ func (c *Core) Stop(ctx context.Context, owner, name, why string) error {
 	if err != nil {
 		return err
 	}
+	crashpoint.Hit(ctx, crashpoint.CoreStopRecorded)
 	c.queue.Add(name)
 	return nil
 }
@@ -829,6 +838,9 @@ func (c *Core) reconcile(ctx context.Context, name string) (time.Duration, error
 		if err != nil && !errors.Is(err, errStale) {
 			return time.Second, err
 		}
+		if err == nil {
+			crashpoint.Hit(ctx, crashpoint.CoreStartRecorded)
+		}
 		return 1, nil // at once
 	case store.Starting:
 		return c.reconcileStarting(ctx, cl)
@@ -862,6 +874,7 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 		if err := c.provider.StartScheduler(ctx, c.spec(cl)); err != nil {
 			return 0, c.fail(ctx, cl, "could not start the scheduler: "+err.Error())
 		}
+		crashpoint.Hit(ctx, crashpoint.CoreStartLaunched)
 		if members, err = c.provider.Describe(ctx, cl.Name); err != nil {
 			return time.Second, err
 		}
@@ -880,6 +893,7 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 		return c.startPoll(starting, 100*time.Millisecond), nil
 	}
 	c.router.SetRoute(cl.Name, cl.Owner, sched.Address, sched.DashboardURL, cl.TLSCert)
+	crashpoint.Hit(ctx, crashpoint.CoreStartRoutePublished)
 	running, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
 		if x.Status != store.Starting {
 			return store.Event{}, errStale
@@ -895,6 +909,7 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 	if err != nil {
 		return time.Second, err
 	}
+	crashpoint.Hit(ctx, crashpoint.CoreStartRunningRecorded)
 	c.log.Info("cluster running", "cluster", cl.Name, "scheduler", sched.Address, "startup", c.now().Sub(cl.CreatedAt).Round(time.Millisecond))
 	// On in the same pass: behind a queue of other clusters' passes, a
 	// second pass for the workers (or to settle) would only come later.
@@ -1035,11 +1050,13 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		if err != nil {
 			return time.Second, err
 		}
+		crashpoint.Hit(ctx, crashpoint.CoreWorkersNamed)
 		spec := c.spec(cl)
 		for _, w := range names {
 			if err := c.provider.StartWorker(ctx, spec, w, cl.SchedulerAddress); err != nil {
 				return 0, c.fail(ctx, cl, fmt.Sprintf("could not start %s: %v", w, err))
 			}
+			crashpoint.Hit(ctx, crashpoint.CoreWorkerLaunched)
 		}
 	} else if extra := len(alive) - cl.DesiredWorkers; extra > 0 {
 		// Stop the newest first: the oldest hold the most data.
@@ -1051,9 +1068,11 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 			if err := c.ledgerClosed(ctx, cl.Name, m.Name, time.Time{}); err != nil {
 				return time.Second, err
 			}
+			crashpoint.Hit(ctx, crashpoint.CoreWorkerStopRecorded)
 			if err := c.provider.StopWorker(ctx, cl.Name, m.Name); err != nil {
 				return time.Second, err
 			}
+			crashpoint.Hit(ctx, crashpoint.CoreWorkerStopped)
 		}
 	}
 
@@ -1114,6 +1133,7 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		if err != nil {
 			return time.Second, err
 		}
+		crashpoint.Hit(ctx, crashpoint.CoreWorkersReadyRecorded)
 		cl = updated
 	}
 	if ready != cl.DesiredWorkers {
@@ -1182,38 +1202,11 @@ func (s schedulerCounts) busy() bool { return s.Processing > 0 || s.Waiting > 0 
 
 const pollTimeout = 3 * time.Second
 
-// pollTransport is one cluster's transport for the health poll.
-func pollTransport(tc *tls.Config) *http.Transport {
-	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: pollTimeout}).DialContext,
-		TLSClientConfig:     tc,
-		TLSHandshakeTimeout: pollTimeout,
-		MaxIdleConnsPerHost: 2,
-		IdleConnTimeout:     90 * time.Second,
-	}
-}
-
 // connectedWorkers asks the scheduler how many workers it has, and notes
 // whether it is busy.
 func (c *Core) connectedWorkers(ctx context.Context, cl *store.Cluster) (schedulerCounts, error) {
-	if cl.DashboardAddress == "" {
-		return schedulerCounts{}, errors.New("no dashboard address")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cl.DashboardAddress+"/clusters/"+cl.Name+"/json/counts.json", nil)
+	counts, err := c.dash.counts(ctx, cl)
 	if err != nil {
-		return schedulerCounts{}, err
-	}
-	client := &http.Client{Transport: c.dash.Transport(cl.Name, cl.TLSCert), Timeout: pollTimeout}
-	resp, err := client.Do(req)
-	if err != nil {
-		return schedulerCounts{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return schedulerCounts{}, fmt.Errorf("counts: %s", resp.Status)
-	}
-	var counts schedulerCounts
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&counts); err != nil {
 		return schedulerCounts{}, err
 	}
 	c.mu.Lock()
@@ -1226,9 +1219,11 @@ func (c *Core) connectedWorkers(ctx context.Context, cl *store.Cluster) (schedul
 
 func (c *Core) reconcileStopping(ctx context.Context, cl *store.Cluster) (time.Duration, error) {
 	c.router.DeleteRoute(cl.Name)
+	crashpoint.Hit(ctx, crashpoint.CoreStoppingRouteDeleted)
 	if err := c.provider.StopCluster(ctx, cl.Name); err != nil {
 		return time.Second, fmt.Errorf("stop cluster: %w", err)
 	}
+	crashpoint.Hit(ctx, crashpoint.CoreStoppingProviderDone)
 	ends := c.endStops(ctx, cl.Name)
 	_, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
 		if x.Status != store.Stopping {
@@ -1240,6 +1235,9 @@ func (c *Core) reconcileStopping(ctx context.Context, cl *store.Cluster) (time.D
 	})
 	if err != nil && !errors.Is(err, errStale) {
 		return time.Second, err
+	}
+	if err == nil {
+		crashpoint.Hit(ctx, crashpoint.CoreStoppingStoppedRecorded)
 	}
 	c.forget(cl.Name)
 	c.log.Info("cluster stopped", "cluster", cl.Name)
@@ -1277,6 +1275,7 @@ func (c *Core) fail(ctx context.Context, cl *store.Cluster, reason string) error
 		return nil
 	}
 	if err == nil {
+		crashpoint.Hit(ctx, crashpoint.CoreFailRecorded)
 		c.log.Warn("cluster failed", "cluster", cl.Name, "reason", firstLine(reason))
 	}
 	return err

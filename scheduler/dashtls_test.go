@@ -9,7 +9,6 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/internal/testutil"
-	"github.com/gatewayhq/gateway/proxy/routes"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -32,7 +31,7 @@ func TestHealthPollVerifiesClusterCert(t *testing.T) {
 	certA, certB := testutil.ClusterCert(t, "ca"), testutil.ClusterCert(t, "cb")
 	urlA := countsMember(t, "ca", certA)
 	urlB := countsMember(t, "cb", certA) // cb's address, but a member with ca's certificate
-	c := &Core{dash: routes.NewPool(pollTransport), now: time.Now, active: map[string]time.Time{}}
+	c := &Core{dash: newCountsPool(), now: time.Now, active: map[string]time.Time{}}
 	if !strings.HasPrefix(urlA, "https://") {
 		t.Fatalf("member URL %s", urlA)
 	}

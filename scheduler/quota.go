@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
@@ -153,10 +154,12 @@ func (c *Core) syncLedger(ctx context.Context, cl *store.Cluster, members []prov
 			err = c.ledgerClosed(ctx, cl.Name, m, time.Time{})
 		default:
 			open[m] = true
+			continue
 		}
 		if err != nil {
 			return nil, err
 		}
+		crashpoint.Hit(ctx, crashpoint.CoreLedgerSynced)
 	}
 	return open, nil
 }

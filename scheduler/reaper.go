@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -149,6 +150,7 @@ func (c *Core) ReapOnce(ctx context.Context) {
 			c.log.Error("reaper: stop leftover resources", "cluster", name, "err", err)
 			continue
 		}
+		crashpoint.Hit(ctx, crashpoint.CoreReaperOrphanStopped)
 		c.reaped.Add(1)
 		c.log.Warn("reaper: stopped leftover resources", "cluster", name, "running", live, "why", why)
 		if known {
@@ -226,6 +228,7 @@ func (c *Core) reapLeftovers(ctx context.Context, lister leftoverLister, leftove
 			c.log.Warn("reaper: cannot remove leftover resource", "cluster", l.Cluster, "kind", l.Kind, "id", l.ID, "err", err)
 			continue
 		}
+		crashpoint.Hit(ctx, crashpoint.CoreReaperLeftoverDeleted)
 		c.markCleaned(key)
 		removed[l.Cluster]++
 		c.log.Warn("reaper: removed leftover resource", "cluster", l.Cluster, "kind", l.Kind, "id", l.ID, "why", v.why)

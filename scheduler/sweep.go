@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -26,7 +27,7 @@ import (
 //   - one provider listing (memberLister), or else one Describe per
 //     settled cluster, compared with what the last full pass saw;
 //   - the scheduler's counts.json per settled cluster every
-//     HealthInterval (a third of the heartbeat timeout by default), for
+//     HealthInterval (half the heartbeat timeout by default), for
 //     heartbeat loss and the idle timeout; the maximum lifetime and the
 //     idle timeout are checked at every sweep.
 //
@@ -110,11 +111,12 @@ func (c *Core) sweepLoop(ctx context.Context) {
 		}
 		now := time.Now()
 		if now.Sub(renewed) >= c.cfg.LeaseTTL/3 {
-			if _, err := c.store.RenewLeases(ctx, c.cfg.ReplicaID, c.cfg.LeaseTTL); err != nil {
+			if err := c.store.RenewLeases(ctx, c.cfg.ReplicaID, c.cfg.LeaseTTL); err != nil {
 				if ctx.Err() == nil {
 					c.log.Warn("renew leases", "err", err)
 				}
 			} else {
+				crashpoint.Hit(ctx, crashpoint.CoreLeasesRenewed)
 				renewed = now
 			}
 		}
@@ -144,11 +146,13 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 	now := time.Now()
 	c.mu.Lock()
 	var check []candidate
-	seen := make(map[string]bool, len(leases))
+	settledBefore, matched := len(c.settled), 0
 	var queue []string
 	for _, l := range leases {
-		seen[l.Name] = true
 		s := c.settled[l.Name]
+		if s != nil {
+			matched++
+		}
 		switch {
 		case l.Free():
 			// Nobody holds it (its replica died, or let go): take it.
@@ -164,16 +168,25 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 			queue = append(queue, l.Name) // changed, here or by another replica
 			delete(c.settled, l.Name)
 		default:
-			due := now.Sub(s.checked) >= c.cfg.HealthInterval
+			// Half a sweep early rather than a whole sweep late.
+			due := now.Sub(s.checked) >= c.cfg.HealthInterval-c.sweepEvery()/2
 			if due {
 				s.checked = now
 			}
 			check = append(check, candidate{s, due})
 		}
 	}
-	for name := range c.settled {
-		if !seen[name] { // no longer active: whoever ended it cleaned up
-			delete(c.settled, name)
+	if matched < settledBefore {
+		// Some settled cluster is no longer active: whoever ended it
+		// cleaned up.
+		seen := make(map[string]bool, len(leases))
+		for _, l := range leases {
+			seen[l.Name] = true
+		}
+		for name := range c.settled {
+			if !seen[name] {
+				delete(c.settled, name)
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -199,8 +212,19 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 			listed[m.Cluster] = append(listed[m.Cluster], m)
 		}
 	}
-	sem := make(chan struct{}, healthChecks)
+	// A few goroutines for all the checks rather than one for each: each
+	// keeps the stack its first check grew.
+	jobs := make(chan *settled)
 	var wg sync.WaitGroup
+	for range min(healthChecks, len(check)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range jobs {
+				c.checkHealth(ctx, s)
+			}
+		}()
+	}
 	for _, s := range check {
 		if ctx.Err() != nil {
 			break
@@ -226,13 +250,9 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 			}
 			continue
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			c.checkHealth(ctx, s.settled)
-		}()
+		jobs <- s.settled
 	}
+	close(jobs)
 	wg.Wait()
 }
 

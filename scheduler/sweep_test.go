@@ -258,19 +258,6 @@ func TestBatchedRenewalKeepsAndHandsOverLeases(t *testing.T) {
 	}
 
 	h.stop() // replica-a dies without letting go
-	for _, n := range []string{a.Name, b.Name} {
-		eventually(t, waitLimit, "replica-b to take "+n+" over", func() (bool, string) {
-			got := h.holder(n)
-			return got == "replica-b", got
-		})
-	}
-	// B acts on what it took over: a scale written to the store.
-	if _, err := h.st.UpdateCluster(h.ctx, b.Name, func(x *store.Cluster) (store.Event, error) {
-		x.DesiredWorkers = 1
-		return store.Event{Kind: "scale", Message: "0 -> 1 workers"}, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	h.waitSettled(b.Name, 1)
+	h.takenOverAndActed("replica-b", a.Name, b.Name)
 	stopB()
 }

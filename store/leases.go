@@ -7,13 +7,16 @@ import (
 )
 
 // AcquireLease takes or renews holder's lease on a cluster until now+ttl.
-// It succeeds when the cluster has no lease, an expired one, or one already
-// held by holder; false means another replica holds it.
+// It succeeds when the cluster has no lease, one already held by holder,
+// or one that has lapsed: its own expiry passed and its holder's replica
+// row (RenewLeases) is not fresh either. False means another replica
+// holds it.
 func (s *DB) AcquireLease(ctx context.Context, cluster, holder string, ttl time.Duration) (bool, error) {
 	now := s.now()
 	res, err := s.db.ExecContext(ctx, s.rebind(`UPDATE clusters SET lease_holder = ?, lease_expires = ?
-WHERE name = ? AND (lease_holder = ? OR lease_holder = '' OR lease_expires < ?)`),
-		holder, now.Add(ttl).UnixMilli(), cluster, holder, now.UnixMilli())
+WHERE name = ? AND (lease_holder = ? OR lease_holder = '' OR (lease_expires < ?
+  AND NOT EXISTS (SELECT 1 FROM replicas WHERE replicas.id = clusters.lease_holder AND replicas.expires >= ?)))`),
+		holder, now.Add(ttl).UnixMilli(), cluster, holder, now.UnixMilli(), now.UnixMilli())
 	if err != nil {
 		return false, fmt.Errorf("store: lease: %w", err)
 	}
@@ -34,23 +37,40 @@ func (s *DB) ReleaseLease(ctx context.Context, cluster, holder string) error {
 	return nil
 }
 
-// RenewLeases extends every lease holder holds on an active cluster to
-// now+ttl in one statement, and returns how many it renewed. A lease that
+// RenewLeases keeps every lease holder holds in force until now+ttl, in
+// one write of holder's replica row whatever the number of clusters: a
+// cluster's lease lasts while its holder's row is fresh. A lease that
 // another replica has taken over meanwhile is not the holder's any more
 // and stays with the other; one that lapsed without being taken is the
-// holder's still, as AcquireLease would have it.
-func (s *DB) RenewLeases(ctx context.Context, holder string, ttl time.Duration) (int64, error) {
-	res, err := s.db.ExecContext(ctx, s.rebind(`UPDATE clusters SET lease_expires = ?
-WHERE lease_holder = ? AND status IN (?, ?, ?, ?)`),
-		s.now().Add(ttl).UnixMilli(), holder, string(Pending), string(Starting), string(Running), string(Stopping))
+// holder's again, as AcquireLease would have it.
+func (s *DB) RenewLeases(ctx context.Context, holder string, ttl time.Duration) error {
+	_, err := s.db.ExecContext(ctx, s.rebind(`INSERT INTO replicas (id, expires) VALUES (?, ?)
+ON CONFLICT (id) DO UPDATE SET expires = excluded.expires`), holder, s.now().Add(ttl).UnixMilli())
 	if err != nil {
-		return 0, fmt.Errorf("store: renew leases: %w", err)
+		return fmt.Errorf("store: renew leases: %w", err)
 	}
-	n, err := res.RowsAffected()
+	return nil
+}
+
+// ReleaseLeases gives up every lease holder holds and its replica row, in
+// one transaction (a replica shutting down cleanly): other replicas may
+// take its clusters at once.
+func (s *DB) ReleaseLeases(ctx context.Context, holder string) error {
+	tx, err := s.begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("store: renew leases: %w", err)
+		return fmt.Errorf("store: release leases: %w", err)
 	}
-	return n, nil
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	if _, err := tx.ExecContext(ctx, s.rebind(`UPDATE clusters SET lease_holder = '', lease_expires = 0 WHERE lease_holder = ?`), holder); err != nil {
+		return fmt.Errorf("store: release leases: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, s.rebind(`DELETE FROM replicas WHERE id = ?`), holder); err != nil {
+		return fmt.Errorf("store: release leases: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: release leases: %w", err)
+	}
+	return nil
 }
 
 // ActiveLease is an active cluster's version and lease: what a replica
@@ -70,9 +90,20 @@ func (l ActiveLease) Held(holder string) bool { return l.Holder == holder && !l.
 // Free says whether any replica may take the cluster.
 func (l ActiveLease) Free() bool { return l.Holder == "" || l.Lapsed }
 
-// ActiveLeases lists the active clusters' versions and leases.
+// replicaForget is how long a replica's row outlives its last renewal: a
+// replica that died leaves one row, removed by the next ActiveLeases after
+// that (a row's absence reads as stale, so nothing depends on it).
+const replicaForget = 24 * time.Hour
+
+// ActiveLeases lists the active clusters' versions and leases. The
+// clusters are read from the index clusters_active_leases alone, and the
+// replicas' rows, a handful, apart.
 func (s *DB) ActiveLeases(ctx context.Context) ([]ActiveLease, error) {
 	now := s.now().UnixMilli()
+	fresh, err := s.freshReplicas(ctx, now)
+	if err != nil {
+		return nil, fmt.Errorf("store: active leases: %w", err)
+	}
 	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT name, status, version, lease_holder, lease_expires FROM clusters
 WHERE status IN (?, ?, ?, ?)`), string(Pending), string(Starting), string(Running), string(Stopping))
 	if err != nil {
@@ -87,11 +118,42 @@ WHERE status IN (?, ?, ?, ?)`), string(Pending), string(Starting), string(Runnin
 		if err := rows.Scan(&l.Name, &status, &l.Version, &l.Holder, &exp); err != nil {
 			return nil, fmt.Errorf("store: active leases: %w", err)
 		}
-		l.Status, l.Lapsed = Status(status), exp < now
+		l.Status, l.Lapsed = Status(status), exp < now && !fresh[l.Holder]
 		out = append(out, l)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: active leases: %w", err)
 	}
 	return out, nil
+}
+
+// freshReplicas reads which replicas' rows are in force at now, and
+// removes those that ran out more than replicaForget ago.
+func (s *DB) freshReplicas(ctx context.Context, now int64) (map[string]bool, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, expires FROM replicas`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	fresh := map[string]bool{}
+	forget := false
+	for rows.Next() {
+		var id string
+		var exp int64
+		if err := rows.Scan(&id, &exp); err != nil {
+			return nil, err
+		}
+		fresh[id] = exp >= now
+		forget = forget || exp < now-replicaForget.Milliseconds()
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	if forget {
+		if _, err := s.db.ExecContext(ctx, s.rebind(`DELETE FROM replicas WHERE expires < ?`), now-replicaForget.Milliseconds()); err != nil {
+			return nil, err
+		}
+	}
+	return fresh, nil
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"testing"
@@ -44,10 +45,12 @@ func TestLeases(t *testing.T) {
 	})
 }
 
-// TestRenewLeases: one statement renews every active cluster the replica
-// holds and nothing else: not another replica's, not a lease taken over
-// from it, not a stopped cluster's. Renewed leases keep others out past
-// the first expiry; leases it stops renewing pass to another replica.
+// TestRenewLeases: one write of a replica's row keeps every lease it
+// holds in force, for as long as it renews, long after each cluster's own
+// expiry; nothing else: not a lease another replica took over from it.
+// Once it stops renewing, its leases pass to another replica within the
+// TTL, and renewing again does not get them back. ActiveLeases says the
+// same as AcquireLease does.
 func TestRenewLeases(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, url string) {
 		ctx := context.Background()
@@ -64,6 +67,35 @@ func TestRenewLeases(t *testing.T) {
 			}
 			return ok
 		}
+		renew := func(holder string) {
+			t.Helper()
+			if err := db.RenewLeases(ctx, holder, ttl); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// holders says who holds each active cluster's lease, as
+		// ActiveLeases sees it: a replica, or "free".
+		holders := func() map[string]string {
+			t.Helper()
+			leases, err := db.ActiveLeases(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]string{}
+			for _, l := range leases {
+				switch {
+				case l.Free():
+					out[l.Name] = "free"
+				case l.Held("a"):
+					out[l.Name] = "a"
+				case l.Held("b"):
+					out[l.Name] = "b"
+				default:
+					out[l.Name] = "?" + l.Holder
+				}
+			}
+			return out
+		}
 		for _, n := range []string{"a1", "a2", "a3", "gone"} {
 			take(n, "a")
 		}
@@ -74,27 +106,25 @@ func TestRenewLeases(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		// a3's lease lapses and b takes it over before a renews.
+		// a has not renewed yet: a3's own lease lapses and b takes it over.
 		clk.Advance(ttl + time.Second)
 		if !take("a3", "b") {
 			t.Fatal("b could not take over a lapsed lease")
 		}
-		n, err := db.RenewLeases(ctx, "a", ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n != 2 { // a1, a2 (lapsed but not taken): a's still
-			t.Errorf("RenewLeases renewed %d leases, want 2 (a1, a2)", n)
-		}
-		// Within the renewed TTL nobody else takes a's clusters.
-		clk.Advance(ttl / 2)
-		for _, c := range []string{"a1", "a2"} {
-			if take(c, "b") {
-				t.Errorf("b took %s, whose lease a renewed", c)
-			}
-		}
 		if take("a3", "a") {
 			t.Error("a took a3 back from b, whose lease is in force")
+		}
+		// a's renewal makes a1 and a2 (lapsed, not taken) a's again, and
+		// keeps them a's over many TTLs with no write to their rows.
+		renew("a")
+		for range 5 {
+			clk.Advance(ttl / 2)
+			renew("a")
+			for _, c := range []string{"a1", "a2"} {
+				if take(c, "b") {
+					t.Fatalf("b took %s, whose holder renews its replica row", c)
+				}
+			}
 		}
 
 		leases, err := db.ActiveLeases(ctx)
@@ -103,17 +133,8 @@ func TestRenewLeases(t *testing.T) {
 		}
 		sort.Slice(leases, func(i, j int) bool { return leases[i].Name < leases[j].Name })
 		var names []string
-		held := map[string]string{}
 		for _, l := range leases {
 			names = append(names, l.Name)
-			switch {
-			case l.Held("a"):
-				held[l.Name] = "a"
-			case l.Held("b"):
-				held[l.Name] = "b"
-			case l.Free():
-				held[l.Name] = "free"
-			}
 			if l.Status != store.Pending || l.Version < 1 {
 				t.Errorf("%s: status %s, version %d", l.Name, l.Status, l.Version)
 			}
@@ -121,22 +142,66 @@ func TestRenewLeases(t *testing.T) {
 		if got, want := names, []string{"a1", "a2", "a3", "b1", "free"}; !slices.Equal(got, want) {
 			t.Errorf("ActiveLeases lists %v, want %v (stopped clusters are not active)", got, want)
 		}
-		if held["a1"] != "a" || held["a2"] != "a" || held["a3"] != "b" || held["free"] != "free" {
-			t.Errorf("leases seen as %v", held)
+		// b never renewed: its own leases ran out with their rows' expiry.
+		want := map[string]string{"a1": "a", "a2": "a", "a3": "free", "b1": "free", "free": "free"}
+		if got := holders(); !maps.Equal(got, want) {
+			t.Errorf("leases seen as %v, want %v", got, want)
 		}
 
-		// a stops renewing (it died): its leases pass to b after the TTL.
-		clk.Advance(ttl)
+		// a stops renewing (it died): its leases pass to b after the TTL,
+		// not before.
+		clk.Advance(ttl - time.Second)
+		if take("a1", "b") {
+			t.Error("b took a1 within the TTL of a's last renewal")
+		}
+		clk.Advance(2 * time.Second)
+		if got := holders()["a2"]; got != "free" {
+			t.Errorf("a2 is %s a TTL after a's last renewal, want free", got)
+		}
 		for _, c := range []string{"a1", "a2"} {
 			if !take(c, "b") {
 				t.Errorf("b could not take %s over after a stopped renewing", c)
 			}
 		}
-		if n, err := db.RenewLeases(ctx, "a", ttl); err != nil || n != 0 {
-			t.Errorf("RenewLeases after takeover = %d, %v; want 0: the leases are b's now", n, err)
+		renew("a") // a comes back: what b took stays b's
+		renew("b")
+		for _, c := range []string{"a1", "a2"} {
+			if take(c, "a") {
+				t.Errorf("a took %s back from b after renewing", c)
+			}
 		}
-		if n, err := db.RenewLeases(ctx, "b", ttl); err != nil || n != 4 {
-			t.Errorf("RenewLeases(b) = %d, %v; want 4", n, err)
+		want = map[string]string{"a1": "b", "a2": "b", "a3": "b", "b1": "b", "free": "free"}
+		if got := holders(); !maps.Equal(got, want) {
+			t.Errorf("leases seen as %v, want %v", got, want)
+		}
+	})
+}
+
+// TestReleaseLeases: a replica shutting down gives up all its leases at
+// once, however fresh its row was, and only its own.
+func TestReleaseLeases(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		db, _ := openTestDB(t, url)
+		const ttl = time.Minute
+		for _, n := range []string{"a1", "a2", "b1"} {
+			mustCreate(t, db, newCluster(n, "ann"))
+		}
+		for c, h := range map[string]string{"a1": "a", "a2": "a", "b1": "b"} {
+			if ok, err := db.AcquireLease(ctx, c, h, ttl); err != nil || !ok {
+				t.Fatalf("AcquireLease(%s, %s) = %v, %v", c, h, ok, err)
+			}
+			if err := db.RenewLeases(ctx, h, ttl); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.ReleaseLeases(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		for c, want := range map[string]bool{"a1": true, "a2": true, "b1": false} {
+			if ok, err := db.AcquireLease(ctx, c, "c", ttl); err != nil || ok != want {
+				t.Errorf("AcquireLease(%s, c) after a released = %v, %v; want %v", c, ok, err, want)
+			}
 		}
 	})
 }

@@ -152,6 +152,7 @@ type DB struct {
 	owners  keylock.Locks // admissions and growth per owner, in this process
 	stmts   stmtCache     // prepared statements of the per-request lookups
 	writes  *writeQueue   // SQLite: this process's writes, one at a time (nil: PostgreSQL; see sqlitequeue.go)
+	where   string        // what outage messages name: SQLite's directory, PostgreSQL's host:port (see unavailable.go)
 }
 
 // begin starts a transaction. PostgreSQL's is READ COMMITTED whatever the
@@ -221,7 +222,7 @@ func openSQLite(ctx context.Context, path string, queued bool) (*DB, error) {
 		// was a fifth of the reconcile loop's and the API's CPU.
 		db.SetMaxIdleConns(32)
 	}
-	s := &DB{db: db, dialect: sqlite, now: time.Now, writes: writes}
+	s := &DB{db: db, dialect: sqlite, now: time.Now, writes: writes, where: sqliteWhere(path)}
 	// Two processes creating the same new file at once can meet SQLITE_BUSY
 	// while the first one switches it to WAL, before busy_timeout applies.
 	for attempt := 1; ; attempt++ {
@@ -253,7 +254,7 @@ func openPostgres(ctx context.Context, rawURL string) (*DB, error) {
 		// pgx errors name the host and user, never the password.
 		return nil, fmt.Errorf("store: cannot reach PostgreSQL at database.url: %w", err)
 	}
-	s := &DB{db: db, dialect: postgres, now: time.Now}
+	s := &DB{db: db, dialect: postgres, now: time.Now, where: postgresWhere(rawURL)}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +21,7 @@ import (
 	"github.com/gatewayhq/gateway/client"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/capture"
+	"github.com/gatewayhq/gateway/stats"
 )
 
 // addBenchRunCmds adds gateway bench run and gateway bench schedule.
@@ -107,21 +108,29 @@ func (b *benchFlags) check(suite string) (*regexp.Regexp, map[string]any, error)
 	return re, shape, nil
 }
 
-func (b *benchFlags) runnerPython() string {
-	if b.python != "" {
-		return b.python
-	}
-	return "python3"
-}
-
 // resolveEnvs turns the --env values into what a cluster runs and which
 // Python runs the client, building images where needed. An environment
 // that cannot be built is returned with Err set: the run records its
 // samples as failed and goes on with the other.
 func (b *benchFlags) resolveEnvs(ctx context.Context, c *client.Client, suite string, progress io.Writer) ([]bench.Env, error) {
-	fields, err := c.OptionFields(ctx)
+	envs, images, err := b.planEnvs(ctx, c)
 	if err != nil {
 		return nil, err
+	}
+	if images {
+		b.buildEnvs(ctx, c, envs, suite, progress)
+	}
+	return envs, nil
+}
+
+// planEnvs names the sets and their client Python, and refuses what the
+// gateway's provider cannot run, before anything is built or started.
+// images is whether the provider runs container images (each
+// environment is then built by buildEnvs).
+func (b *benchFlags) planEnvs(ctx context.Context, c *client.Client) (envs []bench.Env, images bool, err error) {
+	fields, err := c.OptionFields(ctx)
+	if err != nil {
+		return nil, false, err
 	}
 	values := b.envs
 	if len(values) == 0 {
@@ -130,30 +139,48 @@ func (b *benchFlags) resolveEnvs(ctx context.Context, c *client.Client, suite st
 	labels := []string{"A", "B"}
 	out := make([]bench.Env, 0, len(values))
 	for i, v := range values {
-		e := bench.Env{Label: labels[i], Name: v, Python: b.runnerPython(), Options: map[string]any{}}
+		e := bench.Env{Label: labels[i], Name: v, Python: b.clientPython(v), Options: map[string]any{}}
 		if !fields["image"] {
 			// The local provider runs the gateway host's Python: one
 			// environment, the one the runner uses.
 			if v != "auto" && v != "none" {
-				return nil, fmt.Errorf("--env %s: this gateway's provider runs no container images, so the only environment is the gateway host's Python (leave out --env; use the docker, ec2, fargate or gce provider to compare environments)", v)
+				return nil, false, fmt.Errorf("--env %s: this gateway's provider runs no container images, so the only environment is the gateway host's Python (leave out --env; use the docker, ec2, fargate or gce provider to compare environments)", v)
 			}
 			if len(values) > 1 {
-				return nil, errors.New("this gateway's provider runs no container images: an A/B test needs the docker, ec2, fargate or gce provider (an A/A run with --null works)")
+				return nil, false, errors.New("this gateway's provider runs no container images: an A/B test needs the docker, ec2, fargate or gce provider (an A/A run with --null works)")
 			}
-			out = append(out, e)
-			continue
-		}
-		if b.allowMismatch {
+		} else if b.allowMismatch {
 			e.Options["allow_mismatch"] = true
-		}
-		fmt.Fprintf(progress, "Environment %s: %s\n", e.Label, v)
-		e.Err = b.resolveEnv(ctx, c, &e, suite, progress)
-		if e.Err != nil {
-			fmt.Fprintf(progress, "  environment %s (%s) cannot run: %v\n", e.Label, v, e.Err)
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return out, fields["image"], nil
+}
+
+// buildEnvs builds each environment's image (or finds it built).
+func (b *benchFlags) buildEnvs(ctx context.Context, c *client.Client, envs []bench.Env, suite string, progress io.Writer) {
+	for i := range envs {
+		e := &envs[i]
+		fmt.Fprintf(progress, "Environment %s: %s\n", e.Label, e.Name)
+		e.Err = b.resolveEnv(ctx, c, e, suite, progress)
+		if e.Err != nil {
+			fmt.Fprintf(progress, "  environment %s (%s) cannot run: %v\n", e.Label, e.Name, e.Err)
+		}
+	}
+}
+
+// clientPython is the Python that runs the benchmarks' client for --env
+// v: --python, else v when it is an interpreter, else python3.
+func (b *benchFlags) clientPython(v string) string {
+	if b.python != "" {
+		return b.python
+	}
+	if st, err := os.Stat(v); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+		if abs, err := filepath.Abs(v); err == nil {
+			return abs
+		}
+	}
+	return "python3"
 }
 
 func (b *benchFlags) resolveEnv(ctx context.Context, c *client.Client, e *bench.Env, suite string, progress io.Writer) error {
@@ -163,21 +190,21 @@ func (b *benchFlags) resolveEnv(ctx context.Context, c *client.Client, e *bench.
 	// published image without the suite runs it too.
 	opts := capture.Options{Python: b.python, Dir: suite}
 	var (
-		env capture.Env
-		err error
+		env      capture.Env
+		err      error
+		fromFile bool
 	)
 	st, statErr := os.Stat(v)
 	switch {
 	case statErr == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0:
-		// An interpreter: its environment, and it runs the client.
+		// An interpreter: its environment (it also runs the client
+		// unless --python, see clientPython).
 		abs, _ := filepath.Abs(v)
 		opts.Python = abs
-		if b.python == "" {
-			e.Python = abs
-		}
 		env, err = capture.Capture(ctx, opts)
 	case statErr == nil && st.Mode().IsRegular():
 		env, err = capture.FromFile(ctx, v, opts)
+		fromFile = true
 	case v == "auto":
 		env, err = capture.Capture(ctx, opts)
 	case v == "none":
@@ -188,7 +215,19 @@ func (b *benchFlags) resolveEnv(ctx context.Context, c *client.Client, e *bench.
 		e.Options["env"] = v // a published environment, checked by the gateway
 		if ce, cerr := capture.Capture(ctx, capture.Options{Python: e.Python}); cerr == nil {
 			e.Options["client_env"] = images.ExpectedVersions(ce.Spec)
-			e.Versions = images.ExpectedVersions(ce.Spec)
+		}
+		// The record keeps what the image runs, not what the client has.
+		if list, lerr := c.Envs(ctx); lerr == nil {
+			for _, pe := range list {
+				if pe.Name == v {
+					e.Versions = map[string]string{}
+					for k, ver := range pe.Versions {
+						if ver != "" { // not in the image
+							e.Versions[k] = ver
+						}
+					}
+				}
+			}
 		}
 		return nil
 	}
@@ -203,6 +242,13 @@ func (b *benchFlags) resolveEnv(ctx context.Context, c *client.Client, e *bench.
 	e.Options["env"] = s.Hash
 	e.Options["client_env"] = images.ExpectedVersions(env.Spec)
 	e.Versions = images.ExpectedVersions(env.Spec)
+	if fromFile {
+		// A file lists what it pins; the client that must match the
+		// image is the Python that runs the benchmarks.
+		if ce, cerr := capture.Capture(ctx, capture.Options{Python: e.Python}); cerr == nil {
+			e.Options["client_env"] = images.ExpectedVersions(ce.Spec)
+		}
+	}
 	return nil
 }
 
@@ -242,20 +288,11 @@ gateway bench report RUN and gateway bench history TEST.
 				return err
 			}
 			progress := cmd.ErrOrStderr()
-			envs, err := b.resolveEnvs(ctx, c, suite, progress)
+			envs, images, err := b.planEnvs(ctx, c)
 			if err != nil {
 				return err
 			}
-			var runnerLog io.Writer
-			if logFile != "" {
-				f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-				if err != nil {
-					return fmt.Errorf("--log: %w", err)
-				}
-				defer f.Close()
-				runnerLog = f
-			}
-			out, err := bench.Run(ctx, bench.Config{
+			cfg := bench.Config{
 				Suite:        suite,
 				SuiteName:    filepath.Base(suite),
 				Envs:         envs,
@@ -270,9 +307,29 @@ gateway bench report RUN and gateway bench history TEST.
 				Clusters:     c,
 				Recorder:     bench.APIRecorder{API: c, Options: runOptions(b, maxCost)},
 				Cost:         usageMeter{c: c},
+				Prices:       benchPricer{c: c},
+				History:      benchHistory{c: c},
 				Progress:     progress,
-				RunnerLog:    runnerLog,
-			})
+			}
+			// Estimated (and refused over --max-cost) before anything is
+			// built or started.
+			plan, err := bench.Prepare(ctx, cfg)
+			if err != nil {
+				return clientPythonHint(err, b.python)
+			}
+			if images {
+				b.buildEnvs(ctx, c, envs, suite, progress)
+			}
+			cfg.Plan = plan
+			if logFile != "" {
+				f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+				if err != nil {
+					return fmt.Errorf("--log: %w", err)
+				}
+				defer f.Close()
+				cfg.RunnerLog = f
+			}
+			out, err := bench.Run(ctx, cfg)
 			if out.RunID != "" {
 				if perr := printBenchOutcome(cmd.OutOrStdout(), g.json(), out); perr != nil && err == nil {
 					err = perr
@@ -294,7 +351,7 @@ gateway bench report RUN and gateway bench history TEST.
 	}
 	b.add(cmd)
 	cmd.Flags().StringVar(&logFile, "log", "", "append the benchmarks' own output (the runners' stderr: prints, warnings, Dask's logs) to this file")
-	cmd.Flags().Float64Var(&maxCost, "max-cost", 0, "stop (refuse) the run when its estimated cost exceeds this many USD (estimated from the usage ledger after one round of every benchmark)")
+	cmd.Flags().Float64Var(&maxCost, "max-cost", 0, "refuse the run when its estimated cost exceeds this many USD (the clusters' price x the expected time: the suite's history, else --timeout a sample), and stop it when the cost so far plus what is left would")
 	return cmd
 }
 
@@ -336,8 +393,7 @@ func printBenchOutcome(w io.Writer, asJSON bool, out bench.Outcome) error {
 			k := key{t, s}
 			med := "-"
 			if v := walls[k]; len(v) > 0 {
-				sort.Float64s(v)
-				med = fmt.Sprintf("%.3fs", v[len(v)/2])
+				med = fmt.Sprintf("%.3fs", stats.Median(v))
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", t, s, len(walls[k]), failed[k], med)
 		}
@@ -349,16 +405,66 @@ func printBenchOutcome(w io.Writer, asJSON bool, out bench.Outcome) error {
 	return nil
 }
 
-// usageMeter reads the usage ledger's estimated cost of the caller's
-// clusters since a time.
+// usageMeter reads the usage ledger's estimated cost of some of the
+// caller's clusters since a time.
 type usageMeter struct{ c *client.Client }
 
-func (u usageMeter) CostSince(ctx context.Context, since time.Time) (float64, error) {
+func (u usageMeter) CostSince(ctx context.Context, since time.Time, clusters []string) (float64, error) {
 	v, err := u.c.MyUsage(ctx, since.UTC().Format(time.RFC3339), "")
 	if err != nil {
 		return 0, err
 	}
-	return v.Total.CostUSD, nil
+	sum := 0.0
+	for _, row := range v.Clusters {
+		if slices.Contains(clusters, row.Cluster) {
+			sum += row.CostUSD
+		}
+	}
+	return sum, nil
+}
+
+// benchPricer asks the gateway what a cluster would cost per hour.
+type benchPricer struct{ c *client.Client }
+
+func (p benchPricer) ClusterPrice(ctx context.Context, options map[string]any) (float64, error) {
+	v, err := p.c.BenchPrice(ctx, options)
+	return v.PriceHour, err
+}
+
+// historyWindow is how far back the estimate looks for a test's times.
+const historyWindow = 30 * 24 * time.Hour
+
+// benchHistory gives each test's median successful sample time in the
+// suite over the last 30 days.
+type benchHistory struct{ c *client.Client }
+
+func (h benchHistory) SampleSeconds(ctx context.Context, suite string, tests []string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, t := range tests {
+		pts, err := h.c.BenchHistory(ctx, client.BenchHistoryQuery{Test: t, Since: time.Now().Add(-historyWindow)})
+		if err != nil {
+			return out, err
+		}
+		var walls []float64
+		for _, p := range pts {
+			if p.Suite == suite && p.Status == "ok" {
+				walls = append(walls, p.WallSeconds)
+			}
+		}
+		if len(walls) > 0 {
+			out[t] = stats.Median(walls)
+		}
+	}
+	return out, nil
+}
+
+// clientPythonHint says how to pick the client's Python when the one
+// used has no Dask.
+func clientPythonHint(err error, given string) error {
+	if !errors.Is(err, bench.ErrNoDask) || given != "" {
+		return err
+	}
+	return fmt.Errorf("%w; give --python PATH, a Python with the clusters' Dask (on gateway dev: the Python that runs its clusters, providers.local.python, /usr/bin/python3 by default)", err)
 }
 
 func newBenchScheduleCmd(g *globals) *cobra.Command {
@@ -425,6 +531,11 @@ run by their hash. Cron times are UTC.
 			}
 			if b.null {
 				return errors.New("--null is for gateway bench run: a schedule checks each run against its history")
+			}
+			// Before anything is built: a gateway that cannot run
+			// schedules says why (and what its operator sets).
+			if _, err := c.BenchSchedules(ctx, false); err != nil {
+				return err
 			}
 			archive, err := schedspec.PackSuite(suite)
 			if err != nil {

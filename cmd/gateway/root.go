@@ -53,7 +53,7 @@ Limits:   gateway quota, usage, admin (admins only)`,
 		newDevCmd(), newServeCmd(), newConfigCmd(),
 		newNewClusterCmd(g), newInstanceTypesCmd(g), newListCmd(g), newShowCmd(g), newScaleCmd(g), newAdaptCmd(g), newStopCmd(g), newLogsCmd(g),
 		newLoginCmd(g), newLogoutCmd(g), newTokenCmd(g), newSessionsCmd(g), newWhoamiCmd(g), newPrintTokenCmd(g), newDashboardCmd(g),
-		newUsageCmd(g), newQuotaCmd(g), newAdminCmd(g), newEnvCmd(g), newBenchCmd(g),
+		newUsageCmd(g), newQuotaCmd(g), newAdminCmd(g), newEnvCmd(g), newBenchCmd(g), newDebugCmd(),
 	)
 	return root
 }

@@ -2,24 +2,25 @@ package main
 
 import (
 	"context"
-	"net/http"
-	"net/url"
-	"strings"
-	"time"
-
 	"fmt"
-	"golang.org/x/oauth2"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"golang.org/x/oauth2"
 	"gopkg.in/yaml.v3"
 
 	"github.com/gatewayhq/gateway/client"
 	"github.com/gatewayhq/gateway/internal/config"
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/internal/gateway"
 )
 
@@ -119,11 +120,19 @@ func runServer(cmd *cobra.Command, sf *serverFlags, dev bool, ready func(*gatewa
 	// Libraries that log through the default logger (the OIDC provider
 	// library does) go to the same place, but only from warnings up.
 	slog.SetDefault(slog.New(minLevel{log.Handler(), slog.LevelWarn}))
-	g, err := gateway.New(cmd.Context(), cfg, log, buildVersion())
+	points, err := crashpoint.Parse(os.Getenv(crashpoint.EnvVar))
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(cmd.Context())
+	if points != nil {
+		log.Warn("crash test mode: this process kills itself at a crash point", "spec", os.Getenv(crashpoint.EnvVar))
+	}
+	base := crashpoint.With(cmd.Context(), points)
+	g, err := gateway.New(base, cfg, log, buildVersion())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(base)
 	defer cancel()
 	var readyErr error
 	if ready != nil {

@@ -411,8 +411,8 @@ func cpDeleteCluster(ctx context.Context, hc *http.Client, base, token, name str
 // clusters running and nothing changing, the process's CPU time
 // (getrusage: store, core, reconcile loop, fake provider; the stand-in
 // schedulers' HTTP servers run in a child and are reported apart) is read
-// over a window of one half lease TTL, the period after which the core
-// re-lists every active cluster, so that each window holds the same share
+// over a window of two lease TTLs, in which every periodic task of the
+// core repeats a whole number of times, so that each window holds the same share
 // of polls. A settled cluster costs no reconcile pass of its own: the
 // core's sweep, every cluster.poll_interval, renews this replica's leases
 // in one statement, reads every active cluster's version and lease in
@@ -430,7 +430,10 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 	if o.Quick {
 		steps, poll, lease = []int{100, 1000}, cpPollInterval/5, cpLeaseTTL/5
 	}
-	window := lease / 2
+	// Every periodic task of the core (sweep and renewal each poll
+	// interval, resync each half lease TTL, health checks every 10 s)
+	// repeats a whole number of times in two lease TTLs (30 s).
+	window := 2 * lease
 	total := steps[len(steps)-1]
 	g, err := cpStart(ctx, o, "controlplane", poll, lease)
 	if err != nil {
@@ -518,8 +521,8 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 	if o.Quick {
 		limit = 3 // 10x more clusters: the same criterion, sublinear, scaled to the quick run's range
 	}
-	why := "what is left per cluster is the scheduler's counts.json (heartbeat, idle timeout) and the cluster's share of the sweep's " +
-		"lease renewal, version read and member listing"
+	why := "what is left per cluster is the scheduler's counts.json (heartbeat, idle timeout, every half heartbeat timeout) and the cluster's " +
+		"share of each sweep's version and lease read and member listing (the lease renewal is one row per replica)"
 	if perPassBy[last] > 4*perPassBy[first] {
 		why = "the cost per cluster grows with the number of clusters: some per-sweep work scans more than it should"
 	}

@@ -225,7 +225,7 @@ type Config struct {
 		// Python turns scheduled runs on: a suite is the user's Python
 		// code, and a scheduled run executes it on the gateway's host as
 		// the gateway's own Unix user.
-		Python string `mapstructure:"python" doc:"the Python (with dask.distributed, the environments' versions) that runs scheduled benchmark suites on the gateway's host, as the gateway's own Unix user: set it only if every user may act as the gateway; empty: no schedules (python3 in dev)"`
+		Python string `mapstructure:"python" doc:"the Python (with dask.distributed, the environments' versions) that runs scheduled benchmark suites on the gateway's host, as the gateway's own Unix user: set it only if every user may act as the gateway; empty: no schedules (gateway dev: providers.local.python, the clusters' Python)"`
 		// ScheduleInterval is how often each replica looks for due schedules.
 		ScheduleInterval time.Duration `mapstructure:"schedule_interval" doc:"how often each replica looks for benchmark schedules that are due"`
 	} `mapstructure:"bench"`

@@ -24,6 +24,7 @@ import (
 	"github.com/gatewayhq/gateway/envs"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/internal/config"
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/local"
@@ -191,6 +192,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		OnExceed: cfg.Quotas.OnExceed, DashboardProblem: g.dash.forProvider}, g.core, authn, sessions, log)
 	apiSrv.SetAdmin(quotas, g.store)
 	apiSrv.SetTokenStore(g.store)
+	apiSrv.SetDatabase(g.store) // /api/health reports it; its outages answer 503
 	apiSrv.SetBench(g.store)
 	g.setupBench(apiSrv, replicaID, version)
 	apiSrv.SetSessionStore(g.store)
@@ -222,8 +224,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if cfg.Dev {
 		handler = devHostGuard(mux, g.ln.Addr(), g.PublicURL)
 	}
+	points := crashpoint.From(ctx)
 	g.http = &http.Server{
-		Handler:           handler,
+		Handler: handler,
+		// Requests carry the crash test's points, as the core's work does.
+		BaseContext:       func(net.Listener) context.Context { return crashpoint.With(context.Background(), points) },
 		ReadHeaderTimeout: 10 * time.Second,
 		// Bounds slow request bodies; dashboard websockets clear it when
 		// they upgrade.

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -415,6 +416,9 @@ func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error
 	if err := p.terminate(ctx, cluster, ids); err != nil {
 		return err
 	}
+	if len(ids) > 0 {
+		crashpoint.Hit(ctx, crashpoint.EC2WorkerTerminated)
+	}
 	p.mu.Lock()
 	delete(p.launched[cluster], worker)
 	p.mu.Unlock()
@@ -497,6 +501,9 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 			return err
 		}
 	}
+	if len(live)+len(unlisted) > 0 {
+		crashpoint.Hit(ctx, crashpoint.EC2ClusterTerminated)
+	}
 
 	ended, err := p.waitTerminated(ctx, cluster, len(ids)+len(unlisted) > 0, unlisted, b)
 	if err != nil {
@@ -504,6 +511,9 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 	}
 	for member, t := range ended {
 		p.ends.Note(cluster, member, t)
+	}
+	if len(ids)+len(unlisted) > 0 {
+		crashpoint.Hit(ctx, crashpoint.EC2ClusterInstancesGone)
 	}
 
 	if err := p.deleteGroup(ctx, cluster, b); err != nil {

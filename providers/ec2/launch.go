@@ -13,6 +13,7 @@ import (
 	awsec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -191,6 +192,11 @@ func (p *Provider) launch(ctx context.Context, spec providers.ClusterSpec, membe
 				case err == nil:
 					if len(out.Instances) == 0 {
 						return fmt.Errorf("ec2 provider: RunInstances for %s of %s returned no instance", member, spec.Name)
+					}
+					if role == providers.RoleScheduler {
+						crashpoint.Hit(ctx, crashpoint.EC2SchedulerLaunched)
+					} else {
+						crashpoint.Hit(ctx, crashpoint.EC2WorkerLaunched)
 					}
 					p.launchedOne(spec, member, role, out.Instances[0], spot)
 					return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -110,6 +111,7 @@ func (p *Provider) DeleteLeftover(ctx context.Context, l providers.Leftover) err
 		if err != nil && errorCode(err) != codeGroupNotFound {
 			return p.apiError("DeleteSecurityGroup "+l.ID, err)
 		}
+		crashpoint.Hit(ctx, crashpoint.EC2LeftoverGroupDeleted)
 	case providers.LeftoverParameter:
 		_, err := call(ctx, p, "DeleteParameter", func(ctx context.Context) (*ssm.DeleteParameterOutput, error) {
 			return p.ssm.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(l.ID)})
@@ -117,6 +119,7 @@ func (p *Provider) DeleteLeftover(ctx context.Context, l providers.Leftover) err
 		if err != nil && errorCode(err) != codeParameterNotFound {
 			return p.apiError("DeleteParameter "+l.ID, err)
 		}
+		crashpoint.Hit(ctx, crashpoint.EC2LeftoverParameterDeleted)
 	default:
 		return fmt.Errorf("ec2 provider: no leftover of kind %q", l.Kind)
 	}

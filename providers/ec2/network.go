@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 )
 
 // network is what the provider knows of its subnets.
@@ -127,6 +129,7 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string, n *ne
 		default:
 			sg = &types.SecurityGroup{GroupId: out.GroupId}
 			p.log.Info("created security group", "cluster", cluster, "group", aws.ToString(out.GroupId))
+			crashpoint.Hit(ctx, crashpoint.EC2GroupCreated)
 		}
 	}
 	id = aws.ToString(sg.GroupId)
@@ -142,6 +145,7 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string, n *ne
 		case err != nil && errorCode(err) != codePermissionDuplicate:
 			return "", p.apiError("AuthorizeSecurityGroupIngress", err)
 		}
+		crashpoint.Hit(ctx, crashpoint.EC2GroupAuthorized)
 	}
 	if stale := p.staleRules(id, sg.IpPermissions); len(stale) > 0 {
 		// A group made under an earlier configuration (gateway_cidrs, or
@@ -326,6 +330,7 @@ func (p *Provider) deleteGroup(ctx context.Context, cluster string, b *budget) e
 		switch code := errorCode(err); {
 		case err == nil:
 			p.log.Info("deleted security group", "cluster", cluster, "group", id)
+			crashpoint.Hit(ctx, crashpoint.EC2ClusterGroupDeleted)
 			return nil
 		case code == codeGroupNotFound:
 			return nil

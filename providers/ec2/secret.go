@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -70,6 +71,7 @@ func (p *Provider) ensureSecret(ctx context.Context, spec providers.ClusterSpec)
 	if err != nil {
 		return p.apiError("PutParameter "+name, err)
 	}
+	crashpoint.Hit(ctx, crashpoint.EC2ParameterPut)
 	p.mu.Lock()
 	p.secrets[spec.Name] = true
 	p.mu.Unlock()
@@ -85,6 +87,9 @@ func (p *Provider) deleteSecret(ctx context.Context, cluster string) error {
 	})
 	if err != nil && errorCode(err) != codeParameterNotFound {
 		return p.apiError("DeleteParameter "+name, err)
+	}
+	if err == nil {
+		crashpoint.Hit(ctx, crashpoint.EC2ClusterParameterDeleted)
 	}
 	return nil
 }

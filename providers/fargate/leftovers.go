@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -184,6 +185,7 @@ func (p *Provider) DeleteLeftover(ctx context.Context, l providers.Leftover) err
 		if err != nil && !isNotFound(err) {
 			return fmt.Errorf("fargate provider: delete security group %s of %s: %w", l.ID, l.Cluster, err)
 		}
+		crashpoint.Hit(ctx, crashpoint.FargateLeftoverGroupDeleted)
 	case providers.LeftoverSecret:
 		_, err := call(ctx, p, "DeleteSecret", func(ctx context.Context) (*secretsmanager.DeleteSecretOutput, error) {
 			return p.sm.DeleteSecret(ctx, &secretsmanager.DeleteSecretInput{SecretId: aws.String(l.ID), ForceDeleteWithoutRecovery: aws.Bool(true)})
@@ -191,6 +193,7 @@ func (p *Provider) DeleteLeftover(ctx context.Context, l providers.Leftover) err
 		if err != nil && !isNotFound(err) {
 			return fmt.Errorf("fargate provider: delete secret %s of %s: %w", l.ID, l.Cluster, err)
 		}
+		crashpoint.Hit(ctx, crashpoint.FargateLeftoverSecretDeleted)
 	case providers.LeftoverTaskDefFamily:
 		if !p.ownFamily(l.ID, l.Cluster) {
 			return fmt.Errorf("fargate provider: %s is not a task definition family of cluster %s", l.ID, l.Cluster)
@@ -198,6 +201,7 @@ func (p *Provider) DeleteLeftover(ctx context.Context, l providers.Leftover) err
 		if err := p.deleteFamilies(ctx, l.Cluster, []string{l.ID}); err != nil {
 			return err
 		}
+		crashpoint.Hit(ctx, crashpoint.FargateLeftoverFamiliesDeleted)
 	default:
 		return fmt.Errorf("fargate provider: no leftover of kind %q", l.Kind)
 	}

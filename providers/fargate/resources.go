@@ -18,6 +18,7 @@ import (
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
 	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -162,6 +163,7 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string) (stri
 		default:
 			g = &ec2types.SecurityGroup{GroupId: out.GroupId}
 			p.log.Info("created security group", "cluster", cluster, "group", aws.ToString(out.GroupId), "vpc", vpc)
+			crashpoint.Hit(ctx, crashpoint.FargateGroupCreated)
 		}
 	}
 	id = aws.ToString(g.GroupId)
@@ -177,6 +179,7 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string) (stri
 		case err != nil && errorCode(err) != "InvalidPermission.Duplicate":
 			return "", fmt.Errorf("fargate provider: allow the gateway into security group %s: %w", id, err)
 		}
+		crashpoint.Hit(ctx, crashpoint.FargateGroupAuthorized)
 	}
 	if stale := p.staleIngress(id, g.IpPermissions); len(stale) > 0 {
 		// A group made under an earlier configuration (gateway_cidrs, or
@@ -358,6 +361,7 @@ func (p *Provider) ensureSecret(ctx context.Context, spec providers.ClusterSpec)
 	case err == nil:
 		arn = aws.ToString(out.ARN)
 		p.log.Info("stored the cluster's TLS secret", "cluster", spec.Name, "secret", name)
+		crashpoint.Hit(ctx, crashpoint.FargateSecretCreated)
 	case errorCode(err) == "ResourceExistsException":
 		// Made by an earlier start of this cluster (the material does not
 		// change during a cluster's life).
@@ -534,6 +538,7 @@ func (p *Provider) ensureTaskDefinition(ctx context.Context, cluster, owner, ima
 		}
 		arn = aws.ToString(reg.TaskDefinition.TaskDefinitionArn)
 		p.log.Info("registered task definition", "cluster", cluster, "role", role, "size", size.String(), "arn", arn)
+		crashpoint.Hit(ctx, crashpoint.FargateTaskDefRegistered)
 	default:
 		return "", fmt.Errorf("fargate provider: look up task definition %s: %w", family, err)
 	}

@@ -14,6 +14,7 @@ import (
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 
 	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -260,6 +261,11 @@ func (p *Provider) runTask(ctx context.Context, spec providers.ClusterSpec, memb
 		case err != nil:
 			return fmt.Errorf("fargate provider: start %s of %s (%s): %w", member, spec.Name, l, err)
 		case t != nil:
+			if member == schedulerMember {
+				crashpoint.Hit(ctx, crashpoint.FargateSchedulerRun)
+			} else {
+				crashpoint.Hit(ctx, crashpoint.FargateWorkerRun)
+			}
 			p.remember(spec.Name, aws.ToString(t.TaskArn), member)
 			p.log.Info("started member", "cluster", spec.Name, "member", member, "task", aws.ToString(t.TaskArn), "capacity", l.capacity, "subnet", l.subnet)
 			return nil

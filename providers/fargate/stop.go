@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 )
 
 // stopTask asks ECS to stop a task; one ECS no longer knows is stopped.
@@ -53,6 +55,7 @@ func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error
 			return err
 		}
 		p.log.Info("stopped worker", "cluster", cluster, "worker", worker, "task", aws.ToString(t.TaskArn))
+		crashpoint.Hit(ctx, crashpoint.FargateWorkerStopped)
 	}
 	return nil
 }
@@ -107,7 +110,9 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 	}
 	if len(stopping) > 0 {
 		p.log.Info("stopping cluster", "cluster", cluster, "tasks", len(stopping))
+		crashpoint.Hit(ctx, crashpoint.FargateClusterStopAsked)
 	}
+	waited := len(stopping) > 0
 	for len(stopping) > 0 {
 		if polls <= 0 || time.Now().After(deadline) {
 			return fmt.Errorf("fargate provider: %d task(s) of %s still stopping after %s; their security group and secret are left for the next StopCluster", len(stopping), cluster, p.cfg.StopTimeout)
@@ -136,6 +141,9 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 				delete(stopping, arn)
 			}
 		}
+	}
+	if waited {
+		crashpoint.Hit(ctx, crashpoint.FargateClusterTasksStopped)
 	}
 	if err := p.deleteGroup(ctx, cluster, deadline, polls); err != nil {
 		return err
@@ -189,6 +197,7 @@ func (p *Provider) deleteGroupID(ctx context.Context, cluster, id string, deadli
 		switch {
 		case err == nil || isNotFound(err):
 			p.log.Info("deleted security group", "cluster", cluster, "group", id)
+			crashpoint.Hit(ctx, crashpoint.FargateClusterGroupDeleted)
 			return nil
 		case errorCode(err) != "DependencyViolation":
 			return fmt.Errorf("fargate provider: delete security group %s of %s: %w", id, cluster, err)
@@ -215,6 +224,7 @@ func (p *Provider) deleteSecret(ctx context.Context, cluster string) error {
 	switch {
 	case err == nil:
 		p.log.Info("deleted the cluster's TLS secret", "cluster", cluster, "secret", name)
+		crashpoint.Hit(ctx, crashpoint.FargateClusterSecretDeleted)
 	case !isNotFound(err):
 		return fmt.Errorf("fargate provider: delete secret %s: %w", name, err)
 	}
@@ -277,6 +287,9 @@ func (p *Provider) deleteFamilies(ctx context.Context, cluster string, families 
 			}
 		}
 	}
+	if len(gone) > 0 {
+		crashpoint.Hit(ctx, crashpoint.FargateTaskDefsDeregistered)
+	}
 	for start := 0; start < len(gone); start += 10 { // DeleteTaskDefinitions takes 10 at most
 		batch := gone[start:min(start+10, len(gone))]
 		out, err := call(ctx, p, "DeleteTaskDefinitions", func(ctx context.Context) (*ecs.DeleteTaskDefinitionsOutput, error) {
@@ -291,6 +304,7 @@ func (p *Provider) deleteFamilies(ctx context.Context, cluster string, families 
 			p.log.Warn("cannot delete task definition", "cluster", cluster, "arn", aws.ToString(f.Arn), "reason", aws.ToString(f.Reason))
 			note(fmt.Errorf("fargate provider: delete task definition %s: %s", aws.ToString(f.Arn), aws.ToString(f.Reason)))
 		}
+		crashpoint.Hit(ctx, crashpoint.FargateTaskDefsDeleted)
 	}
 	return first
 }

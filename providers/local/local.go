@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/internal/logtail"
 	"github.com/gatewayhq/gateway/providers"
 )
@@ -180,7 +181,7 @@ func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpe
 	// The dashboard is served over TLS with the cluster's certificate, as
 	// on every backend: the gateway verifies it (routes.MemberTLS), and
 	// other local users cannot read it over plain HTTP.
-	return p.spawn(spec, "scheduler", providers.RoleScheduler, args,
+	return p.spawn(ctx, spec, "scheduler", providers.RoleScheduler, args,
 		"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT="+cert,
 		"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__KEY="+key)
 }
@@ -224,7 +225,7 @@ func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, 
 	if !p.cfg.Nanny {
 		args = append(args, "--no-nanny")
 	}
-	return p.spawn(spec, worker, providers.RoleWorker, args)
+	return p.spawn(ctx, spec, worker, providers.RoleWorker, args)
 }
 
 func (p *Provider) running(cluster, name string) bool {
@@ -235,7 +236,7 @@ func (p *Provider) running(cluster, name string) bool {
 	return pr != nil && !pr.stopping && pr.alive()
 }
 
-func (p *Provider) spawn(spec providers.ClusterSpec, name string, role providers.Role, args []string, env ...string) error {
+func (p *Provider) spawn(ctx context.Context, spec providers.ClusterSpec, name string, role providers.Role, args []string, env ...string) error {
 	dir := p.clusterDir(spec.Name)
 	logf, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -260,10 +261,16 @@ func (p *Provider) spawn(spec providers.ClusterSpec, name string, role providers
 		_ = cmd.Wait() // reap, so no zombie is left
 		close(pr.exited)
 	}()
+	if role == providers.RoleScheduler {
+		crashpoint.Hit(ctx, crashpoint.LocalSchedulerSpawned)
+	} else {
+		crashpoint.Hit(ctx, crashpoint.LocalWorkerSpawned)
+	}
 	if err := p.writeState(pr); err != nil {
 		p.killGroup(pr)
 		return err
 	}
+	crashpoint.Hit(ctx, crashpoint.LocalMemberRecorded)
 	p.mu.Lock()
 	if p.procs[spec.Name] == nil {
 		p.procs[spec.Name] = map[string]*proc{}
@@ -672,6 +679,7 @@ func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error
 		return nil
 	}
 	p.stop(ctx, pr)
+	crashpoint.Hit(ctx, crashpoint.LocalWorkerStopped)
 	p.mu.Lock()
 	delete(p.procs[cluster], worker)
 	p.mu.Unlock()
@@ -709,9 +717,15 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 		}()
 	}
 	wg.Wait()
+	if len(workers) > 0 {
+		crashpoint.Hit(ctx, crashpoint.LocalClusterWorkersStopped)
+	}
 	if sched != nil {
 		p.stop(ctx, sched)
 		p.noteEnd(sched)
+	}
+	if len(members) > 0 {
+		crashpoint.Hit(ctx, crashpoint.LocalClusterStopped)
 	}
 	p.mu.Lock()
 	delete(p.procs, cluster)

@@ -11,7 +11,9 @@
 // requests the way the services do where a provider could get it wrong,
 // and lets a test inject failures (see Fault modes below).
 //
-// Private IPs are 10.1.x.y: data only, nothing ever dials them.
+// A task's private IP comes from its subnet's range (10.1.x.y in the
+// default subnets: data only, nothing dials them; AddSubnet can give a
+// loopback range whose addresses a test serves).
 //
 // # Fidelity
 //

@@ -1,9 +1,11 @@
 package fargatetest
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -861,7 +863,7 @@ func (s *Server) newTask(cluster string, def *taskDef, in runTaskInput, capProvi
 		subnet:            subnetID,
 		securityGroups:    in.NetworkConfiguration.AwsvpcConfiguration.SecurityGroups,
 		assignPublicIP:    in.NetworkConfiguration.AwsvpcConfiguration.AssignPublicIP,
-		ip:                fmt.Sprintf("10.1.%d.%d", s.ipSeq/250, s.ipSeq%250+2),
+		ip:                taskIP(s.subnets[subnetID].cidr, s.ipSeq),
 		az:                s.subnets[subnetID].az,
 		tags:              in.Tags,
 		overrides:         in.Overrides,
@@ -888,6 +890,20 @@ func (s *Server) newTask(cluster string, def *taskDef, in runTaskInput, capProvi
 	s.tasks[t.arn] = t
 	s.taskOrder = append(s.taskOrder, t.arn)
 	return t
+}
+
+// taskIP is the nth task's private address, from its subnet's range as
+// an awsvpc interface's is (250 to a /24, the first two left out: AWS keeps
+// the first addresses of a subnet).
+func taskIP(cidr string, n int) string {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil || !p.Addr().Is4() {
+		return fmt.Sprintf("10.1.%d.%d", n/250, n%250+2)
+	}
+	a := p.Masked().Addr().As4()
+	v := binary.BigEndian.Uint32(a[:]) + uint32(n/250)*256 + uint32(n%250+2)
+	binary.BigEndian.PutUint32(a[:], v)
+	return netip.AddrFrom4(a).String()
 }
 
 func (s *Server) listTasks(body []byte) (any, *apiError) {

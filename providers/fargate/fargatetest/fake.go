@@ -182,6 +182,15 @@ func (s *Server) SetDescribeLag(n int) {
 	s.describeLag = n
 }
 
+// AddSubnet adds a subnet of DefaultVPC; tasks started in it get their
+// private addresses from cidr (a loopback range lets a test serve, on a
+// task's address, what the software in the task would).
+func (s *Server) AddSubnet(id, az, cidr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subnets[id] = subnet{id, DefaultVPC, az, cidr}
+}
+
 // SetCapacityProviders sets the capacity providers associated with the
 // ECS cluster (default FARGATE and FARGATE_SPOT).
 func (s *Server) SetCapacityProviders(names ...string) {

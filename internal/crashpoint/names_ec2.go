@@ -1,0 +1,25 @@
+package crashpoint
+
+// The EC2 backend's points (package providers/ec2), each right after one
+// call to EC2 or SSM whose effect the backend finds again only by tag or
+// name, or before the next call that depends on it.
+const (
+	EC2GroupCreated             Name = "ec2.group.created"              // the cluster's security group exists; no ingress rule yet
+	EC2GroupAuthorized          Name = "ec2.group.authorized"           // the group admits the gateway and the cluster; not yet remembered
+	EC2ParameterPut             Name = "ec2.parameter.put"              // the TLS parameter is stored; no instance launched
+	EC2SchedulerLaunched        Name = "ec2.scheduler.launched"         // RunInstances answered for the scheduler; the instance not yet remembered
+	EC2WorkerLaunched           Name = "ec2.worker.launched"            // RunInstances answered for a worker; the instance not yet remembered
+	EC2WorkerTerminated         Name = "ec2.worker.terminated"          // a surplus worker's instance was terminated; its launch record not yet dropped
+	EC2ClusterTerminated        Name = "ec2.cluster.terminate-asked"    // TerminateInstances answered for every live instance; not yet waited for
+	EC2ClusterInstancesGone     Name = "ec2.cluster.instances-ended"    // EC2 lists every instance terminated; group and parameter still there
+	EC2ClusterGroupDeleted      Name = "ec2.cluster.group-deleted"      // the security group is deleted; the TLS parameter not yet
+	EC2ClusterParameterDeleted  Name = "ec2.cluster.parameter-deleted"  // the TLS parameter is deleted; the cluster not yet forgotten
+	EC2LeftoverGroupDeleted     Name = "ec2.leftover.group-deleted"     // the reaper's DeleteSecurityGroup of a leftover answered
+	EC2LeftoverParameterDeleted Name = "ec2.leftover.parameter-deleted" // the reaper's DeleteParameter of a leftover answered
+)
+
+var ec2Names = []Name{
+	EC2GroupCreated, EC2GroupAuthorized, EC2ParameterPut, EC2SchedulerLaunched, EC2WorkerLaunched, EC2WorkerTerminated,
+	EC2ClusterTerminated, EC2ClusterInstancesGone, EC2ClusterGroupDeleted, EC2ClusterParameterDeleted,
+	EC2LeftoverGroupDeleted, EC2LeftoverParameterDeleted,
+}
