@@ -203,8 +203,7 @@ func TestCrashRecovery(t *testing.T) {
 
 	// Nothing leaked, nothing doubled.
 	leaked, duplicates := countMembers(t, gatewayID, want)
-	t.Logf("crash points tried: %d, clusters: %d, leaked resources: %d, duplicates: %d", crashes, len(want), leaked, duplicates)
-	fmt.Printf("crash test: crash points tried: %d, clusters: %d, leaked resources: %d, duplicates: %d\n", crashes, len(want), leaked, duplicates)
+	figure(t, "crash test: crash points tried: %d, clusters: %d, leaked resources: %d, duplicates: %d", crashes, len(want), leaked, duplicates)
 
 	e.gwOK("stop", "--all")
 	for n := range want {
@@ -216,7 +215,7 @@ func TestCrashRecovery(t *testing.T) {
 	observed := watch.seconds()
 	admin := e.userEnv(t, "admin")
 	ledger, lived := checkLedger(t, e.url, admin.token(), observed)
-	fmt.Printf("crash test: ledger %.1f worker-seconds, processes lived %.1f (%d crashes)\n", ledger, lived, crashes)
+	figure(t, "crash test: ledger %.1f worker-seconds, processes lived %.1f (%d crashes)", ledger, lived, crashes)
 }
 
 // settle waits until every cluster is as wanted: running with that many

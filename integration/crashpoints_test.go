@@ -115,8 +115,7 @@ func TestCrashPoints(t *testing.T) {
 	summary := fmt.Sprintf("crash points tried: %d (%d runs: local %d, ec2 %d, fargate %d), clusters: %d, lost: %d, duplicated: %d, leaked: %d",
 		len(res.tried), res.runs["local"]+res.runs["ec2"]+res.runs["fargate"], res.runs["local"], res.runs["ec2"], res.runs["fargate"],
 		res.clusters, res.lost, res.duplicated, res.leaked)
-	t.Log(summary)
-	fmt.Printf("crash points test: %s\n", summary)
+	figure(t, "crash points test: %s", summary)
 }
 
 // crashResults adds up the figures of every provider's runs.

@@ -336,7 +336,7 @@ func TestDatabaseOutage(t *testing.T) {
 	}
 	t.Logf("database outage: %s; health passed %s and the API served %s after PostgreSQL was back", outage.Round(time.Millisecond),
 		healthy.Round(time.Millisecond), serving.Round(time.Millisecond))
-	fmt.Printf("database outage test: outage %.1f s, serving again after %.2f s (health %.2f s), clusters: %d, requests: %d acknowledged, %d refused with 503, lost: %d, duplicated: %d, leaked: %d\n",
+	figure(t, "database outage test: outage %.1f s, serving again after %.2f s (health %.2f s), clusters: %d, requests: %d acknowledged, %d refused with 503, lost: %d, duplicated: %d, leaked: %d",
 		outage.Seconds(), serving.Seconds(), healthy.Seconds(), len(want), d.acked, d.refused, lost, duplicated, leaked)
 
 	e.gwOK("stop", "--all")
@@ -452,7 +452,7 @@ func TestSQLiteFullDisk(t *testing.T) {
 	// usage record belongs to one of them.
 	halfWritten := checkNoHalfWrites(t, dbPath, want)
 	t.Logf("full disk: refused with %s", strings.TrimSpace(refused))
-	fmt.Printf("sqlite full disk test: clusters: %d, half-written: %d, duplicated: %d, leaked: %d\n", len(want), halfWritten, duplicated, leaked)
+	figure(t, "sqlite full disk test: clusters: %d, half-written: %d, duplicated: %d, leaked: %d", len(want), halfWritten, duplicated, leaked)
 }
 
 // checkpoint folds SQLite's WAL into the database and truncates it.

@@ -307,3 +307,13 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// figure reports one of a test's figures: in its log, and on standard
+// output as a line starting "figure: ", which scripts/test.sh's log
+// (internal/cmd/testlog) keeps for tests that pass.
+func figure(t *testing.T, format string, args ...any) {
+	t.Helper()
+	line := fmt.Sprintf(format, args...)
+	t.Log(line)
+	fmt.Println("figure: " + line)
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -120,7 +119,7 @@ func TestConcurrentAdmission(t *testing.T) {
 					t.Errorf("request %d: %d %s", i, codes[i], bodies[i])
 				}
 			}
-			fmt.Printf("admission test (%s, 3 replicas): %d concurrent requests, limit 5: admitted %d, refused %d\n", d.name, n, admitted, refused)
+			figure(t, "admission test (%s, 3 replicas): %d concurrent requests, limit 5: admitted %d, refused %d", d.name, n, admitted, refused)
 			if admitted != 5 || refused != n-5 {
 				t.Fatalf("admitted %d, refused %d; want 5 and %d", admitted, refused, n-5)
 			}

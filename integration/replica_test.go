@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,7 +102,7 @@ func TestReplicas(t *testing.T) {
 	if leaked > 0 {
 		t.Errorf("%d processes belong to no cluster", leaked)
 	}
-	fmt.Printf("replica test: replicas: 3, killed: 1, clusters: %d, leaked resources: %d, duplicates: %d\n", len(want), leaked, duplicates)
+	figure(t, "replica test: replicas: 3, killed: 1, clusters: %d, leaked resources: %d, duplicates: %d", len(want), leaked, duplicates)
 
 	viaB.gwOK("stop", "--all")
 	for name := range want {
