@@ -393,7 +393,7 @@ func (s *DB) AddBenchSamples(ctx context.Context, runID string, samples []*Bench
 	if status != BenchRunning {
 		return fmt.Errorf("store: bench run %s is %s: samples can only be added while it runs: %w", runID, status, ErrBenchFinished)
 	}
-	labels, err := s.txStrings(ctx, tx, `SELECT label FROM bench_run_envs WHERE run_id = ?`, runID)
+	labels, err := s.strings(ctx, tx, `SELECT label FROM bench_run_envs WHERE run_id = ?`, runID)
 	if err != nil {
 		return fmt.Errorf("store: add bench sample: %w", err)
 	}
@@ -425,23 +425,6 @@ VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`),
 		return fmt.Errorf("store: add bench sample: %w", err)
 	}
 	return nil
-}
-
-func (s *DB) txStrings(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, s.rebind(q), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
 }
 
 // FinishBenchRun ends a running run with a final status (BenchOK,
@@ -563,7 +546,7 @@ func (s *DB) fillBenchRuns(ctx context.Context, runs []*BenchRun) error {
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("store: bench run %s: %w", r.ID, err)
 		}
-		tests, err := s.strings(ctx, `SELECT name FROM bench_tests WHERE run_id = ? ORDER BY name`, r.ID)
+		tests, err := s.strings(ctx, s.db, `SELECT name FROM bench_tests WHERE run_id = ? ORDER BY name`, r.ID)
 		if err != nil {
 			return fmt.Errorf("store: bench run %s: tests: %w", r.ID, err)
 		}
@@ -572,8 +555,9 @@ func (s *DB) fillBenchRuns(ctx context.Context, runs []*BenchRun) error {
 	return nil
 }
 
-func (s *DB) strings(ctx context.Context, q string, args ...any) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(q), args...)
+// strings reads one text column, in a transaction or not (q).
+func (s *DB) strings(ctx context.Context, q querier, query string, args ...any) ([]string, error) {
+	rows, err := q.QueryContext(ctx, s.rebind(query), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -981,22 +981,18 @@ func (p *cpProvider) Describe(ctx context.Context, cluster string) ([]providers.
 
 func (p *cpProvider) List(ctx context.Context) ([]providers.Member, error) {
 	p.lists.Add(1)
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []providers.Member
-	for _, ms := range p.clusters {
-		out = append(out, ms...)
-	}
-	return out, nil
+	return p.all(ctx)
 }
 
 // ListMembers is List: the scheduling core's one listing per poll
 // interval (its memberLister), which stands in for a Describe per cluster.
 func (p *cpProvider) ListMembers(ctx context.Context) ([]providers.Member, error) {
 	p.memberLists.Add(1)
+	return p.all(ctx)
+}
+
+// all is every member of every cluster.
+func (p *cpProvider) all(ctx context.Context) ([]providers.Member, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
