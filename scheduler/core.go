@@ -204,6 +204,7 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 		downSince: map[string]time.Time{},
 		quotaNote: map[string]string{},
 		settled:   map[string]*settled{},
+		failures:  map[string]int{},
 	}
 }
 

@@ -20,9 +20,6 @@ const (
 func (c *Core) retryAfter(name string) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.failures == nil {
-		c.failures = map[string]int{}
-	}
 	c.failures[name]++
 	return backoff.Window(c.failures[name], retryBase, retryMax)
 }
