@@ -79,7 +79,7 @@ func (s *Server) benchScheduleRoutes() {
 func (s *Server) schedulesOn(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.schedules == nil {
-			WriteError(w, http.StatusNotFound, "not_found", "this gateway runs no benchmark schedules: its operator turns them on by setting bench.python (GATEWAY_BENCH_PYTHON) to a Python with Dask's distributed, the clusters' version (scheduled suites run on the gateway's host as its own user); meanwhile run gateway bench run and gateway bench check from cron or CI")
+			WriteError(w, http.StatusNotFound, "not_found", "this gateway runs no benchmark schedules; run gateway bench run and gateway bench check from cron or CI instead")
 			return
 		}
 		if s.schedulesReady != nil {

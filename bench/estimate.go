@@ -108,14 +108,22 @@ func Prepare(ctx context.Context, cfg Config) (*Plan, error) {
 	if python == "" {
 		python = cfg.Envs[0].Python
 	}
+	p := &Plan{Sets: len(cfg.Envs)}
+	if cfg.Null {
+		p.Sets++
+	}
+	if cfg.InCluster != nil {
+		// Listed in the clusters (Run): until then the estimate counts
+		// only their start.
+		est, err := estimate(ctx, cfg, p)
+		p.Estimate = est
+		return p, err
+	}
 	listing, err := List(ctx, python, cfg.Suite)
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Listing: listing, Sets: len(cfg.Envs)}
-	if cfg.Null {
-		p.Sets++
-	}
+	p.Listing = listing
 	for _, b := range listing.Benchmarks {
 		if cfg.Pattern == nil || cfg.Pattern.MatchString(b) {
 			p.Tests = append(p.Tests, b)

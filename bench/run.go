@@ -118,6 +118,14 @@ type Config struct {
 	Provider     string
 	Region       string
 	Now          func() time.Time
+
+	// InCluster, when set, runs each set's runner next to its cluster's
+	// scheduler (the bench agent), in the cluster's own Python, instead of
+	// with Env.Python here: it returns the agent of a running cluster. The
+	// suite goes there as SuiteZip, and is listed there, by the first
+	// runner that starts.
+	InCluster func(ctx context.Context, cluster string, d *api.ClusterDetail) (*Agent, error)
+	SuiteZip  []byte
 }
 
 func (cfg *Config) defaults() {
@@ -168,8 +176,10 @@ type set struct {
 	Env
 	cluster string
 	conn    Conn
+	agent   *Agent // InCluster runs
 	runner  *runner
-	err     error // the set cannot go on: every later sample is failed with it
+	listing Listing // what its runner found in the suite
+	err     error   // the set cannot go on: every later sample is failed with it
 }
 
 // ErrNoBenchmarks is a suite (or -k pattern) with nothing to run.
@@ -243,6 +253,16 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		out.Status, out.Message = RunStopped, "interrupted while the clusters started"
 		return out, ctx.Err()
 	}
+	if cfg.InCluster != nil {
+		// Listed where it runs, by the first runner that started.
+		if tests, err = r.listed(ctx, plan); err != nil {
+			out.Status, out.Message = RunFailed, err.Error()
+			if errors.Is(err, ErrNoBenchmarks) {
+				return out, err
+			}
+			return out, nil // what failed is in the samples
+		}
+	}
 	total := len(tests) * len(sets) * cfg.Repeat
 	done := 0
 	if r.noneRuns() {
@@ -283,6 +303,43 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		out.Message = "no sample succeeded"
 	}
 	return out, nil
+}
+
+// listed is the tests of an InCluster run, from what its first runner
+// found in the suite; files that do not import are recorded as failed.
+// With no runner up, every set is recorded as failed once, under the
+// suite's name.
+func (r *run) listed(ctx context.Context, plan *Plan) ([]string, error) {
+	for _, s := range r.sets {
+		if s.runner == nil {
+			continue
+		}
+		plan.Listing = s.listing
+		plan.Tests = nil
+		for _, b := range s.listing.Benchmarks {
+			if r.cfg.Pattern == nil || r.cfg.Pattern.MatchString(b) {
+				plan.Tests = append(plan.Tests, b)
+			}
+		}
+		for _, fe := range s.listing.Errors {
+			fmt.Fprintf(r.cfg.Progress, "  %s does not import: %s\n", fe.File, fe.Error)
+			for _, s := range r.sets {
+				r.record(ctx, Sample{Test: fe.File, Set: s.Label, Status: StatusFailed, Error: "the file does not import: " + fe.Error, Started: r.cfg.Now()})
+			}
+		}
+		if len(plan.Tests) == 0 && len(s.listing.Errors) == 0 {
+			return nil, fmt.Errorf("%w: the suite has no bench_*.py file with a bench_<name>(client) function that matches", ErrNoBenchmarks)
+		}
+		if est, err := estimate(ctx, r.cfg, plan); err == nil {
+			r.est = est
+		}
+		fmt.Fprintf(r.cfg.Progress, "%d benchmarks found in the suite next to the scheduler\n", len(plan.Tests))
+		return plan.Tests, nil
+	}
+	for _, s := range r.sets {
+		r.record(ctx, Sample{Test: r.cfg.SuiteName, Set: s.Label, Status: StatusFailed, Error: clip(s.err.Error()), Started: r.cfg.Now(), Cluster: s.cluster})
+	}
+	return nil, errors.New("no set could run: " + brief(r.sets[0].err.Error()))
 }
 
 // noneRuns is whether no set can run a sample.
@@ -359,13 +416,22 @@ func (r *run) connect(ctx context.Context, s *set) error {
 		return fmt.Errorf("cluster %s: the gateway gave no connection details", s.cluster)
 	}
 	s.conn = Conn{Address: d.SchedulerAddress, ServerName: d.ServerName, Cert: *d.TLSCert, Key: *d.TLSKey}
-	rn, versions, err := startRunner(ctx, s.Python, r.cfg.Suite, s.conn, r.cfg.RunnerLog)
+	var rn *runner
+	var l Listing
+	if r.cfg.InCluster != nil {
+		s.agent, err = r.cfg.InCluster(ctx, s.cluster, d)
+		if err == nil {
+			rn, l, err = startAgentRunner(ctx, s.agent, r.cfg.SuiteZip, r.cfg.RunnerLog)
+		}
+	} else {
+		rn, l, err = startRunner(ctx, s.Python, r.cfg.Suite, s.conn, r.cfg.RunnerLog)
+	}
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w", s.cluster, err)
 	}
-	s.runner = rn
+	s.runner, s.listing = rn, l
 	if s.Versions == nil {
-		s.Versions = versions
+		s.Versions = l.Versions
 	}
 	return nil
 }

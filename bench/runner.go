@@ -133,22 +133,63 @@ type Conn struct {
 	Cert, Key  string // PEM
 }
 
-// runner is one live Python runner process connected to one cluster.
-type runner struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan []byte
-	dir    string
-	stderr *limitedWriter
-	done   chan struct{}
+// runner is one live Python runner connected to one cluster: a process
+// here (localProc) or next to the cluster's scheduler (agentProc).
+type runner struct{ p proc }
+
+// proc is a runner's process, wherever it runs.
+type proc interface {
+	// send writes one line to its standard input.
+	send(ctx context.Context, line []byte) error
+	// closeInput ends its standard input: it closes its client and exits.
+	closeInput(ctx context.Context)
+	// output is its standard output, a line at a time; closed at the end.
+	output() <-chan []byte
+	// exited is closed once it has exited.
+	exited() <-chan struct{}
+	// stderr is the end of what it wrote to standard error.
+	stderr() string
+	// kill ends it at once, waits for it and removes its files.
+	kill()
+}
+
+// localProc is a runner process on this host.
+type localProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan []byte
+	dir   string
+	errs  *limitedWriter
+	done  chan struct{}
+}
+
+func (p *localProc) send(_ context.Context, line []byte) error {
+	_, err := p.stdin.Write(line)
+	return err
+}
+func (p *localProc) closeInput(context.Context) { _ = p.stdin.Close() }
+func (p *localProc) output() <-chan []byte      { return p.lines }
+func (p *localProc) exited() <-chan struct{}    { return p.done }
+func (p *localProc) stderr() string             { return p.errs.String() }
+
+func (p *localProc) kill() {
+	if p.cmd.Process != nil {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	<-p.done
+	go func() {
+		for range p.lines { // let the reader finish
+		}
+	}()
+	os.RemoveAll(p.dir)
 }
 
 // startRunner starts python on the suite, connected to the cluster, and
 // waits for it to say it is ready.
-func startRunner(ctx context.Context, python, suite string, c Conn, stderrLog io.Writer) (*runner, map[string]string, error) {
+func startRunner(ctx context.Context, python, suite string, c Conn, stderrLog io.Writer) (*runner, Listing, error) {
 	dir, err := os.MkdirTemp("", "gateway-bench-")
 	if err != nil {
-		return nil, nil, err
+		return nil, Listing{}, err
 	}
 	ok := false
 	defer func() {
@@ -158,62 +199,70 @@ func startRunner(ctx context.Context, python, suite string, c Conn, stderrLog io
 	}()
 	script, err := writeScript(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, Listing{}, err
 	}
 	// The key stays in a private file, never on the command line.
 	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	if err := os.WriteFile(cert, []byte(c.Cert), 0o600); err != nil {
-		return nil, nil, err
+		return nil, Listing{}, err
 	}
 	if err := os.WriteFile(key, []byte(c.Key), 0o600); err != nil {
-		return nil, nil, err
+		return nil, Listing{}, err
 	}
 	cmd := exec.Command(python, script, "--suite", suite, "--address", c.Address, "--server-name", c.ServerName, "--cert", cert, "--key", key)
 	cmd.Dir = dir
 	// Its own process group, so that a kill takes whatever it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	r := &runner{cmd: cmd, dir: dir, lines: make(chan []byte, 4), done: make(chan struct{}), stderr: &limitedWriter{w: stderrLog, n: 1 << 20}}
-	cmd.Stderr = r.stderr
-	if r.stdin, err = cmd.StdinPipe(); err != nil {
-		return nil, nil, err
+	p := &localProc{cmd: cmd, dir: dir, lines: make(chan []byte, 4), done: make(chan struct{}), errs: &limitedWriter{w: stderrLog, n: 1 << 20}}
+	cmd.Stderr = p.errs
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, Listing{}, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, Listing{}, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("starting the benchmark runner with %s: %w", python, err)
+		return nil, Listing{}, fmt.Errorf("starting the benchmark runner with %s: %w", python, err)
 	}
 	ok = true
 	go func() {
-		defer close(r.lines)
+		defer close(p.lines)
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 64<<10), 4<<20)
 		for sc.Scan() {
-			r.lines <- append([]byte(nil), sc.Bytes()...)
+			p.lines <- append([]byte(nil), sc.Bytes()...)
 		}
 	}()
 	go func() {
 		_ = cmd.Wait()
-		close(r.done)
+		close(p.done)
 	}()
-	var hello struct {
-		Ready    bool              `json:"ready"`
-		Error    string            `json:"error"`
-		Versions map[string]string `json:"versions"`
+	return hello(ctx, p)
+}
+
+// hello waits for a started runner to say it is connected. It says what
+// it found in the suite (runners older than the listing in their hello
+// give only the versions).
+func hello(ctx context.Context, p proc) (*runner, Listing, error) {
+	r := &runner{p: p}
+	var h struct {
+		Ready bool   `json:"ready"`
+		Error string `json:"error"`
+		Listing
 	}
 	line, err := r.next(ctx, 2*time.Minute)
 	if err == nil {
-		err = json.Unmarshal(line, &hello)
+		err = json.Unmarshal(line, &h)
 	}
-	if err == nil && !hello.Ready {
-		err = fmt.Errorf("the benchmark runner could not connect to the cluster: %s", hello.Error)
+	if err == nil && !h.Ready {
+		err = fmt.Errorf("the benchmark runner could not connect to the cluster: %s", h.Error)
 	}
 	if err != nil {
 		r.kill()
-		return nil, nil, err
+		return nil, Listing{}, err
 	}
-	return r, hello.Versions, nil
+	return r, h.Listing, nil
 }
 
 // next waits for the runner's next line.
@@ -221,9 +270,9 @@ func (r *runner) next(ctx context.Context, timeout time.Duration) ([]byte, error
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
-	case line, ok := <-r.lines:
+	case line, ok := <-r.p.output():
 		if !ok {
-			return nil, fmt.Errorf("%w: %s", ErrRunnerDied, tailString(r.stderr.String(), 600))
+			return nil, fmt.Errorf("%w: %s", ErrRunnerDied, tailString(r.p.stderr(), 600))
 		}
 		return line, nil
 	case <-t.C:
@@ -238,7 +287,7 @@ func (r *runner) next(ctx context.Context, timeout time.Duration) ([]byte, error
 // interrupted otherwise.
 func (r *runner) do(ctx context.Context, id string, timeout time.Duration) (Result, error) {
 	req, _ := json.Marshal(map[string]string{"id": id})
-	if _, err := r.stdin.Write(append(req, '\n')); err != nil {
+	if err := r.p.send(ctx, append(req, '\n')); err != nil {
 		r.kill()
 		return Result{}, fmt.Errorf("%w: %v", ErrRunnerDied, err)
 	}
@@ -257,25 +306,17 @@ func (r *runner) do(ctx context.Context, id string, timeout time.Duration) (Resu
 
 // close ends the runner politely (EOF: it closes its client), then by force.
 func (r *runner) close() {
-	_ = r.stdin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	r.p.closeInput(ctx)
 	select {
-	case <-r.done:
-	case <-time.After(15 * time.Second):
+	case <-r.p.exited():
+	case <-ctx.Done():
 	}
 	r.kill()
 }
 
-func (r *runner) kill() {
-	if r.cmd.Process != nil {
-		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-	}
-	<-r.done
-	go func() {
-		for range r.lines { // let the reader finish
-		}
-	}()
-	os.RemoveAll(r.dir)
-}
+func (r *runner) kill() { r.p.kill() }
 
 // limitedWriter keeps at most n bytes (the end is dropped), for logs of
 // processes that may write without bound.

@@ -14,10 +14,12 @@ parametrised like a pytest test:
 does a plain attribute: bench_sum.params = {"n": [1_000, 10_000]}.)
 
 The gateway CLI starts this script with the Python of the environment
-under test and talks to it in JSON lines:
+under test (or, for scheduled runs, the bench agent starts it next to the
+scheduler: agent.py) and talks to it in JSON lines:
 
   --list: one line {"benchmarks": [...], "errors": [...]} and exit.
-  otherwise: connect to the cluster, print {"ready": ...}, then for each
+  otherwise: connect to the cluster, print {"ready": ..., "versions",
+  "benchmarks", "errors"} (what --list says), then for each
   line {"id": ...} on stdin run that benchmark once and print one line
   {"id", "ok", "wall_s", "metrics", "error"}. EOF ends it.
 
@@ -272,6 +274,13 @@ def connect(args):
     from distributed.security import Security
 
     server_name = args.server_name
+    if not server_name:
+        # Next to the scheduler (the bench agent): straight to it, with its
+        # own TLS files.
+        sec = None
+        if args.cert:
+            sec = Security(tls_ca_file=args.ca or args.cert, tls_client_cert=args.cert, tls_client_key=args.key, require_encryption=True)
+        return Client(args.address, security=sec, timeout=60)
 
     class GatewaySecurity(Security):
         def get_connection_args(self, role):
@@ -319,6 +328,7 @@ def main():
     p.add_argument("--server-name")
     p.add_argument("--cert")
     p.add_argument("--key")
+    p.add_argument("--ca")
     args = p.parse_args()
     # The benchmarks' own prints must not break the protocol on stdout.
     out = sys.stdout
@@ -338,7 +348,7 @@ def main():
     except Exception as e:
         emit({"ready": False, "error": _short(e)})
         return 1
-    emit({"ready": True, "versions": versions()})
+    emit({"ready": True, "versions": versions(), "benchmarks": sorted(benches), "errors": errors})
     for line in sys.stdin:
         line = line.strip()
         if not line:

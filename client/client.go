@@ -61,6 +61,11 @@ func New(base, token string, tlsCfg *tls.Config) (*Client, error) {
 // BaseURL is the gateway's URL.
 func (c *Client) BaseURL() string { return c.base }
 
+// Credentials are the HTTP client and token this client reaches the
+// gateway with, for its other doors: a cluster's dashboard, through which
+// bench.Agent reaches the cluster's scheduler.
+func (c *Client) Credentials() (*http.Client, string) { return c.http, c.token }
+
 func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
 	var rd io.Reader
 	if body != nil {

@@ -15,12 +15,41 @@ import (
 //go:embed scripts/probe.py
 var ProbeScript string
 
+//go:embed scripts/launcher.py
+var launcherScript string
+
+//go:embed scripts/bench_preload.py
+var benchPreload string
+
 // LauncherScript starts a Dask scheduler or worker after checking the
 // versions in the ExpectEnv variable against what is installed; see
-// LauncherCommand.
-//
-//go:embed scripts/launcher.py
-var LauncherScript string
+// LauncherCommand. A scheduler starts with BenchPreload.
+var LauncherScript = "BENCH_PRELOAD = " + pyString(BenchPreload) + "\n" + stripComments(launcherScript)
+
+// BenchPreload is the text of the scheduler preload every backend starts
+// schedulers with ("dask scheduler --preload <text>"): the door through
+// which the gateway's scheduled benchmarks run their client in the
+// cluster (see bench.Agent). Comment lines are left out of both: EC2's user
+// data, which carries the launcher, has 16 KiB for everything.
+var BenchPreload = stripComments(benchPreload)
+
+// stripComments drops a Python script's whole-line comments.
+func stripComments(s string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(s, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+// pyString is s as a Python string literal: a JSON string is one.
+func pyString(s string) string {
+	b, _ := json.Marshal(s) // a string always encodes
+	return string(b)
+}
 
 // ExpectEnv is the environment variable that carries the client's versions
 // (ExpectedVersions, as JSON) to the launcher.

@@ -239,9 +239,14 @@ images:
 	assertNoBenchLeaks(t, e, pool, id)
 
 	// A/A: the same environment twice, as two sets: nothing is flagged.
-	out, err = e.gwLong(4*time.Minute, "bench", "run", suite, "--env", pythons[0], "--null", "--python", python, "--repeat", "6", "--workers", "1")
+	// Its client runs in the clusters (--in-cluster), started by the
+	// image's launcher with the gateway's preload: no Python here.
+	out, err = e.gwLong(4*time.Minute, "bench", "run", suite, "--env", pythons[0], "--null", "--in-cluster", "--repeat", "6", "--workers", "1")
 	if err != nil {
-		t.Fatalf("bench run --null: %v\n%s", err, out)
+		t.Fatalf("bench run --null --in-cluster: %v\n%s\n--- gateway log:\n%s", err, out, e.gwLog.String())
+	}
+	if !strings.Contains(out, "3 benchmarks found in the suite next to the scheduler") || strings.Contains(out, "failed") {
+		t.Errorf("the A/A run in the clusters:\n%s", out)
 	}
 	m = runIDRe.FindStringSubmatch(out)
 	if m == nil {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/bench/schedspec"
@@ -122,14 +123,17 @@ func (w *recorder) Write(p []byte) (int, error) {
 
 // Runner runs a schedule's suite as its owner through the API.
 type Runner struct {
-	API       http.Handler // the gateway's API
+	API       http.Handler // the gateway's API and dashboard proxy
 	PublicURL string
 	Grants    *Grants
-	Python    string // bench.python
-	Provider  string
-	Version   string
-	TempDir   string // where suites are unpacked ("" for the system's)
-	Log       *slog.Logger
+	// Python, when set (bench.python), runs suites' clients on this host;
+	// otherwise they run next to each cluster's scheduler, in the
+	// cluster's own software (bench.Agent), and this host needs no Python.
+	Python   string
+	Provider string
+	Version  string
+	TempDir  string // where suites are unpacked ("" for the system's)
+	Log      *slog.Logger
 }
 
 // Run implements RunFunc.
@@ -153,7 +157,8 @@ func (r *Runner) Run(ctx context.Context, sch *store.BenchSchedule) (string, err
 		return "", err
 	}
 	defer revoke()
-	c := client.NewWithHTTP(r.PublicURL, tok, &http.Client{Transport: inProcess{h: r.API}})
+	hc := &http.Client{Transport: inProcess{h: r.API}}
+	c := client.NewWithHTTP(r.PublicURL, tok, hc)
 	var re *regexp.Regexp
 	if o.Select != "" {
 		if re, err = regexp.Compile(o.Select); err != nil {
@@ -166,13 +171,15 @@ func (r *Runner) Run(ctx context.Context, sch *store.BenchSchedule) (string, err
 			timeout = d
 		}
 	}
-	python := r.Python
-	if python == "" {
-		python = "python3"
-	}
 	envs := make([]bench.Env, 0, len(o.Envs))
 	for _, e := range o.Envs {
-		envs = append(envs, bench.Env{Label: e.Label, Name: e.Name, Options: e.Options, Python: python, Hash: e.Hash, Versions: e.Versions})
+		envs = append(envs, bench.Env{Label: e.Label, Name: e.Name, Options: e.Options, Python: r.Python, Hash: e.Hash, Versions: e.Versions})
+	}
+	var inCluster func(context.Context, string, *api.ClusterDetail) (*bench.Agent, error)
+	if r.Python == "" {
+		inCluster = func(_ context.Context, _ string, d *api.ClusterDetail) (*bench.Agent, error) {
+			return bench.AgentFor(d, tok, hc)
+		}
 	}
 	log := r.Log
 	if log == nil {
@@ -183,6 +190,7 @@ func (r *Runner) Run(ctx context.Context, sch *store.BenchSchedule) (string, err
 	out, err := bench.Run(ctx, bench.Config{
 		Suite: suite, SuiteName: sch.Suite, Envs: envs, Repeat: o.Repeat, Workers: o.Workers, Shape: o.Shape,
 		Pattern: re, Timeout: timeout, Clusters: c, Provider: r.Provider, Progress: progress,
+		InCluster: inCluster, SuiteZip: sch.SuiteArchive,
 		// A gateway stopping must not wait long: what is not stopped yet
 		// the gateway's own shutdown or reaper stops.
 		StopWait: 30 * time.Second,

@@ -256,6 +256,7 @@ func newBenchRunCmd(g *globals) *cobra.Command {
 	var b benchFlags
 	var maxCost float64
 	var logFile string
+	var inCluster bool
 	cmd := &cobra.Command{
 		Use:   "run SUITE",
 		Short: "Run a benchmark suite on one cluster per environment, interleaving them (A/B test)",
@@ -268,7 +269,8 @@ workers' CPU seconds. Results go to the gateway's store: read them with
 gateway bench report RUN and gateway bench history TEST.
 
   gateway bench run ./benchmarks --env ./base/bin/python --env ./candidate/bin/python --repeat 6
-  gateway bench run ./benchmarks --env team --null -k 'shuffle'`,
+  gateway bench run ./benchmarks --env team --null -k 'shuffle'
+  gateway bench run ./benchmarks --env base --env candidate --in-cluster`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -311,6 +313,15 @@ gateway bench report RUN and gateway bench history TEST.
 				History:      benchHistory{c: c},
 				Progress:     progress,
 			}
+			if inCluster {
+				if cfg.SuiteZip, err = schedspec.PackSuite(suite); err != nil {
+					return err
+				}
+				hc, token := c.Credentials()
+				cfg.InCluster = func(_ context.Context, _ string, d *api.ClusterDetail) (*bench.Agent, error) {
+					return bench.AgentFor(d, token, hc)
+				}
+			}
 			// Estimated (and refused over --max-cost) before anything is
 			// built or started.
 			plan, err := bench.Prepare(ctx, cfg)
@@ -350,6 +361,7 @@ gateway bench report RUN and gateway bench history TEST.
 		},
 	}
 	b.add(cmd)
+	cmd.Flags().BoolVar(&inCluster, "in-cluster", false, "run the benchmarks' client next to each cluster's scheduler, in the cluster's own software, instead of here (no local Python with the clusters' Dask is needed; the suite's top-level .py files go with it, at most 1 MiB)")
 	cmd.Flags().StringVar(&logFile, "log", "", "append the benchmarks' own output (the runners' stderr: prints, warnings, Dask's logs) to this file")
 	cmd.Flags().Float64Var(&maxCost, "max-cost", 0, "refuse the run when its estimated cost exceeds this many USD (the clusters' price x the expected time: the suite's history, else --timeout a sample), and stop it when the cost so far plus what is left would")
 	return cmd

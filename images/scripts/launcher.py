@@ -70,6 +70,10 @@ def main():
             print("%s  %s  %s" % (r[0].ljust(w0), r[1].ljust(w1), r[2]), flush=True)
         sys.exit(97)
     argv = [sys.executable, "-m", "dask"] + sys.argv[1:]
+    # The gateway's scheduler preload (images.BenchPreload), as its text:
+    # images.LauncherScript defines BENCH_PRELOAD before this script.
+    if role == "scheduler" and globals().get("BENCH_PRELOAD"):
+        argv += ["--preload", BENCH_PRELOAD]
     os.execv(sys.executable, argv)
 
 

@@ -27,40 +27,34 @@ func (g *Gateway) wrapBenchAuth(a auth.Authenticator) auth.Authenticator {
 }
 
 // setupBench turns on the schedule routes and the scheduler of due
-// schedules, which runs them through apiSrv. The Python that runs
-// scheduled suites is bench.python; gateway dev, which runs clusters on
-// this host as the user already, uses the clusters' own Python
-// (providers.local.python) when it is not set. That Python is checked in
-// the background: until it has distributed, schedules are refused with
-// what to configure, and none fires.
-func (g *Gateway) setupBench(apiSrv *api.Server, replicaID, version string) {
-	python, source := g.cfg.Bench.Python, "bench.python"
-	if python == "" && g.cfg.Dev {
-		python, source = g.cfg.Providers.Local.Python, "providers.local.python, which gateway dev uses while bench.python is not set"
-		if python == "" {
-			python = "/usr/bin/python3"
-		}
-	}
-	if python == "" {
-		// A scheduled suite is users' Python run on this host as the
-		// gateway's user: only an operator's explicit choice turns it on.
-		g.log.Info("benchmark schedules are off (bench.python is not set)")
-		return
-	}
+// schedules, which runs them as their owners through handler (the API
+// and the dashboard proxy). A scheduled suite's client runs next to each
+// cluster's scheduler, in the cluster's own software (bench.Agent), so
+// that this host needs no Python and runs no user's code. An operator
+// who sets bench.python runs the clients here instead, with that Python,
+// which is checked in the background: until it has distributed,
+// schedules are refused with what to configure, and none fires.
+func (g *Gateway) setupBench(apiSrv *api.Server, handler http.Handler, replicaID, version string) {
+	python := g.cfg.Bench.Python
 	probe := &pythonProbe{done: make(chan struct{})}
-	go func() {
-		defer close(probe.done)
-		v, err := bench.CheckPython(context.Background(), python)
-		if err != nil {
-			probe.err = fmt.Errorf("%w (%s): set bench.python (GATEWAY_BENCH_PYTHON) to a Python with Dask's distributed, the clusters' version", err, source)
-			g.log.Warn("benchmark schedules are off", "reason", probe.err)
-			return
-		}
-		g.log.Info("benchmark schedules are on", "python", python, "distributed", v)
-	}()
+	if python == "" {
+		close(probe.done)
+		g.log.Info("benchmark schedules are on: their clients run next to each cluster's scheduler")
+	} else {
+		go func() {
+			defer close(probe.done)
+			v, err := bench.CheckPython(context.Background(), python)
+			if err != nil {
+				probe.err = fmt.Errorf("%w (bench.python): set bench.python (GATEWAY_BENCH_PYTHON) to a Python with Dask's distributed, the clusters' version, or leave it empty to run scheduled clients in the clusters", err)
+				g.log.Warn("benchmark schedules are off", "reason", probe.err)
+				return
+			}
+			g.log.Info("benchmark schedules are on: their clients run on this host", "python", python, "distributed", v)
+		}()
+	}
 	apiSrv.SetBenchSchedules(g.store, nil)
 	apiSrv.SetBenchSchedulesReady(probe.wait)
-	r := &schedule.Runner{API: apiSrv, PublicURL: g.PublicURL, Grants: g.bench.grants, Python: python,
+	r := &schedule.Runner{API: handler, PublicURL: g.PublicURL, Grants: g.bench.grants, Python: python,
 		Provider: g.provider.Name(), Version: version, TempDir: "", Log: g.log}
 	var hook *bench.Webhook
 	if g.cfg.Bench.AlertWebhook != "" {

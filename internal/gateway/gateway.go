@@ -194,7 +194,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	apiSrv.SetTokenStore(g.store)
 	apiSrv.SetDatabase(g.store) // /api/health reports it; its outages answer 503
 	apiSrv.SetBench(g.store)
-	g.setupBench(apiSrv, replicaID, version)
+	// One handler for the API and the dashboards: scheduled benchmarks
+	// use both, in process.
+	mux := http.NewServeMux()
+	g.setupBench(apiSrv, mux, replicaID, version)
 	apiSrv.SetSessionStore(g.store)
 	apiSrv.SetFailureLimiter(limiter)
 	// Shared like the session key: a cookie one replica set works on all.
@@ -210,7 +213,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		apiSrv.SetEnvs(g.envs)
 	}
 	g.proxy.SetLoginRedirect(api.LoginURL)
-	mux := http.NewServeMux()
 	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(dashboardAuth(authn, sessions, limiter)))
 	mux.Handle("/", apiSrv)
 	if cfg.MetricsListen != "" {

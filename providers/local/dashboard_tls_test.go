@@ -15,6 +15,7 @@ import (
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/local"
+	"github.com/gatewayhq/gateway/providers/local/localtest"
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
@@ -49,26 +50,7 @@ func TestDashboardServedOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.StopCluster(context.Background(), cluster) })
-	var dash string
-	for dash == "" {
-		ms, err := p.Describe(ctx, cluster)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range ms {
-			if m.Role == providers.RoleScheduler && m.State == providers.StateStopped {
-				t.Fatalf("scheduler stopped: %s", m.Reason)
-			}
-			if m.Role == providers.RoleScheduler && m.State == providers.StateRunning {
-				dash = m.DashboardURL
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the scheduler did not come up")
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	dash, _ := localtest.WaitScheduler(ctx, t, p, cluster)
 	if !strings.HasPrefix(dash, "https://") {
 		t.Fatalf("DashboardURL %q is not https", dash)
 	}

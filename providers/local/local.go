@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/internal/logtail"
 	"github.com/gatewayhq/gateway/providers"
@@ -174,7 +175,9 @@ func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpe
 		"--host", p.cfg.Host, "--port", "0", "--protocol", "tls",
 		"--tls-ca-file", cert, "--tls-cert", cert, "--tls-key", key,
 		"--dashboard-address", p.cfg.Host+":0",
-		"--scheduler-file", schedFile, "--no-show")
+		"--scheduler-file", schedFile, "--no-show",
+		// As every backend's launcher does (images.LauncherScript).
+		"--preload", images.BenchPreload)
 	if spec.DashboardPrefix != "" {
 		args = append(args, "--dashboard-prefix", spec.DashboardPrefix)
 	}

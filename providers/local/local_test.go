@@ -511,10 +511,12 @@ func TestStartWorker(t *testing.T) {
 	f.spec.WorkerThreads = 3
 	f.spec.WorkerMemory = 1 << 30
 	f.startWorker(p, "worker-0", 1)
-	pids := memberOf(f.spec.Name, "worker-0")
 	m := waitMember(t, p, f.spec.Name, "worker-0", "running", func(m providers.Member, ok bool) bool {
 		return ok && m.State == providers.StateRunning
 	})
+	// Read once it runs: right after the start, under load, its process
+	// may not be found yet.
+	pids := memberOf(f.spec.Name, "worker-0")
 	if m.Role != providers.RoleWorker || m.Owner != "alice" || m.Address != "" {
 		t.Errorf("worker member = %+v", m)
 	}

@@ -1,0 +1,233 @@
+package bench
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatewayhq/gateway/internal/pki"
+	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/local"
+	"github.com/gatewayhq/gateway/providers/local/localtest"
+	"github.com/gatewayhq/gateway/proxy/routes"
+)
+
+// agentCluster starts a real Dask cluster (Debian's distributed) with the
+// local provider, whose scheduler has the gateway's preload, and returns
+// its dashboard base URL, a client that trusts its certificate, and the
+// cluster's key pair.
+func agentCluster(t *testing.T, name string) (string, *http.Client, pki.Pair) {
+	t.Helper()
+	if out, err := exec.Command(testPython, "-c", "import distributed").CombinedOutput(); err != nil {
+		t.Fatalf("this test runs real Dask at %s (on Debian: apt-get install python3-distributed): %v\n%s", testPython, err, out)
+	}
+	p, err := local.New(local.Config{Dir: t.TempDir(), Python: testPython, GatewayID: "gw-agent-test", StopGrace: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background(), false) })
+	pair, err := pki.ClusterCert(name, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	spec := providers.ClusterSpec{Name: name, Owner: "alice", GatewayID: "gw-agent-test", TLSCert: pair.CertPEM, TLSKey: pair.KeyPEM,
+		DashboardPrefix: "/clusters/" + name, WorkerThreads: 1, WorkerMemory: 1 << 30}
+	if err := p.StartScheduler(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.StopCluster(context.Background(), name) })
+	dash, addr := localtest.WaitScheduler(ctx, t, p, name)
+	if err := p.StartWorker(ctx, spec, "w0", addr); err != nil {
+		t.Fatal(err)
+	}
+	pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
+	hc := &http.Client{Transport: pool.Transport(name, pair.CertPEM), Timeout: 60 * time.Second}
+	base := dash + "/clusters/" + name + "/"
+	// The dashboard may answer a moment after the scheduler file is written.
+	for {
+		resp, err := hc.Get(base + "health")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the dashboard did not answer: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return base, hc, pair
+}
+
+func zipSuite(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	z := zip.NewWriter(&b)
+	for n, body := range files {
+		w, err := z.Create(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestAgentRunsNextToTheScheduler: through the preload every scheduler
+// starts with, a signed agent runs a suite's client next to a real
+// scheduler, in its Python: the runner lists the suite in its hello,
+// runs a benchmark that checks it is the scheduler's child, and a hung
+// sample is ended by killing the runner. Requests without the cluster's
+// key are refused before anything runs, as are hostile suites.
+func TestAgentRunsNextToTheScheduler(t *testing.T) {
+	const name = "agent"
+	base, hc, pair := agentCluster(t, name)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Refused: no signature, another cluster's key, and ops before load.
+	other, err := pki.ClusterCert("other", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"gateway-bench/load", strings.NewReader("import os; os._exit(3)"))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("an unsigned load: %s, want 403", resp.Status)
+	}
+	wrong, err := NewAgent(base, "", hc, string(other.KeyPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wrong.load(ctx); err == nil || !strings.Contains(err.Error(), "bad signature") {
+		t.Errorf("load signed with another cluster's key: %v, want a bad signature", err)
+	}
+	a, err := NewAgent(base, "", hc, string(pair.KeyPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.call(ctx, "next", []byte(`{"session":"x"}`), nil); err == nil || !strings.Contains(err.Error(), "not loaded") {
+		t.Errorf("next before load: %v, want not loaded", err)
+	}
+
+	// A suite that is not top-level Python files is refused, and nothing
+	// is written outside the session's folder.
+	outside := filepath.Join(os.TempDir(), "gateway-agent-escape.py")
+	_ = os.Remove(outside)
+	for _, bad := range []map[string]string{
+		{"../gateway-agent-escape.py": "x = 1\n"},
+		{"sub/bench_x.py": "x = 1\n"},
+		{"bench_x.sh": "x = 1\n"},
+	} {
+		if _, err := a.start(ctx, zipSuite(t, bad), false, nil); err == nil || !strings.Contains(err.Error(), "not a top-level Python file") {
+			t.Errorf("suite %v: %v, want refused", bad, err)
+		}
+	}
+	if _, err := os.Stat(outside); err == nil {
+		t.Errorf("a suite wrote %s", outside)
+	}
+	if _, err := a.start(ctx, []byte("not a zip"), false, nil); err == nil {
+		t.Error("a suite that is not a zip was accepted")
+	}
+
+	suite := zipSuite(t, map[string]string{
+		"bench_here.py": `import os
+import time
+
+
+def bench_here(client):
+    assert client.submit(sum, range(10)).result() == 45
+    assert client.run_on_scheduler(os.getpid) == os.getppid(), "the client does not run next to the scheduler"
+
+
+def bench_hang(client):
+    time.sleep(3600)
+`,
+		"bench_broken.py": "def bench_x(client:\n",
+	})
+	var stderr bytes.Buffer
+	rn, l, err := startAgentRunner(ctx, a, suite, &stderr)
+	if err != nil {
+		t.Fatalf("starting the runner next to the scheduler: %v", err)
+	}
+	defer rn.close()
+	if got := strings.Join(l.Benchmarks, ","); got != "bench_here.py::bench_hang,bench_here.py::bench_here" {
+		t.Errorf("listed %s", got)
+	}
+	if len(l.Errors) != 1 || l.Errors[0].File != "bench_broken.py" || l.Versions["distributed"] == "" {
+		t.Errorf("listing %+v", l)
+	}
+	res, err := rn.do(ctx, "bench_here.py::bench_here", time.Minute)
+	if err != nil || !res.OK || res.WallS <= 0 || res.Metrics["memory_samples"] < 1 {
+		t.Fatalf("bench_here: %+v, %v", res, err)
+	}
+	if res, err := rn.do(ctx, "bench_here.py::bench_hang", 2*time.Second); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("a hung sample: %+v, %v; want a timeout", res, err)
+	}
+	// Killed: the agent forgot its session.
+	p := rn.p.(*agentProc)
+	if err := p.send(ctx, []byte(`{"id":"bench_here.py::bench_here"}`)); err == nil || !strings.Contains(err.Error(), "no session") {
+		t.Errorf("a killed runner's session: %v, want no session", err)
+	}
+	// A new runner works after it, and starting another (which loads
+	// the same agent again) leaves it running.
+	rn2, _, err := startAgentRunner(ctx, a, suite, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rn2.close()
+	rn3, _, err := startAgentRunner(ctx, a, suite, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rn3.close()
+	for i, r := range []*runner{rn2, rn3} {
+		if res, err := r.do(ctx, "bench_here.py::bench_here", time.Minute); err != nil || !res.OK {
+			t.Errorf("runner %d after a kill: %+v, %v", i+2, res, err)
+		}
+	}
+}
+
+// TestAgentAbsent: a scheduler without the preload (tornado's own 404)
+// is said to have no agent, not a protocol error.
+func TestAgentAbsent(t *testing.T) {
+	pair, err := pki.ClusterCert("old", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "<html>404: Not Found</html>", http.StatusNotFound)
+	}))
+	defer srv.Close()
+	a, err := NewAgent(srv.URL+"/clusters/old/", "", srv.Client(), string(pair.KeyPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.start(context.Background(), nil, false, nil); !errors.Is(err, ErrNoAgent) {
+		t.Errorf("start on a scheduler without the preload: %v, want ErrNoAgent", err)
+	}
+	if _, err := NewAgent(srv.URL, "", srv.Client(), string(pair.CertPEM)); err == nil {
+		t.Error("a certificate was taken for a private key")
+	}
+}
