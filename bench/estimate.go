@@ -10,8 +10,32 @@ import (
 )
 
 // StartAllowance is the time an estimate counts for the clusters to start
-// before the first sample (they are paid for while they start).
+// before the first sample (they are paid for while they start) when
+// neither the suite's history nor the backend says better.
 const StartAllowance = time.Minute
+
+// backendStart is what an estimate counts for clusters of a backend to
+// start with their workers, for a suite without history: processes and
+// containers start in seconds, cloud machines and tasks in minutes
+// (booting, pulling the image).
+var backendStart = map[string]time.Duration{
+	"local": 20 * time.Second, "docker": 30 * time.Second,
+	"fargate": 2 * time.Minute, "gce": 2 * time.Minute, "ec2": 3 * time.Minute,
+}
+
+// StartHistory is an optional part of History: how long the suite's last
+// runs took from their start to their first sample (their clusters
+// starting with every worker, and the runners connecting): the median,
+// and over how many runs.
+type StartHistory interface {
+	StartSeconds(ctx context.Context, suite string) (median float64, runs int, err error)
+}
+
+// ProviderNamer is an optional part of Pricer: the backend of the
+// clusters it priced ("" before it priced any).
+type ProviderNamer interface {
+	Provider() string
+}
 
 // Pricer prices a cluster before it exists: USD per hour of the whole
 // cluster (scheduler and workers) with these options, as the usage ledger
@@ -38,6 +62,7 @@ type Estimate struct {
 	Samples     int           // every test × set × repeat
 	Sampling    time.Duration // the samples, one after another
 	Start       time.Duration // allowance for the clusters to start
+	StartFrom   string        // how Start was found
 	FromHistory int           // tests timed from the suite's history
 	Assumed     int           // tests counted at Default
 	Default     time.Duration // a sample without history: the per-sample timeout
@@ -60,7 +85,11 @@ func (e Estimate) How() string {
 	case e.Priced:
 		fmt.Fprintf(&b, " x $%.4g/h", e.PriceHour)
 	}
-	fmt.Fprintf(&b, " x ~%s (%s to start, then %d samples", e.Duration().Round(time.Second), e.Start, e.Samples)
+	from := ""
+	if e.StartFrom != "" {
+		from = " (" + e.StartFrom + ")"
+	}
+	fmt.Fprintf(&b, " x ~%s (%s to start%s, then %d samples", e.Duration().Round(time.Second), e.Start, from, e.Samples)
 	switch {
 	case e.Assumed == 0:
 		fmt.Fprintf(&b, " timed from the suite's history)")
@@ -157,7 +186,7 @@ func Prepare(ctx context.Context, cfg Config) (*Plan, error) {
 }
 
 func estimate(ctx context.Context, cfg Config, p *Plan) (Estimate, error) {
-	e := Estimate{Clusters: p.Sets, Samples: len(p.Tests) * p.Sets * cfg.Repeat, Start: StartAllowance, Default: cfg.Timeout}
+	e := Estimate{Clusters: p.Sets, Samples: len(p.Tests) * p.Sets * cfg.Repeat, Default: cfg.Timeout}
 	var typical map[string]float64
 	if cfg.History != nil {
 		// Without history the estimate is only larger: not a reason to stop.
@@ -176,16 +205,41 @@ func estimate(ctx context.Context, cfg Config, p *Plan) (Estimate, error) {
 	e.Sampling = perRound * time.Duration(p.Sets*cfg.Repeat)
 	if cfg.Prices != nil {
 		price, err := cfg.Prices.ClusterPrice(ctx, clusterOptions(cfg, nil))
-		if err != nil {
-			if cfg.MaxCost > 0 {
-				return e, fmt.Errorf("%w: the run's cost cannot be estimated: %w", ErrOverBudget, err)
-			}
-			return e, nil
+		switch {
+		case err != nil && cfg.MaxCost > 0:
+			return e, fmt.Errorf("%w: the run's cost cannot be estimated: %w", ErrOverBudget, err)
+		case err == nil:
+			e.PriceHour, e.Priced = price, true
 		}
-		e.PriceHour, e.Priced = price, true
+	}
+	e.Start, e.StartFrom = startAllowance(ctx, cfg)
+	if e.Priced {
 		e.Cost = e.PriceHour * float64(e.Clusters) * e.Duration().Hours()
 	}
 	return e, nil
+}
+
+// startAllowance is how long the clusters are expected to take to start:
+// as the suite's last runs did, else the backend's typical time, else
+// StartAllowance.
+func startAllowance(ctx context.Context, cfg Config) (time.Duration, string) {
+	if sh, ok := cfg.History.(StartHistory); ok {
+		if s, n, err := sh.StartSeconds(ctx, cfg.SuiteName); err == nil && n > 0 && s > 0 {
+			runs := "runs"
+			if n == 1 {
+				runs = "run"
+			}
+			return time.Duration(s * float64(time.Second)).Round(time.Second), fmt.Sprintf("as the suite's last %d %s took", n, runs)
+		}
+	}
+	provider := cfg.Provider
+	if pn, ok := cfg.Prices.(ProviderNamer); ok && provider == "" {
+		provider = pn.Provider()
+	}
+	if d, ok := backendStart[provider]; ok {
+		return d, "typical of " + provider + " until the suite has history"
+	}
+	return StartAllowance, ""
 }
 
 // clusterOptions are a set's cluster options: the shared shape, the

@@ -11,10 +11,13 @@ import (
 )
 
 type fixedPrice struct {
-	usd  float64
-	err  error
-	seen map[string]any
+	usd      float64
+	err      error
+	seen     map[string]any
+	provider string
 }
+
+func (p *fixedPrice) Provider() string { return p.provider }
 
 func (p *fixedPrice) ClusterPrice(_ context.Context, options map[string]any) (float64, error) {
 	p.seen = options
@@ -31,6 +34,20 @@ func (h fixedHistory) SampleSeconds(_ context.Context, suite string, tests []str
 		}
 	}
 	return out, nil
+}
+
+// startedHistory also says how long the suite's last runs took to start.
+type startedHistory struct {
+	fixedHistory
+	start float64
+	runs  int
+}
+
+func (h startedHistory) StartSeconds(_ context.Context, suite string) (float64, int, error) {
+	if suite != "s" {
+		return 0, 0, nil
+	}
+	return h.start, h.runs, nil
 }
 
 // TestPrepareEstimatesAndRefuses: the estimate is the clusters' price x
@@ -50,7 +67,7 @@ func TestPrepareEstimatesAndRefuses(t *testing.T) {
 		name     string
 		null     bool
 		price    *fixedPrice
-		history  fixedHistory
+		history  History
 		maxCost  float64
 		wantCost float64
 		wantErr  []string // substrings; nil: accepted
@@ -75,6 +92,13 @@ func TestPrepareEstimatesAndRefuses(t *testing.T) {
 			wantErr: []string{"refused by --max-cost", "cannot be estimated", "404 not found"}},
 		{name: "no pricer with limit", maxCost: 1, wantErr: []string{"refused by --max-cost", "cannot be estimated"}},
 		{name: "free", price: &fixedPrice{usd: 0}, maxCost: 0.01, wantHow: "$0/h (the gateway has no price for them"},
+		// The start: the backend's typical time without history (3 min on
+		// EC2: 4 x 1 min + 3 min), the suite's last runs' with it (4 x 3 s
+		// + 90 s).
+		{name: "ec2 start", price: &fixedPrice{usd: 60, provider: "ec2"}, maxCost: 8, wantCost: 7,
+			wantHow: "3m0s to start (typical of ec2 until the suite has history)"},
+		{name: "start from history", price: &fixedPrice{usd: 60, provider: "ec2"}, history: startedHistory{fixedHistory{"s/" + x: 3, "s/" + y: 3}, 90, 4},
+			maxCost: 2, wantCost: 1.7, wantHow: "1m30s to start (as the suite's last 4 runs took)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base

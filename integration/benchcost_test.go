@@ -13,7 +13,7 @@ import (
 // TestBenchMaxCost runs gateway bench run against a real gateway whose
 // clusters are priced (pricing.vcpu_hour: a 1-worker local cluster costs
 // $36/h, a cent a second). The estimate is made before any cluster starts
-// (price x clusters x (a minute to start + each sample at its history's
+// (price x clusters x (the start + each sample at its history's
 // time, or at --timeout without history)): a run over --max-cost is
 // refused with the estimate and how it was made, and no cluster is
 // requested. A run within it shows the time and cost left on each
@@ -51,13 +51,15 @@ def bench_nap(client):
 		return string(out), err
 	}
 
-	// No history: 2 samples at --timeout 60s + 1 min to start = 3 min = $1.80.
+	// No history: 2 samples at --timeout 60s + 20 s to start (the local
+	// backend's typical time) = 2m20s = $1.40.
 	out, err := run("0.2", "--repeat", "2", "--max-cost", "0.50")
 	if err == nil {
 		t.Fatalf("a run estimated over --max-cost was accepted:\n%s", out)
 	}
-	for _, want := range []string{"refused by --max-cost", "estimated at $1.80", "more than --max-cost $0.50", "nothing was started",
-		"1 cluster x $36/h", "at --timeout 1m0s each: the suite has no history yet", "--timeout closer"} {
+	for _, want := range []string{"refused by --max-cost", "estimated at $1.40", "more than --max-cost $0.50", "nothing was started",
+		"1 cluster x $36/h", "20s to start (typical of local until the suite has history)",
+		"at --timeout 1m0s each: the suite has no history yet", "--timeout closer"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the refusal does not say %q:\n%s", want, out)
 		}
@@ -71,7 +73,7 @@ def bench_nap(client):
 	if err != nil {
 		t.Fatalf("bench run within --max-cost: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "Estimate: ~4m0s, ~$2.40: 1 cluster x $36/h") {
+	if !strings.Contains(out, "Estimate: ~3m20s, ~$2.00: 1 cluster x $36/h") {
 		t.Errorf("no up-front estimate in:\n%s", out)
 	}
 	lines := 0
@@ -88,14 +90,16 @@ def bench_nap(client):
 	}
 	assertBenchStopped(t, e, out)
 
-	// With history (~0.2 s a sample) 60 repeats fit: ~$0.60 + 60 x 0.2 s
-	// = ~$0.72. At 2 s a sample they would cost ~$1.80: after the first
-	// sample the measured pace makes spent + left exceed $1.
+	// With history (~0.2 s a sample, and the start the last run took, a
+	// few seconds) 60 repeats fit: 60 x 0.2 s + ~5 s = ~$0.17. At 2 s a
+	// sample they would cost ~$1.25: after the first sample the measured
+	// pace makes spent + left exceed $1.
 	out, err = run("2", "--repeat", "60", "--max-cost", "1")
 	if err == nil {
 		t.Fatalf("a run over --max-cost by its measured pace was not stopped:\n%s", out)
 	}
-	if !strings.Contains(out, "from the suite's history") || strings.Contains(out, "nothing was started") {
+	if !strings.Contains(out, "from the suite's history") || !strings.Contains(out, "to start (as the suite's last 1 run took)") ||
+		strings.Contains(out, "nothing was started") {
 		t.Errorf("the run was not estimated from its history:\n%s", out)
 	}
 	if !strings.Contains(out, "Stopping: ") || !strings.Contains(out, "exceed --max-cost $1.00") {

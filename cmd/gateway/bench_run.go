@@ -309,7 +309,7 @@ gateway bench report RUN and gateway bench history TEST.
 				Clusters:     c,
 				Recorder:     bench.APIRecorder{API: c, Options: runOptions(b, maxCost)},
 				Cost:         usageMeter{c: c},
-				Prices:       benchPricer{c: c},
+				Prices:       &benchPricer{c: c},
 				History:      benchHistory{c: c},
 				Progress:     progress,
 			}
@@ -435,12 +435,61 @@ func (u usageMeter) CostSince(ctx context.Context, since time.Time, clusters []s
 	return sum, nil
 }
 
-// benchPricer asks the gateway what a cluster would cost per hour.
-type benchPricer struct{ c *client.Client }
+// benchPricer asks the gateway what a cluster would cost per hour, and
+// keeps which backend would run it.
+type benchPricer struct {
+	c        *client.Client
+	provider string
+}
 
-func (p benchPricer) ClusterPrice(ctx context.Context, options map[string]any) (float64, error) {
+func (p *benchPricer) ClusterPrice(ctx context.Context, options map[string]any) (float64, error) {
 	v, err := p.c.BenchPrice(ctx, options)
+	if err == nil {
+		p.provider = v.Provider
+	}
 	return v.PriceHour, err
+}
+
+// Provider implements bench.ProviderNamer.
+func (p *benchPricer) Provider() string { return p.provider }
+
+// startRuns is how many of the suite's last runs the start estimate reads.
+const startRuns = 5
+
+// StartSeconds implements bench.StartHistory: for each of the suite's
+// last runs that sampled anything, from the run's start to its first
+// sample (clusters up with their workers, runners connected).
+func (h benchHistory) StartSeconds(ctx context.Context, suite string) (float64, int, error) {
+	runs, err := h.c.BenchRuns(ctx, suite, 20)
+	if err != nil {
+		return 0, 0, err
+	}
+	var starts []float64
+	for _, r := range runs {
+		if len(starts) == startRuns {
+			break
+		}
+		if r.Suite != suite || time.Since(r.StartedAt) > historyWindow {
+			continue
+		}
+		full, err := h.c.BenchRun(ctx, r.ID)
+		if err != nil {
+			return 0, 0, err
+		}
+		var first time.Time
+		for _, s := range full.Samples {
+			if s.Repeat > 0 && s.Status == "ok" && !s.At.IsZero() && (first.IsZero() || s.At.Before(first)) {
+				first = s.At
+			}
+		}
+		if !first.IsZero() && first.After(full.StartedAt) {
+			starts = append(starts, first.Sub(full.StartedAt).Seconds())
+		}
+	}
+	if len(starts) == 0 {
+		return 0, 0, nil
+	}
+	return stats.Median(starts), len(starts), nil
 }
 
 // historyWindow is how far back the estimate looks for a test's times.
