@@ -27,7 +27,7 @@ var benchPreload string
 var LauncherScript = "BENCH_PRELOAD = " + pyString(BenchPreload) + "\n" + stripComments(launcherScript)
 
 // BenchPreload is the text of the scheduler preload every backend starts
-// schedulers with ("dask scheduler --preload <text>"): the door through
+// schedulers with ("dask scheduler --preload <file>"): the door through
 // which the gateway's scheduled benchmarks run their client in the
 // cluster (see bench.Agent). Comment lines are left out of both: EC2's user
 // data, which carries the launcher, has 16 KiB for everything.

@@ -1,5 +1,5 @@
 import base64, hashlib, hmac, logging
-# The gateway's scheduler preload (passed as text to --preload). It serves
+# The gateway's scheduler preload (a file given to --preload). It serves
 # one endpoint under the dashboard, .../gateway-bench/<op>, whose requests
 # must be signed (X-Gateway-Bench: HMAC-SHA256 of "<op>\n" + body, keyed
 # with the SHA-256 of the cluster's TLS private key). "load" runs the

@@ -70,10 +70,15 @@ def main():
             print("%s  %s  %s" % (r[0].ljust(w0), r[1].ljust(w1), r[2]), flush=True)
         sys.exit(97)
     argv = [sys.executable, "-m", "dask"] + sys.argv[1:]
-    # The gateway's scheduler preload (images.BenchPreload), as its text:
-    # images.LauncherScript defines BENCH_PRELOAD before this script.
+    # The gateway's scheduler preload (images.BenchPreload), which
+    # images.LauncherScript defines before this script, as a file: every
+    # Dask version takes a preload's path.
     if role == "scheduler" and globals().get("BENCH_PRELOAD"):
-        argv += ["--preload", BENCH_PRELOAD]
+        import tempfile
+        fd, path = tempfile.mkstemp(prefix="gateway_preload_", suffix=".py")
+        with os.fdopen(fd, "w") as f:
+            f.write(BENCH_PRELOAD)
+        argv += ["--preload", path]
     os.execv(sys.executable, argv)
 
 

@@ -169,6 +169,11 @@ func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpe
 	if err != nil {
 		return err
 	}
+	// The gateway's preload, as a file: every Dask version takes a path.
+	preload := filepath.Join(p.clusterDir(spec.Name), "gateway_preload.py")
+	if err := os.WriteFile(preload, []byte(images.BenchPreload), 0o600); err != nil {
+		return fmt.Errorf("local provider: write the scheduler preload: %w", err)
+	}
 	schedFile := filepath.Join(p.clusterDir(spec.Name), "scheduler.json")
 	_ = os.Remove(schedFile) // a stale file would report a dead address
 	args := append(p.command("scheduler"),
@@ -177,7 +182,7 @@ func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpe
 		"--dashboard-address", p.cfg.Host+":0",
 		"--scheduler-file", schedFile, "--no-show",
 		// As every backend's launcher does (images.LauncherScript).
-		"--preload", images.BenchPreload)
+		"--preload", preload)
 	if spec.DashboardPrefix != "" {
 		args = append(args, "--dashboard-prefix", spec.DashboardPrefix)
 	}
