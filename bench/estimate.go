@@ -143,8 +143,12 @@ func Prepare(ctx context.Context, cfg Config) (*Plan, error) {
 	}
 	if cfg.InCluster != nil {
 		// Listed in the clusters (Run): until then the estimate counts
-		// only their start.
+		// only their start, and the run's own checks do the rest.
 		est, err := estimate(ctx, cfg, p)
+		if err == nil && cfg.MaxCost > 0 && est.Priced && est.Cost > cfg.MaxCost {
+			err = fmt.Errorf("%w: starting the clusters alone is estimated at $%.2f, more than --max-cost $%.2f, so nothing was started. The estimate: %s",
+				ErrOverBudget, est.Cost, cfg.MaxCost, est.How())
+		}
 		p.Estimate = est
 		return p, err
 	}

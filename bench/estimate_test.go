@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatewayhq/gateway/api"
 )
 
 type fixedPrice struct {
@@ -139,5 +141,35 @@ func TestPrepareEstimatesAndRefuses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPrepareInCluster: a run whose suite is listed in its clusters is
+// estimated before they start by their start alone (3 min of EC2 at
+// $60/h = $3), which --max-cost still refuses above it; nothing is
+// listed here.
+func TestPrepareInCluster(t *testing.T) {
+	inCluster := func(context.Context, string, *api.ClusterDetail) (*Agent, error) {
+		return nil, errors.New("not called")
+	}
+	for _, tc := range []struct {
+		maxCost float64
+		refused bool
+	}{{2, true}, {4, false}, {0, false}} {
+		cfg := Config{Suite: "/nonexistent", SuiteName: "s", Envs: []Env{{Label: "A"}}, Repeat: 2, Workers: 1, Timeout: time.Minute,
+			MaxCost: tc.maxCost, Prices: &fixedPrice{usd: 60, provider: "ec2"}, InCluster: inCluster}
+		p, err := Prepare(context.Background(), cfg)
+		if tc.refused {
+			if !errors.Is(err, ErrOverBudget) || !strings.Contains(err.Error(), "starting the clusters alone is estimated at $3.00") {
+				t.Errorf("max-cost %v: %v, want refused for the start alone", tc.maxCost, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("max-cost %v: %v", tc.maxCost, err)
+		}
+		if len(p.Tests) != 0 || p.Estimate.Start != 3*time.Minute || p.Estimate.Cost != 3 {
+			t.Errorf("max-cost %v: plan %+v", tc.maxCost, p)
+		}
 	}
 }

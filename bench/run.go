@@ -336,10 +336,16 @@ func (r *run) listed(ctx context.Context, plan *Plan) ([]string, error) {
 		fmt.Fprintf(r.cfg.Progress, "%d benchmarks found in the suite next to the scheduler\n", len(plan.Tests))
 		return plan.Tests, nil
 	}
-	for _, s := range r.sets {
-		r.record(ctx, Sample{Test: r.cfg.SuiteName, Set: s.Label, Status: StatusFailed, Error: clip(s.err.Error()), Started: r.cfg.Now(), Cluster: s.cluster})
+	why := "its runner did not start"
+	for i, s := range r.sets {
+		if s.err != nil {
+			if i == 0 {
+				why = s.err.Error()
+			}
+			r.record(ctx, Sample{Test: r.cfg.SuiteName, Set: s.Label, Status: StatusFailed, Error: clip(s.err.Error()), Started: r.cfg.Now(), Cluster: s.cluster})
+		}
 	}
-	return nil, errors.New("no set could run: " + brief(r.sets[0].err.Error()))
+	return nil, errors.New("no set could run: " + brief(why))
 }
 
 // noneRuns is whether no set can run a sample.
