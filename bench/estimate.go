@@ -91,6 +91,8 @@ func (e Estimate) How() string {
 	}
 	fmt.Fprintf(&b, " x ~%s (%s to start%s, then %d samples", e.Duration().Round(time.Second), e.Start, from, e.Samples)
 	switch {
+	case e.Samples == 0:
+		b.WriteString(": counted once the clusters have listed the suite)")
 	case e.Assumed == 0:
 		fmt.Fprintf(&b, " timed from the suite's history)")
 	case e.FromHistory == 0:

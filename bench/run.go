@@ -218,7 +218,11 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	if err != nil {
 		return out, fmt.Errorf("recording the run: %w", err)
 	}
-	fmt.Fprintf(cfg.Progress, "Run %s: %d benchmarks x %d sets x %d repeats\n", out.RunID, len(tests), len(sets), cfg.Repeat)
+	if cfg.InCluster != nil {
+		fmt.Fprintf(cfg.Progress, "Run %s: the benchmarks the clusters list x %d sets x %d repeats\n", out.RunID, len(sets), cfg.Repeat)
+	} else {
+		fmt.Fprintf(cfg.Progress, "Run %s: %d benchmarks x %d sets x %d repeats\n", out.RunID, len(tests), len(sets), cfg.Repeat)
+	}
 	fmt.Fprintln(cfg.Progress, plan.Estimate)
 	r := &run{cfg: cfg, out: &out, sets: sets, start: start, est: plan.Estimate}
 	for _, fe := range listing.Errors {
@@ -330,10 +334,11 @@ func (r *run) listed(ctx context.Context, plan *Plan) ([]string, error) {
 		if len(plan.Tests) == 0 && len(s.listing.Errors) == 0 {
 			return nil, fmt.Errorf("%w: the suite has no bench_*.py file with a bench_<name>(client) function that matches", ErrNoBenchmarks)
 		}
+		fmt.Fprintf(r.cfg.Progress, "%d benchmarks found in the suite next to the scheduler\n", len(plan.Tests))
 		if est, err := estimate(ctx, r.cfg, plan); err == nil {
 			r.est = est
+			fmt.Fprintln(r.cfg.Progress, est)
 		}
-		fmt.Fprintf(r.cfg.Progress, "%d benchmarks found in the suite next to the scheduler\n", len(plan.Tests))
 		return plan.Tests, nil
 	}
 	why := "its runner did not start"
