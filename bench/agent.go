@@ -47,17 +47,17 @@ type Agent struct {
 // client and token as the cluster's owner; keyPEM is the cluster's TLS
 // private key.
 func NewAgent(dashboardURL, token string, client *http.Client, keyPEM string) (*Agent, error) {
-	key, err := AgentKey(keyPEM)
+	key, err := agentKey(keyPEM)
 	if err != nil {
 		return nil, err
 	}
 	return &Agent{url: strings.TrimSuffix(dashboardURL, "/") + "/gateway-bench/", token: token, http: client, key: key}, nil
 }
 
-// AgentKey is the signing key the scheduler preload derives from the
+// agentKey is the signing key the scheduler preload derives from the
 // cluster's TLS private key: the SHA-256 of its DER bytes, so that how
 // the PEM was wrapped on the way to the machine does not matter.
-func AgentKey(keyPEM string) ([]byte, error) {
+func agentKey(keyPEM string) ([]byte, error) {
 	rest := []byte(keyPEM)
 	for {
 		var b *pem.Block
@@ -72,8 +72,8 @@ func AgentKey(keyPEM string) ([]byte, error) {
 	}
 }
 
-// Sign is the X-Gateway-Bench header of a request for op with body.
-func Sign(key []byte, op string, body []byte) string {
+// sign is the X-Gateway-Bench header of a request for op with body.
+func sign(key []byte, op string, body []byte) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(op + "\n"))
 	m.Write(body)
@@ -86,7 +86,7 @@ func (a *Agent) call(ctx context.Context, op string, body []byte, out any) error
 	if err != nil {
 		return err
 	}
-	req.Header.Set("X-Gateway-Bench", Sign(a.key, op, body))
+	req.Header.Set("X-Gateway-Bench", sign(a.key, op, body))
 	req.Header.Set("Content-Type", "application/json")
 	if a.token != "" {
 		req.Header.Set("Authorization", "Bearer "+a.token)
@@ -134,18 +134,18 @@ func (a *Agent) load(ctx context.Context) error { return a.call(ctx, "load", age
 // say it is ready. The runners' standard error goes to stderrLog when
 // they end.
 func startAgentRunner(ctx context.Context, a *Agent, suiteZip []byte, stderrLog io.Writer) (*runner, Listing, error) {
-	p, err := a.start(ctx, suiteZip, false, stderrLog)
+	p, err := a.start(ctx, suiteZip, stderrLog)
 	if err != nil {
 		return nil, Listing{}, err
 	}
 	return hello(ctx, p)
 }
 
-func (a *Agent) start(ctx context.Context, suiteZip []byte, list bool, stderrLog io.Writer) (*agentProc, error) {
+func (a *Agent) start(ctx context.Context, suiteZip []byte, stderrLog io.Writer) (*agentProc, error) {
 	if err := a.load(ctx); err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(map[string]any{"runner": string(runnerScript), "suite": base64.StdEncoding.EncodeToString(suiteZip), "list": list})
+	body, err := json.Marshal(map[string]any{"runner": string(runnerScript), "suite": base64.StdEncoding.EncodeToString(suiteZip)})
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@ The gateway ships this file through the scheduler preload's "load" op
 and calls setup(scheduler); the ops it returns take the request's JSON
 body and return the answer's:
 
-  start {"runner": text, "suite": base64 zip, "list": bool} -> {"session"}
+  start {"runner": text, "suite": base64 zip} -> {"session"}
   next  {"session", "wait": seconds} -> {"line"} | {"eof", "code", "stderr"} | {"wait": true}
   send  {"session", "line": text} | {"session", "close": true} -> {}
   kill  {"session"} -> {}
@@ -70,8 +70,7 @@ class Session:
             suite = os.path.join(self.dir, "suite")
             os.mkdir(suite)
             unpack(base64.b64decode(req["suite"]), suite)
-            argv = [sys.executable, runner, "--suite", suite]
-            argv += ["--list"] if req.get("list") else conn_args(self.dir)
+            argv = [sys.executable, runner, "--suite", suite] + conn_args(self.dir)
             self.proc = subprocess.Popen(argv, cwd=self.dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except BaseException:
             shutil.rmtree(self.dir, ignore_errors=True)

@@ -140,14 +140,14 @@ func TestAgentRunsNextToTheScheduler(t *testing.T) {
 		{"sub/bench_x.py": "x = 1\n"},
 		{"bench_x.sh": "x = 1\n"},
 	} {
-		if _, err := a.start(ctx, zipSuite(t, bad), false, nil); err == nil || !strings.Contains(err.Error(), "not a top-level Python file") {
+		if _, err := a.start(ctx, zipSuite(t, bad), nil); err == nil || !strings.Contains(err.Error(), "not a top-level Python file") {
 			t.Errorf("suite %v: %v, want refused", bad, err)
 		}
 	}
 	if _, err := os.Stat(outside); err == nil {
 		t.Errorf("a suite wrote %s", outside)
 	}
-	if _, err := a.start(ctx, []byte("not a zip"), false, nil); err == nil {
+	if _, err := a.start(ctx, []byte("not a zip"), nil); err == nil {
 		t.Error("a suite that is not a zip was accepted")
 	}
 
@@ -224,7 +224,7 @@ func TestAgentAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.start(context.Background(), nil, false, nil); !errors.Is(err, ErrNoAgent) {
+	if _, err := a.start(context.Background(), nil, nil); !errors.Is(err, ErrNoAgent) {
 		t.Errorf("start on a scheduler without the preload: %v, want ErrNoAgent", err)
 	}
 	if _, err := NewAgent(srv.URL, "", srv.Client(), string(pair.CertPEM)); err == nil {

@@ -158,12 +158,7 @@ func Prepare(ctx context.Context, cfg Config) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Listing = listing
-	for _, b := range listing.Benchmarks {
-		if cfg.Pattern == nil || cfg.Pattern.MatchString(b) {
-			p.Tests = append(p.Tests, b)
-		}
-	}
+	p.Listing, p.Tests = listing, listing.Select(cfg.Pattern)
 	if len(p.Tests) == 0 && len(listing.Errors) == 0 {
 		if cfg.Pattern != nil {
 			return nil, fmt.Errorf("%w: none of the suite's %d benchmarks matches -k %s", ErrNoBenchmarks, len(listing.Benchmarks), cfg.Pattern)

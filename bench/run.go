@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"regexp"
 	"strings"
 	"sync"
@@ -121,11 +122,18 @@ type Config struct {
 
 	// InCluster, when set, runs each set's runner next to its cluster's
 	// scheduler (the bench agent), in the cluster's own Python, instead of
-	// with Env.Python here: it returns the agent of a running cluster. The
-	// suite goes there as SuiteZip, and is listed there, by the first
-	// runner that starts.
-	InCluster func(ctx context.Context, cluster string, d *api.ClusterDetail) (*Agent, error)
-	SuiteZip  []byte
+	// with Env.Python here. The suite goes there, and is listed there, by
+	// the first runner that starts.
+	InCluster *InCluster
+}
+
+// InCluster is how a run reaches its clusters' bench agents: through the
+// gateway's dashboard proxy (HTTP, as Token's owner), with the suite as
+// a zip (schedspec.PackSuite).
+type InCluster struct {
+	Token    string
+	HTTP     *http.Client
+	SuiteZip []byte
 }
 
 func (cfg *Config) defaults() {
@@ -225,12 +233,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}
 	fmt.Fprintln(cfg.Progress, plan.Estimate)
 	r := &run{cfg: cfg, out: &out, sets: sets, start: start, est: plan.Estimate}
-	for _, fe := range listing.Errors {
-		fmt.Fprintf(cfg.Progress, "  %s does not import: %s\n", fe.File, fe.Error)
-		for _, s := range sets {
-			r.record(ctx, Sample{Test: fe.File, Set: s.Label, Status: StatusFailed, Error: "the file does not import: " + fe.Error, Started: cfg.Now()})
-		}
-	}
+	r.fileErrors(ctx, listing.Errors)
 
 	defer func() {
 		for _, s := range sets {
@@ -318,19 +321,8 @@ func (r *run) listed(ctx context.Context, plan *Plan) ([]string, error) {
 		if s.runner == nil {
 			continue
 		}
-		plan.Listing = s.listing
-		plan.Tests = nil
-		for _, b := range s.listing.Benchmarks {
-			if r.cfg.Pattern == nil || r.cfg.Pattern.MatchString(b) {
-				plan.Tests = append(plan.Tests, b)
-			}
-		}
-		for _, fe := range s.listing.Errors {
-			fmt.Fprintf(r.cfg.Progress, "  %s does not import: %s\n", fe.File, fe.Error)
-			for _, s := range r.sets {
-				r.record(ctx, Sample{Test: fe.File, Set: s.Label, Status: StatusFailed, Error: "the file does not import: " + fe.Error, Started: r.cfg.Now()})
-			}
-		}
+		plan.Listing, plan.Tests = s.listing, s.listing.Select(r.cfg.Pattern)
+		r.fileErrors(ctx, s.listing.Errors)
 		if len(plan.Tests) == 0 && len(s.listing.Errors) == 0 {
 			return nil, fmt.Errorf("%w: the suite has no bench_*.py file with a bench_<name>(client) function that matches", ErrNoBenchmarks)
 		}
@@ -351,6 +343,17 @@ func (r *run) listed(ctx context.Context, plan *Plan) ([]string, error) {
 		}
 	}
 	return nil, errors.New("no set could run: " + brief(why))
+}
+
+// fileErrors records each suite file that does not import as a failed
+// sample of every set.
+func (r *run) fileErrors(ctx context.Context, errs []FileError) {
+	for _, fe := range errs {
+		fmt.Fprintf(r.cfg.Progress, "  %s does not import: %s\n", fe.File, fe.Error)
+		for _, s := range r.sets {
+			r.record(ctx, Sample{Test: fe.File, Set: s.Label, Status: StatusFailed, Error: "the file does not import: " + fe.Error, Started: r.cfg.Now()})
+		}
+	}
 }
 
 // noneRuns is whether no set can run a sample.
@@ -429,10 +432,10 @@ func (r *run) connect(ctx context.Context, s *set) error {
 	s.conn = Conn{Address: d.SchedulerAddress, ServerName: d.ServerName, Cert: *d.TLSCert, Key: *d.TLSKey}
 	var rn *runner
 	var l Listing
-	if r.cfg.InCluster != nil {
-		s.agent, err = r.cfg.InCluster(ctx, s.cluster, d)
+	if ic := r.cfg.InCluster; ic != nil {
+		s.agent, err = AgentFor(d, ic.Token, ic.HTTP)
 		if err == nil {
-			rn, l, err = startAgentRunner(ctx, s.agent, r.cfg.SuiteZip, r.cfg.RunnerLog)
+			rn, l, err = startAgentRunner(ctx, s.agent, ic.SuiteZip, r.cfg.RunnerLog)
 		}
 	} else {
 		rn, l, err = startRunner(ctx, s.Python, r.cfg.Suite, s.conn, r.cfg.RunnerLog)

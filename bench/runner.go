@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,6 +46,17 @@ type Listing struct {
 	Benchmarks []string          `json:"benchmarks"`
 	Errors     []FileError       `json:"errors"`
 	Versions   map[string]string `json:"versions"`
+}
+
+// Select is the benchmarks whose id matches pattern (all for nil).
+func (l Listing) Select(pattern *regexp.Regexp) []string {
+	var out []string
+	for _, b := range l.Benchmarks {
+		if pattern == nil || pattern.MatchString(b) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // FileError is a suite file that could not be imported.

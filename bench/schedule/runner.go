@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/bench/schedspec"
@@ -175,11 +174,9 @@ func (r *Runner) Run(ctx context.Context, sch *store.BenchSchedule) (string, err
 	for _, e := range o.Envs {
 		envs = append(envs, bench.Env{Label: e.Label, Name: e.Name, Options: e.Options, Python: r.Python, Hash: e.Hash, Versions: e.Versions})
 	}
-	var inCluster func(context.Context, string, *api.ClusterDetail) (*bench.Agent, error)
+	var inCluster *bench.InCluster
 	if r.Python == "" {
-		inCluster = func(_ context.Context, _ string, d *api.ClusterDetail) (*bench.Agent, error) {
-			return bench.AgentFor(d, tok, hc)
-		}
+		inCluster = &bench.InCluster{Token: tok, HTTP: hc, SuiteZip: sch.SuiteArchive}
 	}
 	log := r.Log
 	if log == nil {
@@ -190,7 +187,7 @@ func (r *Runner) Run(ctx context.Context, sch *store.BenchSchedule) (string, err
 	out, err := bench.Run(ctx, bench.Config{
 		Suite: suite, SuiteName: sch.Suite, Envs: envs, Repeat: o.Repeat, Workers: o.Workers, Shape: o.Shape,
 		Pattern: re, Timeout: timeout, Clusters: c, Provider: r.Provider, Progress: progress,
-		InCluster: inCluster, SuiteZip: sch.SuiteArchive,
+		InCluster: inCluster,
 		// A gateway stopping must not wait long: what is not stopped yet
 		// the gateway's own shutdown or reaper stops.
 		StopWait: 30 * time.Second,

@@ -314,13 +314,12 @@ gateway bench report RUN and gateway bench history TEST.
 				Progress:     progress,
 			}
 			if inCluster {
-				if cfg.SuiteZip, err = schedspec.PackSuite(suite); err != nil {
+				zip, err := schedspec.PackSuite(suite)
+				if err != nil {
 					return err
 				}
 				hc, token := c.Credentials()
-				cfg.InCluster = func(_ context.Context, _ string, d *api.ClusterDetail) (*bench.Agent, error) {
-					return bench.AgentFor(d, token, hc)
-				}
+				cfg.InCluster = &bench.InCluster{Token: token, HTTP: hc, SuiteZip: zip}
 			}
 			// Estimated (and refused over --max-cost) before anything is
 			// built or started.
