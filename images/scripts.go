@@ -1,7 +1,10 @@
 package images
 
 import (
+	"bytes"
+	"compress/zlib"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -23,14 +26,17 @@ var benchPreload string
 
 // LauncherScript starts a Dask scheduler or worker after checking the
 // versions in the ExpectEnv variable against what is installed; see
-// LauncherCommand. A scheduler starts with BenchPreload.
-var LauncherScript = "BENCH_PRELOAD = " + pyString(BenchPreload) + "\n" + stripComments(launcherScript)
+// LauncherCommand. A scheduler starts with BenchPreload, which travels
+// compressed: EC2's user data, which carries the launcher, has 16 KiB.
+var LauncherScript = "import base64, zlib\nBENCH_PRELOAD = zlib.decompress(base64.b64decode(" +
+	pyString(deflated(BenchPreload)) + ")).decode()\n" + stripComments(launcherScript)
 
 // BenchPreload is the text of the scheduler preload every backend starts
 // schedulers with ("dask scheduler --preload <file>"): the door through
 // which the gateway's scheduled benchmarks run their client in the
-// cluster (see bench.Agent). Comment lines are left out of both: EC2's user
-// data, which carries the launcher, has 16 KiB for everything.
+// cluster (see bench.Agent), and the stream of counts the gateway watches
+// each running cluster's health with (scheduler/watch.go). Comment lines
+// are left out of both.
 var BenchPreload = stripComments(benchPreload)
 
 // stripComments drops a Python script's whole-line comments.
@@ -43,6 +49,15 @@ func stripComments(s string) string {
 		b.WriteString(line)
 	}
 	return b.String()
+}
+
+// deflated is s zlib-compressed, in base64.
+func deflated(s string) string {
+	var b bytes.Buffer
+	w, _ := zlib.NewWriterLevel(&b, zlib.BestCompression) // a valid level
+	_, _ = w.Write([]byte(s))                             // a bytes.Buffer takes all
+	_ = w.Close()
+	return base64.StdEncoding.EncodeToString(b.Bytes())
 }
 
 // pyString is s as a Python string literal: a JSON string is one.

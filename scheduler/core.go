@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gatewayhq/gateway/images"
@@ -163,8 +164,13 @@ type Core struct {
 	now      func() time.Time
 	// dash keeps a connection per cluster for the health poll (health.go),
 	// each verifying https dashboards against that cluster's certificate.
-	dash  *countsPool
-	queue *queue
+	dash *countsPool
+	// health holds each settled cluster's stream of counts (watch.go).
+	health *watchPool
+	queue  *queue
+	// The sweep's own state (its goroutine only).
+	leases         leaseRead
+	membersChecked time.Time
 
 	mu        sync.Mutex
 	watchers  map[string]*watch          // per cluster, closed on its next change
@@ -193,7 +199,7 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Core{
+	c := &Core{
 		cfg: cfg, store: st, provider: p, router: r, log: log, now: time.Now,
 		dash:      newCountsPool(),
 		queue:     newQueue(),
@@ -206,6 +212,9 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 		settled:   map[string]*settled{},
 		failures:  map[string]int{},
 	}
+	c.health = newWatchPool(cfg.HeartbeatTimeout, c.watchLine, c.watchEnded)
+	c.health.live = c.dash.Drop
+	return c
 }
 
 // SetClock replaces the clock (tests).
@@ -231,6 +240,7 @@ func (c *Core) Run(ctx context.Context) error {
 		c.queue.Add(cl.Name)
 	}
 	c.log.Info("scheduling core started", "active_clusters", len(active), "provider", c.provider.Name())
+	c.health.run(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -1079,6 +1089,15 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 
 	counts, err := c.connectedWorkers(ctx, cl)
 	ready := counts.Workers
+	if err != nil && outOfDescriptors(err) {
+		// The gateway's own shortage says nothing of the scheduler: it is
+		// not counted as silence, and the check is tried again.
+		c.log.Warn("health check: the gateway has no file descriptor left (raise its limit)", "cluster", cl.Name, "err", err)
+		c.mu.Lock()
+		c.answered[cl.Name] = c.now()
+		c.mu.Unlock()
+		return c.cfg.PollInterval, nil
+	}
 	if err != nil {
 		// A scheduler whose process lives but does not answer (hung,
 		// overloaded, partitioned) is failed after the heartbeat timeout.
@@ -1158,7 +1177,15 @@ func (c *Core) expired(cl *store.Cluster) string {
 
 // expiredWith is expired with the cluster's options already parsed.
 func (c *Core) expiredWith(cl *store.Cluster, o Options) string {
-	now := c.now()
+	c.mu.Lock()
+	last, ok := c.active[cl.Name]
+	c.mu.Unlock()
+	return c.expiredAt(cl, o, c.now(), last, ok)
+}
+
+// expiredAt is expired at now, the cluster last seen busy at last (if
+// seen).
+func (c *Core) expiredAt(cl *store.Cluster, o Options, now, last time.Time, seen bool) string {
 	lifetime, whose := c.cfg.MaxLifetime, "the"
 	if q := time.Duration(o.MaxLifetime) * time.Second; q > 0 && (lifetime <= 0 || q < lifetime) {
 		lifetime, whose = q, "your quota's"
@@ -1169,10 +1196,7 @@ func (c *Core) expiredWith(cl *store.Cluster, o Options) string {
 	if o.IdleTimeout <= 0 {
 		return ""
 	}
-	c.mu.Lock()
-	last, ok := c.active[cl.Name]
-	c.mu.Unlock()
-	if idle := time.Duration(o.IdleTimeout) * time.Second; ok && now.Sub(last) >= idle {
+	if idle := time.Duration(o.IdleTimeout) * time.Second; seen && now.Sub(last) >= idle {
 		return fmt.Sprintf("idle for %s (no tasks and no clients)", idle)
 	}
 	return ""
@@ -1184,6 +1208,12 @@ func workerSeq(name string) int {
 		return -1
 	}
 	return n
+}
+
+// outOfDescriptors says whether err is this process (or the system)
+// running out of file descriptors.
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
 // schedulerCounts is what the scheduler's counts.json says.
@@ -1284,6 +1314,7 @@ func (c *Core) fail(ctx context.Context, cl *store.Cluster, reason string) error
 
 func (c *Core) forget(name string) {
 	c.dash.Drop(name)
+	c.health.drop(name)
 	c.mu.Lock()
 	delete(c.exits, name)
 	delete(c.active, name)

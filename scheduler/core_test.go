@@ -63,6 +63,8 @@ type fakeProvider struct {
 	busy            map[string]bool // clusters whose scheduler reports tasks processing
 	unresponsive    map[string]bool // clusters whose scheduler's HTTP server answers 503
 	desired         map[string]int  // the scheduler's own estimate of the workers it needs
+	streams         bool            // schedulers serve the health watch (watch.go); otherwise it is 404
+	stalled         map[string]bool // clusters whose watch stream goes silent (a hung scheduler)
 	forceReady      map[string]bool // clusters whose scheduler gets ready whatever readyAfter says
 	// beforeStartWorker runs (unlocked) at the start of StartWorker; an
 	// error is returned without starting anything.
@@ -80,6 +82,7 @@ type fakeProvider struct {
 	violations     []string
 	badCountsPaths []string
 	countsAsked    int // counts.json requests answered or refused
+	watchesOpened  int // health watches answered with a stream
 }
 
 func newFakeProvider(name string) *fakeProvider {
@@ -382,8 +385,15 @@ func (f *fakeProvider) checkNoViolations(t *testing.T) {
 }
 
 // countsHandler is the schedulers' HTTP server: it answers
-// /clusters/<name>/json/counts.json with the cluster's running workers.
+// /clusters/<name>/json/counts.json with the cluster's running workers,
+// and, when streams is set, .../gateway-health/watch as the gateway's
+// preload does (images/scripts/bench_preload.py): a JSON line at once and
+// on every change, an empty line every ?beat= otherwise.
 func (f *fakeProvider) countsHandler(w http.ResponseWriter, r *http.Request) {
+	if name, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/clusters/"), "/gateway-health/watch"); ok {
+		f.watchHandler(w, r, name)
+		return
+	}
 	name, ok := strings.CutPrefix(r.URL.Path, "/clusters/")
 	if ok {
 		name, ok = strings.CutSuffix(name, "/json/counts.json")
@@ -396,24 +406,77 @@ func (f *fakeProvider) countsHandler(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if f.unresponsive[name] {
+		http.Error(w, "hung", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(f.countsLocked(name))
+}
+
+// countsLocked is name's counts.json (f.mu held).
+func (f *fakeProvider) countsLocked(name string) []byte {
 	n := 0
 	for _, m := range f.clusters[name] {
 		if m.Role == providers.RoleWorker && m.State == providers.StateRunning && !f.disconnected {
 			n++
 		}
 	}
-	if f.unresponsive[name] {
-		http.Error(w, "hung", http.StatusServiceUnavailable)
-		return
-	}
 	processing := 0
 	if f.busy[name] {
 		processing = 1
 	}
-	w.Header().Set("Content-Type", "application/json")
 	// clients: 1 is the scheduler's own (fire-and-forget) client.
-	_ = json.NewEncoder(w).Encode(map[string]int{"workers": n, "running": n, "processing": processing, "clients": 1,
+	b, _ := json.Marshal(map[string]int{"workers": n, "running": n, "processing": processing, "clients": 1,
 		"desired_workers": f.desired[name]})
+	return append(b, '\n')
+}
+
+func (f *fakeProvider) watchHandler(w http.ResponseWriter, r *http.Request, name string) {
+	beat, err := time.ParseDuration(r.URL.Query().Get("beat") + "s")
+	f.mu.Lock()
+	streams, live := f.streams, f.clusters[name]["scheduler"] != nil
+	if streams && live {
+		f.watchesOpened++
+	}
+	f.mu.Unlock()
+	if !streams || !live || err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	var last []byte
+	var sent time.Time
+	for {
+		f.mu.Lock()
+		gone := f.clusters[name]["scheduler"] == nil || f.clusters[name]["scheduler"].State != providers.StateRunning
+		stalled := f.stalled[name]
+		body := f.countsLocked(name)
+		f.mu.Unlock()
+		if gone {
+			return // the scheduler's process ended: so does its stream
+		}
+		var line []byte
+		switch {
+		case stalled:
+		case !bytes.Equal(body, last):
+			line, last = body, body
+		case time.Since(sent) >= beat:
+			line = []byte("\n")
+		}
+		if line != nil {
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			sent = time.Now()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func seq(worker string) int {

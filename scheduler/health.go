@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,9 +45,12 @@ type countsEntry struct {
 	tls  *tls.Config // nil for plain http
 	host string      // host:port to dial
 	req  []byte      // the whole request
-	err  error       // why the target cannot be asked (bad address, no certificate)
-	idle net.Conn    // nil while in use or not yet dialled
-	used time.Time
+	// prefix is the cluster's dashboard path, hostHeader the Host the
+	// requests carry (watch.go).
+	prefix, hostHeader string
+	err                error    // why the target cannot be asked (bad address, no certificate)
+	idle               net.Conn // nil while in use or not yet dialled
+	used               time.Time
 }
 
 // countsIdle is how long a cluster's connection is kept unused (a
@@ -201,6 +205,7 @@ func newCountsEntry(cl *store.Cluster) *countsEntry {
 		return e
 	}
 	e.host = net.JoinHostPort(u.Hostname(), port)
+	e.prefix, e.hostHeader = strings.TrimSuffix(u.EscapedPath(), "/json/counts.json"), u.Host
 	e.req = []byte("GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\nUser-Agent: gateway-health\r\nAccept: application/json\r\n\r\n")
 	return e
 }

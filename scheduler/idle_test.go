@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,40 +15,56 @@ import (
 
 type fakeClock = testutil.Clock
 
+// TestIdleTimeout: busy, however long, a cluster keeps running; idle, it
+// stops after its timeout. A streaming scheduler says it is busy once,
+// and that holds until it says otherwise.
 func TestIdleTimeout(t *testing.T) {
-	clk := testutil.NewClock(time.Now())
-	h := newHarness(t)
-	h.core.SetClock(clk.Now)
-	h.start()
-	cl, err := h.core.Create(h.ctx, who("alice"), rawOptions(t, map[string]any{"workers": 1, "idle_timeout": 60}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.waitSettled(cl.Name, 1)
+	for _, streams := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streams=%v", streams), func(t *testing.T) {
+			clk := testutil.NewClock(time.Now())
+			h := newHarness(t)
+			h.fp.configure(func(f *fakeProvider) { f.streams = streams })
+			h.core.SetClock(clk.Now)
+			h.start()
+			// A streaming cluster makes no provider call while settled.
+			wait := h.waitPolls
+			if streams {
+				wait = h.sweeps
+			}
+			cl, err := h.core.Create(h.ctx, who("alice"), rawOptions(t, map[string]any{"workers": 1, "idle_timeout": 60}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.waitSettled(cl.Name, 1)
+			if streams {
+				h.waitWatches(1)
+			}
 
-	// Busy: however long, it keeps running.
-	h.fp.configure(func(f *fakeProvider) { f.busy = map[string]bool{cl.Name: true} })
-	h.waitPolls(2)
-	clk.Advance(10 * time.Minute)
-	h.waitPolls(3)
-	if got := h.cluster(cl.Name); got.Status != store.Running {
-		t.Fatalf("a busy cluster was stopped: %s", describe(got))
-	}
+			h.fp.configure(func(f *fakeProvider) { f.busy = map[string]bool{cl.Name: true} })
+			wait(4)
+			for range 3 {
+				clk.Advance(10 * time.Minute)
+				wait(4)
+			}
+			if got := h.cluster(cl.Name); got.Status != store.Running {
+				t.Fatalf("a busy cluster was stopped: %s", describe(got))
+			}
 
-	// Idle: not before its timeout, then stopped with the reason.
-	h.fp.configure(func(f *fakeProvider) { f.busy = nil })
-	h.waitPolls(2)
-	clk.Advance(59 * time.Second)
-	h.waitPolls(3)
-	if got := h.cluster(cl.Name); got.Status != store.Running {
-		t.Fatalf("stopped before its idle timeout: %s", describe(got))
+			h.fp.configure(func(f *fakeProvider) { f.busy = nil })
+			wait(4)
+			clk.Advance(59 * time.Second)
+			wait(6)
+			if got := h.cluster(cl.Name); got.Status != store.Running {
+				t.Fatalf("stopped before its idle timeout: %s", describe(got))
+			}
+			clk.Advance(2 * time.Second)
+			got := h.waitStatus(cl.Name, store.Stopped)
+			if !strings.Contains(got.Reason, "idle for 1m0s") {
+				t.Errorf("reason %q", got.Reason)
+			}
+			h.checkDown(cl.Name)
+		})
 	}
-	clk.Advance(2 * time.Second)
-	got := h.waitStatus(cl.Name, store.Stopped)
-	if !strings.Contains(got.Reason, "idle for 1m0s") {
-		t.Errorf("reason %q", got.Reason)
-	}
-	h.checkDown(cl.Name)
 }
 
 func TestIdleTimeoutZeroIsNever(t *testing.T) {

@@ -21,15 +21,24 @@ import (
 //
 //   - one batched lease renewal for everything this replica holds (once
 //     per third of the lease TTL), instead of one write per cluster;
-//   - one narrow read of every active cluster's version and lease, which
-//     says which rows changed (by this replica or another), which leases
-//     are free to take over, and which another replica took;
-//   - one provider listing (memberLister), or else one Describe per
-//     settled cluster, compared with what the last full pass saw;
-//   - the scheduler's counts.json per settled cluster every
-//     HealthInterval (half the heartbeat timeout by default), for
-//     heartbeat loss and the idle timeout; the maximum lifetime and the
-//     idle timeout are checked at every sweep.
+//   - the store's change count (store.DB.Changes), one small read: only
+//     when it moved, or a lease is held elsewhere or free (those lapse with
+//     time), does the sweep read every active cluster's version and lease,
+//     which says which rows changed (by this replica or another), which
+//     leases are free to take over, and which another replica took;
+//   - each settled cluster's scheduler pushes its counts (watch.go): a
+//     heartbeat line every half heartbeat timeout, its counts when they
+//     change; the sweep only looks at what the streams last said, and at
+//     the maximum lifetime and idle timeout;
+//   - a scheduler without the stream (countsPool) is asked for its
+//     counts.json every HealthInterval (half the heartbeat timeout by
+//     default), and its members compared with the provider's at every
+//     sweep; those of streaming schedulers are compared every
+//     watchedMembersEvery, as a backstop: a lost worker shows in the
+//     counts, a lost scheduler ends its stream;
+//   - members come from one provider listing (memberLister), or else one
+//     Describe per settled cluster, compared with what the last full pass
+//     saw.
 //
 // Anything that differs queues the cluster for a full reconcile pass,
 // which writes what changed and settles it again. A settled cluster
@@ -45,6 +54,7 @@ type memberLister interface {
 
 // settled is what the last full pass of a settled cluster saw.
 type settled struct {
+	watch   *clusterWatch // nil before the core runs
 	cl      *store.Cluster
 	opts    Options // cl.Options, parsed
 	members []memberKey
@@ -72,7 +82,7 @@ const healthChecks = 16
 
 // settle hands a cluster over to the sweep, as the full pass left it.
 func (c *Core) settle(cl *store.Cluster, members []providers.Member) {
-	s := &settled{cl: cl, members: memberKeys(members), checked: time.Now()}
+	s := &settled{cl: cl, members: memberKeys(members), checked: time.Now(), watch: c.health.ensure(cl)}
 	_ = json.Unmarshal([]byte(cl.Options), &s.opts)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -132,7 +142,7 @@ func (c *Core) sweepLoop(ctx context.Context) {
 // the active clusters it holds that are not settled, as a safety net for
 // a pass whose follow-up was lost.
 func (c *Core) sweep(ctx context.Context, resync bool) {
-	leases, err := c.store.ActiveLeases(ctx)
+	leases, scanned, err := c.sweepLeases(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("sweep: list leases", "err", err)
@@ -141,53 +151,98 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 	}
 	type candidate struct {
 		*settled
-		health bool // its health check is due
+		health  bool // its health check is due
+		members bool // its members are to be compared
 	}
 	now := time.Now()
+	membersDue := now.Sub(c.membersChecked) >= watchedMembersEvery
 	c.mu.Lock()
-	var check []candidate
-	settledBefore, matched := len(c.settled), 0
 	var queue []string
-	for _, l := range leases {
-		s := c.settled[l.Name]
-		if s != nil {
-			matched++
-		}
-		switch {
-		case l.Free():
-			// Nobody holds it (its replica died, or let go): take it.
-			queue = append(queue, l.Name)
-			delete(c.settled, l.Name)
-		case !l.Held(c.cfg.ReplicaID):
-			delete(c.settled, l.Name) // another replica's now
-		case s == nil:
-			if resync {
+	if scanned || resync {
+		settledBefore, matched := len(c.settled), 0
+		for _, l := range leases {
+			s := c.settled[l.Name]
+			if s != nil {
+				matched++
+			}
+			switch {
+			case l.Free():
+				// Nobody holds it (its replica died, or let go): take it.
 				queue = append(queue, l.Name)
+				delete(c.settled, l.Name)
+			case !l.Held(c.cfg.ReplicaID):
+				delete(c.settled, l.Name) // another replica's now
+			case s == nil:
+				if resync {
+					queue = append(queue, l.Name)
+				}
+			case s.cl.Version != l.Version:
+				queue = append(queue, l.Name) // changed, here or by another replica
+				delete(c.settled, l.Name)
 			}
-		case s.cl.Version != l.Version:
-			queue = append(queue, l.Name) // changed, here or by another replica
-			delete(c.settled, l.Name)
-		default:
-			// Half a sweep early rather than a whole sweep late.
-			due := now.Sub(s.checked) >= c.cfg.HealthInterval-c.sweepEvery()/2
-			if due {
-				s.checked = now
+		}
+		if matched < settledBefore {
+			// Some settled cluster is no longer active: whoever ended it
+			// cleaned up.
+			seen := make(map[string]bool, len(leases))
+			for _, l := range leases {
+				seen[l.Name] = true
 			}
-			check = append(check, candidate{s, due})
+			for name := range c.settled {
+				if !seen[name] {
+					delete(c.settled, name)
+				}
+			}
 		}
 	}
-	if matched < settledBefore {
-		// Some settled cluster is no longer active: whoever ended it
-		// cleaned up.
-		seen := make(map[string]bool, len(leases))
-		for _, l := range leases {
-			seen[l.Name] = true
-		}
-		for name := range c.settled {
-			if !seen[name] {
+	var check []candidate
+	anyPolled, healthJobs := false, 0
+	nowNano, cnow := now.UnixNano(), c.now()
+	for name, s := range c.settled {
+		if w := s.watch; w != nil {
+			switch w.State() {
+			case watchDialing, watchLive:
+				if time.Duration(nowNano-w.heard.Load()) > c.health.silence {
+					// Silent: the full pass asks counts.json and keeps the
+					// heartbeat clock; the next settle opens a new watch.
+					c.health.drop(name)
+					delete(c.settled, name)
+					queue = append(queue, name)
+					continue
+				}
+				if n := w.workers.Load(); n >= 0 && int(n) != s.cl.ReadyWorkers {
+					delete(c.settled, name)
+					queue = append(queue, name)
+					continue
+				}
+				if w.busy.Load() {
+					c.active[name] = cnow // busy all along
+				}
+				last, seen := c.active[name]
+				if c.expiredAt(s.cl, s.opts, cnow, last, seen) != "" {
+					delete(c.settled, name)
+					queue = append(queue, name)
+					continue
+				}
+				if membersDue {
+					check = append(check, candidate{settled: s, members: true})
+				}
+				continue
+			case watchEnded:
 				delete(c.settled, name)
+				queue = append(queue, name)
+				continue
 			}
 		}
+		// Polled: its scheduler has no watch.
+		anyPolled = true
+		// Half a sweep early rather than a whole sweep late.
+		due := now.Sub(s.checked) >= c.cfg.HealthInterval-c.sweepEvery()/2
+		if due {
+			s.checked = now
+			healthJobs++
+		}
+		check = append(check, candidate{settled: s, health: due, members: true})
 	}
 	c.mu.Unlock()
 	for _, name := range queue {
@@ -196,10 +251,14 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 	if len(check) == 0 {
 		return
 	}
+	listMembers := anyPolled || membersDue
+	if membersDue {
+		c.membersChecked = now
+	}
 
 	// Members: one listing when the backend can, else one Describe each.
 	var listed map[string][]providers.Member
-	if ml, ok := c.provider.(memberLister); ok {
+	if ml, ok := c.provider.(memberLister); ok && listMembers {
 		all, err := ml.ListMembers(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -216,7 +275,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 	// keeps the stack its first check grew.
 	jobs := make(chan *settled)
 	var wg sync.WaitGroup
-	for range min(healthChecks, len(check)) {
+	for range min(healthChecks, healthJobs) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -229,20 +288,22 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 		if ctx.Err() != nil {
 			break
 		}
-		var members []providers.Member
-		if listed != nil {
-			members = listed[s.cl.Name]
-		} else {
-			ms, err := c.provider.Describe(ctx, s.cl.Name)
-			if err != nil {
-				c.requeue(s.cl.Name) // the full pass retries and says why
+		if s.members {
+			var members []providers.Member
+			if listed != nil {
+				members = listed[s.cl.Name]
+			} else {
+				ms, err := c.provider.Describe(ctx, s.cl.Name)
+				if err != nil {
+					c.requeue(s.cl.Name) // the full pass retries and says why
+					continue
+				}
+				members = ms
+			}
+			if !slices.Equal(memberKeys(members), s.settled.members) {
+				c.requeue(s.cl.Name)
 				continue
 			}
-			members = ms
-		}
-		if !slices.Equal(memberKeys(members), s.members) {
-			c.requeue(s.cl.Name)
-			continue
 		}
 		if !s.health {
 			if c.expiredWith(s.cl, s.opts) != "" {
@@ -254,6 +315,75 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 	}
 	close(jobs)
 	wg.Wait()
+}
+
+// watchedMembersEvery is how often the members of clusters whose
+// schedulers push their counts are compared with the provider's: a lost
+// worker shows in the counts at once, and a lost scheduler ends its
+// watch, so the listing is only the backstop.
+const watchedMembersEvery = time.Minute
+
+// leaseRescanEvery bounds how long the sweep trusts an unchanged count:
+// the safety net for a PostgreSQL write whose process died between its
+// commit and its count.
+const leaseRescanEvery = 5 * time.Minute
+
+// changeCounter is implemented by stores that say cheaply whether any
+// cluster row changed (store.DB.Changes).
+type changeCounter interface {
+	Changes(ctx context.Context) (int64, error)
+}
+
+// sweepLeases reads every active cluster's version and lease, or, when
+// the store says no cluster row changed since the last read and nothing
+// in that read can change with time alone, returns that read again:
+// scanned says which. An idle gateway's sweep then costs one small read,
+// not one row per cluster. It reads anew when any lease was free or held
+// by another replica (those lapse with time), on the sweep after one that
+// saw a change (on PostgreSQL a write's count comes after its commit, so
+// a read may miss a write that is counted just after it), and at least
+// every leaseRescanEvery.
+func (c *Core) sweepLeases(ctx context.Context) (leases []store.ActiveLease, scanned bool, err error) {
+	cc, ok := c.store.(changeCounter)
+	var n int64
+	if ok {
+		if n, err = cc.Changes(ctx); err != nil {
+			ok = false
+		}
+	}
+	now := time.Now()
+	if ok && c.leases.valid && n == c.leases.changes && !c.leases.again && now.Sub(c.leases.at) < leaseRescanEvery {
+		return c.leases.list, false, nil
+	}
+	leases, err = c.store.ActiveLeases(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	timed := false
+	for _, l := range leases {
+		if l.Free() || !l.Held(c.cfg.ReplicaID) {
+			timed = true
+			break
+		}
+	}
+	c.leases = leaseRead{list: leases, changes: n, at: now, valid: ok && !timed, again: n != c.leases.changes}
+	if c.health.Len() > 0 {
+		held := make(map[string]bool, len(leases))
+		for _, l := range leases {
+			held[l.Name] = l.Held(c.cfg.ReplicaID)
+		}
+		c.health.keepOnly(func(name string) bool { return held[name] })
+	}
+	return leases, true, nil
+}
+
+// leaseRead is the sweep's last read of the active leases.
+type leaseRead struct {
+	list    []store.ActiveLease
+	changes int64     // the store's change count before it
+	at      time.Time // when
+	valid   bool      // it may be returned again while the count holds
+	again   bool      // read anew next time regardless (a change was seen)
 }
 
 // checkHealth asks a settled cluster's scheduler for its counts and

@@ -86,24 +86,31 @@ func TestSweepListsMembersOnce(t *testing.T) {
 		t.Error("no scheduler was asked for its counts while settled")
 	}
 
-	worker := h.fp.runningWorkers(a.Name)[0]
-	h.fp.exitWorker(a.Name, worker, "killed (out of memory)")
-	h.waitCluster(a.Name, "to replace its worker", func(cl *store.Cluster) bool {
-		ws := h.fp.runningWorkers(a.Name)
+	h.loseWorkerAndScheduler(a.Name, b.Name)
+}
+
+// loseWorkerAndScheduler has a's only worker and b's scheduler exit, and
+// checks that a gets a new worker and b fails, with the reason.
+func (h *harness) loseWorkerAndScheduler(a, b string) {
+	h.t.Helper()
+	worker := h.fp.runningWorkers(a)[0]
+	h.fp.exitWorker(a, worker, "killed (out of memory)")
+	h.waitCluster(a, "to replace its worker", func(cl *store.Cluster) bool {
+		ws := h.fp.runningWorkers(a)
 		return cl.Status == store.Running && cl.ReadyWorkers == 1 && len(ws) == 1 && ws[0] != worker
 	})
-	if n := countKind(h.events(a.Name), "worker-exited"); n != 1 {
-		t.Errorf("%d worker-exited events, want 1", n)
+	if n := countKind(h.events(a), "worker-exited"); n != 1 {
+		h.t.Errorf("%d worker-exited events, want 1", n)
 	}
 
-	h.fp.exitScheduler(b.Name, "killed (out of memory)")
-	got := h.waitStatus(b.Name, store.Failed)
+	h.fp.exitScheduler(b, "killed (out of memory)")
+	got := h.waitStatus(b, store.Failed)
 	if got.Reason != "the scheduler stopped: killed (out of memory)" {
-		t.Errorf("reason %q", got.Reason)
+		h.t.Errorf("reason %q", got.Reason)
 	}
-	h.checkDown(b.Name)
-	if got := h.cluster(a.Name); got.Status != store.Running {
-		t.Errorf("the other cluster: %s", describe(got))
+	h.checkDown(b)
+	if got := h.cluster(a); got.Status != store.Running {
+		h.t.Errorf("the other cluster: %s", describe(got))
 	}
 }
 

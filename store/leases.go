@@ -13,14 +13,10 @@ import (
 // holds it.
 func (s *DB) AcquireLease(ctx context.Context, cluster, holder string, ttl time.Duration) (bool, error) {
 	now := s.now()
-	res, err := s.db.ExecContext(ctx, s.rebind(`UPDATE clusters SET lease_holder = ?, lease_expires = ?
+	n, err := s.execChange(ctx, s.rebind(`UPDATE clusters SET lease_holder = ?, lease_expires = ?
 WHERE name = ? AND (lease_holder = ? OR lease_holder = '' OR (lease_expires < ?
   AND NOT EXISTS (SELECT 1 FROM replicas WHERE replicas.id = clusters.lease_holder AND replicas.expires >= ?)))`),
 		holder, now.Add(ttl).UnixMilli(), cluster, holder, now.UnixMilli(), now.UnixMilli())
-	if err != nil {
-		return false, fmt.Errorf("store: lease: %w", err)
-	}
-	n, err := res.RowsAffected()
 	if err != nil {
 		return false, fmt.Errorf("store: lease: %w", err)
 	}
@@ -29,7 +25,7 @@ WHERE name = ? AND (lease_holder = ? OR lease_holder = '' OR (lease_expires < ?
 
 // ReleaseLease gives a lease up (a replica shutting down cleanly).
 func (s *DB) ReleaseLease(ctx context.Context, cluster, holder string) error {
-	_, err := s.db.ExecContext(ctx, s.rebind(`UPDATE clusters SET lease_holder = '', lease_expires = 0 WHERE name = ? AND lease_holder = ?`),
+	_, err := s.execChange(ctx, s.rebind(`UPDATE clusters SET lease_holder = '', lease_expires = 0 WHERE name = ? AND lease_holder = ?`),
 		cluster, holder)
 	if err != nil {
 		return fmt.Errorf("store: release lease: %w", err)
@@ -61,13 +57,23 @@ func (s *DB) ReleaseLeases(ctx context.Context, holder string) error {
 		return fmt.Errorf("store: release leases: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	if _, err := tx.ExecContext(ctx, s.rebind(`UPDATE clusters SET lease_holder = '', lease_expires = 0 WHERE lease_holder = ?`), holder); err != nil {
+	res, err := tx.ExecContext(ctx, s.rebind(`UPDATE clusters SET lease_holder = '', lease_expires = 0 WHERE lease_holder = ?`), holder)
+	if err != nil {
+		return fmt.Errorf("store: release leases: %w", err)
+	}
+	released, err := res.RowsAffected()
+	if err != nil {
 		return fmt.Errorf("store: release leases: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, s.rebind(`DELETE FROM replicas WHERE id = ?`), holder); err != nil {
 		return fmt.Errorf("store: release leases: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
+	if released > 0 {
+		err = s.commitChange(ctx, tx)
+	} else {
+		err = tx.Commit()
+	}
+	if err != nil {
 		return fmt.Errorf("store: release leases: %w", err)
 	}
 	return nil

@@ -293,19 +293,17 @@ func (s *DB) migrate(ctx context.Context) error {
 	if err := s.createMigrationsTable(ctx); err != nil {
 		return fmt.Errorf("store: create migrations table: %w", err)
 	}
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	migrations, err := migrationsFor(migrationFS, s.Dialect())
 	if err != nil {
-		return fmt.Errorf("store: list migrations: %w", err)
+		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		version := strings.TrimSuffix(filepath.Base(name), ".sql")
-		body, err := migrationFS.ReadFile(name)
+	for _, m := range migrations {
+		body, err := fs.ReadFile(migrationFS, m.file)
 		if err != nil {
-			return fmt.Errorf("store: read migration %s: %w", name, err)
+			return fmt.Errorf("store: read migration %s: %w", m.file, err)
 		}
-		if err := s.apply(ctx, version, string(body)); err != nil {
-			return fmt.Errorf("store: migration %s: %w", version, err)
+		if err := s.apply(ctx, m.version, string(body)); err != nil {
+			return fmt.Errorf("store: migration %s: %w", m.version, err)
 		}
 	}
 	// The usage summary is counted again at every start (one read of the
@@ -313,6 +311,44 @@ func (s *DB) migrate(ctx context.Context) error {
 	// which keeps no summary, during a rolling upgrade are counted once
 	// it is gone and this one starts.
 	return s.RecountUsage(ctx)
+}
+
+// migration is one file of migrations/ to apply, under its version.
+type migration struct{ version, file string }
+
+// migrationsFor lists, in version order, the migrations/*.sql files of fsys
+// that apply to dialect ("sqlite" or "postgres"). NNNN_name.sql applies to
+// both; NNNN_name.sqlite.sql and NNNN_name.postgres.sql to one each, for a
+// change that each database makes its own way, and are recorded under
+// NNNN_name like the others: a version is one step of the schema whichever
+// file took it. Two files of one version for one dialect are refused
+// rather than applied in an arbitrary order.
+func migrationsFor(fsys fs.FS, dialect string) ([]migration, error) {
+	names, err := fs.Glob(fsys, "migrations/*.sql")
+	if err != nil {
+		return nil, fmt.Errorf("store: list migrations: %w", err)
+	}
+	var out []migration
+	seen := map[string]string{} // version → file
+	for _, name := range names {
+		version, only := strings.TrimSuffix(filepath.Base(name), ".sql"), ""
+		for _, d := range []string{"sqlite", "postgres"} {
+			if v, ok := strings.CutSuffix(version, "."+d); ok {
+				version, only = v, d
+				break
+			}
+		}
+		if only != "" && only != dialect {
+			continue
+		}
+		if prev, dup := seen[version]; dup {
+			return nil, fmt.Errorf("store: migrations %s and %s are both version %s for %s", prev, name, version, dialect)
+		}
+		seen[version] = name
+		out = append(out, migration{version: version, file: name})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
 }
 
 func (s *DB) createMigrationsTable(ctx context.Context) error {
@@ -544,7 +580,7 @@ func (s *DB) AdmitCluster(ctx context.Context, c *Cluster, monthStart time.Time,
 	if err := s.addEvent(ctx, tx, c.Name, "created", fmt.Sprintf("by %s, %d workers requested", c.Owner, c.DesiredWorkers)); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commitChange(ctx, tx); err != nil {
 		return fmt.Errorf("store: create cluster: %w", err)
 	}
 	return nil
@@ -760,7 +796,7 @@ WHERE name=? AND version=?`),
 			return nil, err
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commitChange(ctx, tx); err != nil {
 		return nil, fmt.Errorf("store: update cluster: %w", err)
 	}
 	return c, nil

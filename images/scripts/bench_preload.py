@@ -1,6 +1,12 @@
-import base64, hashlib, hmac, logging
+import asyncio, base64, hashlib, hmac, json, logging, time
 # The gateway's scheduler preload (a file given to --preload). It serves
-# one endpoint under the dashboard, .../gateway-bench/<op>, whose requests
+# two endpoints under the dashboard.
+# .../gateway-health/watch streams this scheduler's counts to the gateway
+# (see scheduler/watch.go): a JSON line at once and whenever they change,
+# an empty line at every multiple of ?beat= seconds otherwise. The gateway holds one such
+# request per running cluster instead of asking every few seconds, so an
+# idle cluster costs it a heartbeat, not a request.
+# .../gateway-bench/<op>, whose requests
 # must be signed (X-Gateway-Bench: HMAC-SHA256 of "<op>\n" + body, keyed
 # with the SHA-256 of the cluster's TLS private key). "load" runs the
 # signed body as the bench agent (bench/agent.py; a new one replaces the
@@ -11,10 +17,66 @@ import base64, hashlib, hmac, logging
 # can run code on this scheduler through Dask already.
 
 ST = {}
+WATCHERS = [0]
+
+
+def counts(s):
+    # What counts.json says that the gateway reads, without its walk over
+    # every task: this runs every second while a watch is open.
+    return {
+        "workers": len(s.workers),
+        "clients": len(s.clients),
+        "processing": sum(len(w.processing) for w in s.workers.values()),
+        "waiting": sum(g.states.get("waiting", 0) for g in s.task_groups.values()),
+        "desired_workers": s.adaptive_target(),
+    }
+
+
+def watch_handler(scheduler, web):
+    class W(web.RequestHandler):
+        async def get(self):
+            # A watch is the gateway's; a few are allowed for a replica
+            # taking over while the old one's lingers.
+            if WATCHERS[0] >= 8:
+                self.set_status(429)
+                return self.finish({"error": "too many watches"})
+            WATCHERS[0] += 1
+            try:
+                beat = min(max(float(self.get_argument("beat", "15")), 1.0), 300.0)
+                self.set_header("Content-Type", "application/x-ndjson")
+                self.set_header("Cache-Control", "no-store")
+                last, slot = None, int(time.time() // beat)
+                while True:
+                    # Heartbeats go at whole multiples of the beat on the
+                    # wall clock: every scheduler's arrives at the gateway
+                    # at about the same moment, which then reads them all
+                    # in one wake-up rather than one wake-up each.
+                    c, now = counts(scheduler), int(time.time() // beat)
+                    if c != last:
+                        self.write(json.dumps(c) + "\n")
+                        last, slot = c, now
+                    elif now != slot:
+                        self.write("\n")
+                        slot = now
+                    else:
+                        await asyncio.sleep(1)
+                        continue
+                    await self.flush()
+            except Exception:
+                pass  # the gateway went away
+            finally:
+                WATCHERS[0] -= 1
+
+    return W
 
 
 def dask_setup(scheduler):
     log = logging.getLogger("distributed.gateway")
+    try:
+        from tornado import web
+        scheduler.http_application.add_handlers(r".*$", [(r".*/gateway-health/watch", watch_handler(scheduler, web))])
+    except Exception as e:
+        log.warning("gateway health watch unavailable: %s", e)
     try:
         from tornado import web
         # The PEM markers are spelled so that this text, which travels in

@@ -42,9 +42,10 @@ import (
 // as internal/gateway does it, in this process. Only the provider is a
 // fake (cpProvider): it answers at once, as if machines started
 // instantly, so that what is measured is the control plane's own cost.
-// The schedulers' HTTP servers, which the core polls for counts.json at
-// each health check, are stood in for by a child process (this binary
-// again, see init), so that their CPU is not counted as the gateway's.
+// The schedulers' HTTP servers, which stream their counts to the core
+// (and answer counts.json in a full pass), are stood in for by a child
+// process (this binary again, see init), so that their CPU is not counted
+// as the gateway's.
 //
 // Set GATEWAY_BENCH_CPUPROFILE=<prefix> to write CPU profiles of the
 // measured phases to <prefix>-<phase>.pprof.
@@ -413,13 +414,15 @@ func cpDeleteCluster(ctx context.Context, hc *http.Client, base, token, name str
 // schedulers' HTTP servers run in a child and are reported apart) is read
 // over a window of two lease TTLs, in which every periodic task of the
 // core repeats a whole number of times, so that each window holds the same share
-// of polls. A settled cluster costs no reconcile pass of its own: the
-// core's sweep, every cluster.poll_interval, renews this replica's leases
-// in one statement, reads every active cluster's version and lease in
-// one query, lists the provider's members once (ListMembers) and asks
-// each scheduler for its counts.json; only what changed gets a full
-// pass. The target asks that the idle cost grow much slower than the
-// number of clusters. Quick runs go to 1,000
+// of polls. A settled cluster costs no reconcile pass of its own: its
+// scheduler streams its counts and a heartbeat every 20 s (the stand-in
+// child does as the gateway's preload does, at whole multiples of the
+// beat), and the core's sweep, every cluster.poll_interval, renews this
+// replica's leases in one statement, reads the store's change count and,
+// only when it moved, every active cluster's version and lease; members
+// are listed once a minute. Only what changed gets a full pass. The
+// target asks that the idle cost grow much slower than the number of
+// clusters. Quick runs go to 1,000
 // clusters with the poll interval and lease TTL divided by 5, so that
 // their windows are short yet hold the same share of polls.
 func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
@@ -490,8 +493,8 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 		polls := float64(n) * window.Seconds() / poll.Seconds() // each cluster is looked at once per poll interval
 		perPass := time.Duration(float64(m.cpu) / polls)
 		perPassBy[n] = perPass
-		note := fmt.Sprintf("measured %s after all ran (%s); window %s: %d sweeps (one member listing each), %.0f full reconcile passes/s, %s CPU per cluster per poll interval; "+
-			"poll_interval %s, lease_ttl %s; stand-in schedulers' HTTP servers (counts.json) used %.1f%% more (not counted)",
+		note := fmt.Sprintf("measured %s after all ran (%s); window %s: %d member listings, %.0f full reconcile passes/s, %s CPU per cluster per poll interval; "+
+			"poll_interval %s, lease_ttl %s; stand-in schedulers' HTTP servers (streams, counts.json) used %.1f%% more (not counted)",
 			quiet.Round(10*time.Millisecond), quietNote(quiet, time.Minute), window, m.sweeps, float64(m.passes)/window.Seconds(), perPass.Round(time.Microsecond), poll, lease, m.childCores*100)
 		if m.lists > 0 {
 			note += "; a reaper pass (provider List) fell in the window"
@@ -521,8 +524,9 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 	if o.Quick {
 		limit = 3 // 10x more clusters: the same criterion, sublinear, scaled to the quick run's range
 	}
-	why := "what is left per cluster is the scheduler's counts.json (heartbeat, idle timeout, every half heartbeat timeout) and the cluster's " +
-		"share of each sweep's version and lease read and member listing (the lease renewal is one row per replica)"
+	why := "what is left per cluster is reading its scheduler's heartbeat every 20 s (one goroutine per stream, woken for each line, " +
+		"which the garbage collector also scans) and its share of the once-a-minute passes: the reaper's provider listing, " +
+		"the members' backstop listing and, every 5 minutes at most, the read of every active cluster's lease"
 	if perPassBy[last] > 4*perPassBy[first] {
 		why = "the cost per cluster grows with the number of clusters: some per-sweep work scans more than it should"
 	}
@@ -580,7 +584,7 @@ type cpIdle struct {
 	childCores float64       // the counts server's
 	passes     int64         // full reconcile passes of running clusters (provider Describes)
 	lists      int64         // provider Lists (reaper passes)
-	sweeps     int64         // the core's sweeps of settled clusters (ListMembers)
+	sweeps     int64         // the core's member listings (ListMembers)
 }
 
 func (g *cpGateway) measureIdle(ctx context.Context, window time.Duration) (cpIdle, error) {
@@ -1031,6 +1035,10 @@ func cpCountsChild() int {
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, "/clusters/")
+		if ok && strings.HasSuffix(rest, "/gateway-health/watch") {
+			cpWatch(w, r)
+			return
+		}
 		if !ok || !strings.HasSuffix(rest, "/json/counts.json") {
 			http.NotFound(w, r)
 			return
@@ -1044,6 +1052,36 @@ func cpCountsChild() int {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	srv.Close()
 	return 0
+}
+
+// cpWatch streams an idle scheduler's counts as the gateway's preload
+// does (images/scripts/bench_preload.py): the counts at once, then, as
+// they never change, an empty line at every multiple of ?beat= seconds.
+func cpWatch(w http.ResponseWriter, r *http.Request) {
+	beat, err := strconv.ParseFloat(r.URL.Query().Get("beat"), 64)
+	if err != nil || beat < 1 {
+		http.Error(w, "bad beat", http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	_, _ = io.WriteString(w, cpCountsBody)
+	f := w.(http.Flusher)
+	f.Flush()
+	period := time.Duration(beat * float64(time.Second))
+	for {
+		// At whole multiples of the beat on the wall clock, as the
+		// preload sends them.
+		next := time.Now().Truncate(period).Add(period)
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(time.Until(next)):
+		}
+		if _, err := io.WriteString(w, "\n"); err != nil {
+			return
+		}
+		f.Flush()
+	}
 }
 
 // startCounts starts the counts child and returns its base URL.

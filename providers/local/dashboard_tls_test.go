@@ -24,33 +24,14 @@ import (
 // it, another cluster's certificate does not, and nothing answers in plain
 // HTTP.
 func TestDashboardServedOverTLS(t *testing.T) {
-	const python = "/usr/bin/python3"
-	if out, err := exec.Command(python, "-c", "import distributed").CombinedOutput(); err != nil {
-		t.Fatalf("this test runs real Dask at %s (on Debian: apt-get install python3-distributed): %v\n%s", python, err, out)
-	}
-	const gatewayID, cluster = "gw-dashtls-local", "dashtls"
-	p, err := local.New(local.Config{Dir: t.TempDir(), Python: python, GatewayID: gatewayID, StopGrace: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close(context.Background(), false) })
-	own, err := pki.ClusterCert(cluster, time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	const cluster = "dashtls"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, own, dash, _ := startTLSScheduler(ctx, t, cluster)
 	other, err := pki.ClusterCert("other", time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	spec := providers.ClusterSpec{Name: cluster, Owner: "alice", GatewayID: gatewayID, TLSCert: own.CertPEM, TLSKey: own.KeyPEM,
-		DashboardPrefix: "/clusters/" + cluster, WorkerThreads: 1, WorkerMemory: 1 << 30}
-	if err := p.StartScheduler(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.StopCluster(context.Background(), cluster) })
-	dash, _ := localtest.WaitScheduler(ctx, t, p, cluster)
 	if !strings.HasPrefix(dash, "https://") {
 		t.Fatalf("DashboardURL %q is not https", dash)
 	}
@@ -85,4 +66,36 @@ func TestDashboardServedOverTLS(t *testing.T) {
 	if code, err := get(own.CertPEM, "http://"+strings.TrimPrefix(dash, "https://")); err == nil && code == http.StatusOK {
 		t.Fatal("the dashboard answers in plain HTTP")
 	}
+}
+
+// startTLSScheduler starts cluster's scheduler on the local provider with
+// real Dask and a certificate of its own, and waits for it: the provider,
+// the spec it started with, and the dashboard and scheduler addresses.
+func startTLSScheduler(ctx context.Context, t *testing.T, cluster string) (*local.Provider, pki.Pair, string, string) {
+	t.Helper()
+	const python = "/usr/bin/python3"
+	if out, err := exec.Command(python, "-c", "import distributed").CombinedOutput(); err != nil {
+		t.Fatalf("this test runs real Dask at %s (on Debian: apt-get install python3-distributed): %v\n%s", python, err, out)
+	}
+	gatewayID := "gw-" + cluster + "-local"
+	p, err := local.New(local.Config{Dir: t.TempDir(), Python: python, GatewayID: gatewayID, StopGrace: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background(), false) })
+	cert, err := pki.ClusterCert(cluster, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.StartScheduler(ctx, tlsSpec(gatewayID, cluster, cert)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.StopCluster(context.Background(), cluster) })
+	dash, addr := localtest.WaitScheduler(ctx, t, p, cluster)
+	return p, cert, dash, addr
+}
+
+func tlsSpec(gatewayID, cluster string, cert pki.Pair) providers.ClusterSpec {
+	return providers.ClusterSpec{Name: cluster, Owner: "alice", GatewayID: gatewayID, TLSCert: cert.CertPEM, TLSKey: cert.KeyPEM,
+		DashboardPrefix: "/clusters/" + cluster, WorkerThreads: 1, WorkerMemory: 1 << 30}
 }
