@@ -1107,6 +1107,14 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 			since = c.now()
 			c.answered[cl.Name] = since
 		}
+		// Its stream's last line counts as an answer too (heartbeats are
+		// kept on the stream, not here: see watchLine).
+		if heard, ok := c.health.lastHeard(cl.Name); ok {
+			if at := c.now().Add(-time.Since(heard)); at.After(since) {
+				since = at
+				c.answered[cl.Name] = at
+			}
+		}
 		c.mu.Unlock()
 		if silent := c.now().Sub(since); silent >= c.cfg.HeartbeatTimeout {
 			return 0, c.fail(ctx, cl, fmt.Sprintf("the scheduler stopped answering (nothing for %s: %v)", silent.Round(time.Second), err))

@@ -65,6 +65,7 @@ type fakeProvider struct {
 	desired         map[string]int  // the scheduler's own estimate of the workers it needs
 	streams         bool            // schedulers serve the health watch (watch.go); otherwise it is 404
 	stalled         map[string]bool // clusters whose watch stream goes silent (a hung scheduler)
+	badStream       string          // "ends": streams end after their first line; "floods": they send heartbeats without pause
 	forceReady      map[string]bool // clusters whose scheduler gets ready whatever readyAfter says
 	// beforeStartWorker runs (unlocked) at the start of StartWorker; an
 	// error is returned without starting anything.
@@ -445,6 +446,28 @@ func (f *fakeProvider) watchHandler(w http.ResponseWriter, r *http.Request, name
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
+	f.mu.Lock()
+	bad := f.badStream
+	f.mu.Unlock()
+	switch bad {
+	case "ends":
+		f.mu.Lock()
+		body := f.countsLocked(name)
+		f.mu.Unlock()
+		_, _ = w.Write(body)
+		return
+	case "floods":
+		// 200 lines a second until the gateway hangs up (bounded: 20s).
+		end := time.Now().Add(20 * time.Second)
+		for r.Context().Err() == nil && time.Now().Before(end) {
+			if _, err := w.Write([]byte("\n")); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			time.Sleep(5 * time.Millisecond)
+		}
+		return
+	}
 	var last []byte
 	var sent time.Time
 	for {

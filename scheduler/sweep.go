@@ -83,6 +83,9 @@ const healthChecks = 16
 // settle hands a cluster over to the sweep, as the full pass left it.
 func (c *Core) settle(cl *store.Cluster, members []providers.Member) {
 	s := &settled{cl: cl, members: memberKeys(members), checked: time.Now(), watch: c.health.ensure(cl)}
+	if s.watch != nil && s.watch.State() == watchLive {
+		c.dash.Drop(cl.Name) // the pass's counts.json connection: the stream serves
+	}
 	_ = json.Unmarshal([]byte(cl.Options), &s.opts)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -196,6 +199,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 		}
 	}
 	var check []candidate
+	var retry []*settled // polled long enough: try their streams again
 	anyPolled, healthJobs := false, 0
 	nowNano, cnow := now.UnixNano(), c.now()
 	for name, s := range c.settled {
@@ -205,7 +209,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 				if time.Duration(nowNano-w.heard.Load()) > c.health.silence {
 					// Silent: the full pass asks counts.json and keeps the
 					// heartbeat clock; the next settle opens a new watch.
-					c.health.drop(name)
+					c.health.dropIf(name, w)
 					delete(c.settled, name)
 					queue = append(queue, name)
 					continue
@@ -236,6 +240,9 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 		}
 		// Polled: its scheduler has no watch.
 		anyPolled = true
+		if w := s.watch; w != nil && w.State() == watchUnsupported && now.Sub(w.made) > watchRetry {
+			retry = append(retry, s)
+		}
 		// Half a sweep early rather than a whole sweep late.
 		due := now.Sub(s.checked) >= c.cfg.HealthInterval-c.sweepEvery()/2
 		if due {
@@ -247,6 +254,14 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 	c.mu.Unlock()
 	for _, name := range queue {
 		c.queue.Add(name)
+	}
+	for _, s := range retry {
+		w := c.health.ensure(s.cl)
+		c.mu.Lock()
+		if c.settled[s.cl.Name] == s {
+			s.watch = w
+		}
+		c.mu.Unlock()
 	}
 	if len(check) == 0 {
 		return
@@ -325,8 +340,9 @@ const watchedMembersEvery = time.Minute
 
 // leaseRescanEvery bounds how long the sweep trusts an unchanged count:
 // the safety net for a PostgreSQL write whose process died between its
-// commit and its count.
-const leaseRescanEvery = 5 * time.Minute
+// commit and its count, and for the writes of a replica of an older
+// release, which keeps no count, during a rolling upgrade.
+const leaseRescanEvery = time.Minute
 
 // changeCounter is implemented by stores that say cheaply whether any
 // cluster row changed (store.DB.Changes).

@@ -57,6 +57,11 @@ const (
 // before its watch is tried again.
 const watchRetry = 10 * time.Minute
 
+// watchMaxLinesPerSecond bounds what a stream may say: a scheduler says a
+// line when its counts change, which a busy one may do every second, and
+// a heartbeat now and then; one that floods is polled instead.
+const watchMaxLinesPerSecond = 20
+
 // watchMaxLine bounds one line of the stream.
 const watchMaxLine = 64 << 10
 
@@ -68,6 +73,7 @@ type clusterWatch struct {
 	cancel  context.CancelFunc
 	state   atomic.Int32
 	heard   atomic.Int64 // time.Now().UnixNano() of the last line, or of the start
+	live    atomic.Int64 // time.Now().UnixNano() when it began to stream; 0 before
 	busy    atomic.Bool  // the last counts said busy
 	workers atomic.Int64 // the last counts' workers; -1 before the first
 }
@@ -83,8 +89,8 @@ func (w *clusterWatch) silentFor(now time.Time) time.Duration {
 type watchPool struct {
 	beat    time.Duration // between heartbeats
 	silence time.Duration // without a line, after which the cluster gets a full pass
-	// lines is told of each line of a cluster's stream, on its watch's
-	// goroutine: the counts, or nil for a heartbeat.
+	// lines is told of each counts line of a cluster's stream, on its
+	// watch's goroutine (heartbeats only move the watch's heard).
 	lines func(cluster string, c *schedulerCounts)
 	// ended is told once when a live watch ends.
 	ended func(cluster string, err error)
@@ -100,11 +106,15 @@ type watchPool struct {
 }
 
 // newWatchPool makes the pool for a heartbeat timeout: a beat of two
-// thirds of it, and silence after a beat and half the rest, so that the
-// full pass a silence queues starts before the timeout has passed.
+// thirds of it, and silence after a beat and half the rest (1.5s at
+// least), so that the full pass a silence queues starts before the
+// timeout has passed.
 func newWatchPool(timeout time.Duration, lines func(string, *schedulerCounts), ended func(string, error)) *watchPool {
 	beat := max(timeout*2/3, time.Second)
-	return &watchPool{beat: beat, silence: beat + max(timeout-beat, 0)/2, lines: lines, ended: ended, m: map[string]*clusterWatch{}}
+	// The preload looks at the clock once a second, so a heartbeat may
+	// come a second late: short timeouts get that margin and more.
+	margin := max(max(timeout-beat, 0)/2, 1500*time.Millisecond)
+	return &watchPool{beat: beat, silence: beat + margin, lines: lines, ended: ended, m: map[string]*clusterWatch{}}
 }
 
 // run makes ensure start watches under ctx; they end with it.
@@ -159,7 +169,14 @@ func (p *watchPool) ensure(cl *store.Cluster) *clusterWatch {
 			w.state.Store(int32(watchUnsupported))
 			return
 		}
-		w.state.Store(int32(watchEnded))
+		if time.Since(time.Unix(0, w.live.Load())) < p.beat {
+			// A stream that ends at once, or says something wrong, would
+			// otherwise have a pass and a new stream follow each other
+			// as fast as they run: the cluster is polled for a while.
+			w.state.Store(int32(watchUnsupported))
+		} else {
+			w.state.Store(int32(watchEnded))
+		}
 		p.ended(cl.Name, err)
 	}()
 	return w
@@ -174,6 +191,31 @@ func (p *watchPool) drop(cluster string) {
 	if ok {
 		w.cancel()
 	}
+}
+
+// dropIf ends cluster's watch if it is still w (a full pass may have
+// opened a new one meanwhile).
+func (p *watchPool) dropIf(cluster string, w *clusterWatch) {
+	p.mu.Lock()
+	ok := p.m[cluster] == w
+	if ok {
+		delete(p.m, cluster)
+	}
+	p.mu.Unlock()
+	if ok {
+		w.cancel()
+	}
+}
+
+// lastHeard is when cluster's stream last said something, if it streams.
+func (p *watchPool) lastHeard(cluster string) (time.Time, bool) {
+	p.mu.Lock()
+	w, ok := p.m[cluster]
+	p.mu.Unlock()
+	if !ok || w.live.Load() == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, w.heard.Load()), true
 }
 
 // keepOnly ends the watches of clusters keep does not name.
@@ -222,7 +264,8 @@ func (p *watchPool) stream(ctx context.Context, cluster string, e *countsEntry, 
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
-	defer resp.Body.Close()
+	// The body is not closed: closing it would read the rest of a stream
+	// that need not end. Closing the connection (deferred) ends it.
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("watch: %s", resp.Status)
 	}
@@ -237,6 +280,7 @@ func (p *watchPool) stream(ctx context.Context, cluster string, e *countsEntry, 
 	if err := conn.SetDeadline(time.Time{}); err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
+	w.live.Store(time.Now().UnixNano())
 	w.state.Store(int32(watchLive))
 	if p.live != nil {
 		p.live(cluster)
@@ -245,6 +289,8 @@ func (p *watchPool) stream(ctx context.Context, cluster string, e *countsEntry, 
 	defer p.open.Add(-1)
 	lines := bufio.NewReaderSize(resp.Body, 256)
 	var long []byte
+	var window time.Time
+	inWindow := 0
 	for {
 		line, err := lines.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -262,10 +308,16 @@ func (p *watchPool) stream(ctx context.Context, cluster string, e *countsEntry, 
 		if long != nil {
 			line, long = append(long, line...), nil
 		}
-		w.heard.Store(time.Now().UnixNano())
+		now := time.Now()
+		w.heard.Store(now.UnixNano())
+		if now.Sub(window) > time.Second {
+			window, inWindow = now, 0
+		}
+		if inWindow++; inWindow > watchMaxLinesPerSecond {
+			return fmt.Errorf("watch: more than %d lines in a second", watchMaxLinesPerSecond)
+		}
 		if len(bytes.TrimSpace(line)) == 0 {
-			p.lines(cluster, nil) // a heartbeat
-			continue
+			continue // a heartbeat: heard is all it says
 		}
 		var c schedulerCounts
 		if err := json.Unmarshal(line, &c); err != nil {
@@ -284,21 +336,19 @@ func (e *countsEntry) watchRequest(beat time.Duration) []byte {
 		"\r\nUser-Agent: gateway-health\r\nAccept: application/x-ndjson\r\n\r\n")
 }
 
-// watchLine takes a line of cluster's stream: every line is an answer
-// (the heartbeat clock); counts also feed the idle clock, and workers
-// other than the store's queue a full pass.
+// watchLine takes a counts line of cluster's stream: an answer (the
+// heartbeat clock), the idle clock's news, and, with workers other than
+// the store's, a reason for a full pass.
 func (c *Core) watchLine(cluster string, counts *schedulerCounts) {
 	c.mu.Lock()
 	now := c.now()
 	c.answered[cluster] = now
 	s := c.settled[cluster]
-	if counts != nil {
-		if _, seen := c.active[cluster]; !seen || counts.busy() {
-			c.active[cluster] = now
-		}
+	if _, seen := c.active[cluster]; !seen || counts.busy() {
+		c.active[cluster] = now
 	}
 	c.mu.Unlock()
-	if counts != nil && s != nil && counts.Workers != s.cl.ReadyWorkers {
+	if s != nil && counts.Workers != s.cl.ReadyWorkers {
 		c.requeue(cluster)
 	}
 }

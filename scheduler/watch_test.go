@@ -96,3 +96,31 @@ func TestWatchSilence(t *testing.T) {
 	}
 	h.checkDown(cl.Name)
 }
+
+// TestWatchMisbehaving: a stream that ends as soon as it has begun, or
+// floods the gateway with lines, is not opened again and again (each end
+// would cost a full pass): its cluster is polled, and keeps running.
+func TestWatchMisbehaving(t *testing.T) {
+	for _, bad := range []string{"ends", "floods"} {
+		t.Run(bad, func(t *testing.T) {
+			h := newHarness(t)
+			h.fp.configure(func(f *fakeProvider) { f.streams, f.badStream = true, bad })
+			h.start()
+			cl := h.create("alice", 1)
+			h.waitSettled(cl.Name, 1)
+			h.waitWatches(1)
+			h.sweeps(10)
+			opened, asked := h.watchesOpened(), h.countsAsked()
+			h.sweeps(20)
+			if got := h.watchesOpened() - opened; got != 0 {
+				t.Errorf("%d more watches opened while polled", got)
+			}
+			if h.countsAsked() == asked {
+				t.Error("the cluster was not polled instead")
+			}
+			if got := h.cluster(cl.Name); got.Status != store.Running || got.ReadyWorkers != 1 {
+				t.Errorf("cluster: %s", describe(got))
+			}
+		})
+	}
+}

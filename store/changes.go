@@ -8,10 +8,11 @@ import (
 )
 
 // Changes returns a number that is greater after every committed write to
-// the clusters table: a cluster created (CreateCluster, AdmitCluster) or
-// changed (UpdateCluster, UpdateOwned: not when the update changed nothing
-// and so wrote nothing), a lease taken or given up (AcquireLease,
-// ReleaseLease, ReleaseLeases: when they change a row). Reads, and
+// the clusters table that another replica needs to see: a cluster created
+// (CreateCluster, AdmitCluster) or changed (UpdateCluster, UpdateOwned:
+// not when the update changed nothing and so wrote nothing), a lease
+// taken or given up (AcquireLease, ReleaseLease, ReleaseLeases: when they
+// change a row's holder). Reads, a holder renewing its own lease, and
 // RenewLeases, which writes the replica's own row only, leave it. It costs
 // one small query, so that a periodic sweep can skip reading every active
 // cluster while the number stays put.

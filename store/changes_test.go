@@ -102,9 +102,10 @@ func TestChanges(t *testing.T) {
 		{"AcquireLease of a missing cluster", func(ctx context.Context, db *store.DB) error {
 			return acquire(ctx, db, "nope", "a", ttl, false)
 		}, false},
+		// Every full pass renews: a renewal is news to nobody.
 		{"AcquireLease renewed by its holder", func(ctx context.Context, db *store.DB) error {
 			return acquire(ctx, db, "c1", "a", ttl, true)
-		}, true},
+		}, false},
 		{"RenewLeases", func(ctx context.Context, db *store.DB) error {
 			return db.RenewLeases(ctx, "a", ttl)
 		}, false},

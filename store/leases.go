@@ -11,8 +11,23 @@ import (
 // or one that has lapsed: its own expiry passed and its holder's replica
 // row (RenewLeases) is not fresh either. False means another replica
 // holds it.
+//
+// Renewing a lease holder holds already leaves Changes alone: every full
+// pass renews, and a count that moved with each would have every sweep
+// read every lease while any cluster is busy. Only a change of holder is
+// news to the other replicas.
 func (s *DB) AcquireLease(ctx context.Context, cluster, holder string, ttl time.Duration) (bool, error) {
 	now := s.now()
+	res, err := s.db.ExecContext(ctx, s.rebind(`UPDATE clusters SET lease_expires = ? WHERE name = ? AND lease_holder = ?`),
+		now.Add(ttl).UnixMilli(), cluster, holder)
+	if err != nil {
+		return false, fmt.Errorf("store: lease: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return false, fmt.Errorf("store: lease: %w", err)
+	} else if n == 1 {
+		return true, nil
+	}
 	n, err := s.execChange(ctx, s.rebind(`UPDATE clusters SET lease_holder = ?, lease_expires = ?
 WHERE name = ? AND (lease_holder = ? OR lease_holder = '' OR (lease_expires < ?
   AND NOT EXISTS (SELECT 1 FROM replicas WHERE replicas.id = clusters.lease_holder AND replicas.expires >= ?)))`),
