@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/gatewayhq/gateway/internal/quietnet"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,7 +37,7 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); retur
 // when not nil, is true while copyConn waits for src (the sweeper parks
 // pairs whose two directions both wait).
 func copyConn(dst, src net.Conn, onData func(), waiting *atomic.Bool) error {
-	rc, ok := rawConn(src)
+	rc, ok := quietnet.RawConn(src)
 	if !ok {
 		if onData != nil {
 			src = &activityConn{Conn: src, onData: onData}
@@ -53,7 +54,7 @@ func copyConn(dst, src net.Conn, onData func(), waiting *atomic.Bool) error {
 	)
 	read := func(fd uintptr) bool {
 		bp = copyBufs.Get().(*[]byte)
-		n, rerr = rawRead(int(fd), *bp)
+		n, rerr = quietnet.Read(int(fd), *bp)
 		if rerr == syscall.EAGAIN {
 			copyBufs.Put(bp)
 			bp = nil
@@ -62,8 +63,8 @@ func copyConn(dst, src net.Conn, onData func(), waiting *atomic.Bool) error {
 		return true
 	}
 	write := dst.Write
-	if wc, ok := rawConn(dst); ok {
-		write = rawWriter(wc)
+	if wc, ok := quietnet.RawConn(dst); ok {
+		write = quietnet.Writer(wc)
 	}
 	tcpDst, _ := dst.(*net.TCPConn)
 	lr := &io.LimitedReader{R: src}
@@ -125,7 +126,7 @@ func copyConn(dst, src net.Conn, onData func(), waiting *atomic.Bool) error {
 // no buffer is borrowed, which under a flood of handshakes would mean
 // allocating.
 func copyInspecting(dst, src net.Conn, onData func(), in inspector) (finished bool, err error) {
-	rc, ok := rawConn(src)
+	rc, ok := quietnet.RawConn(src)
 	tcpDst, isTCP := dst.(*net.TCPConn)
 	if !ok || !isTCP {
 		return copyInspectingSlow(dst, src, onData, in)
@@ -234,15 +235,6 @@ type inspector interface {
 	saw(b []byte)
 	skipped(n int)
 	done() bool
-}
-
-func rawConn(c net.Conn) (syscall.RawConn, bool) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil, false
-	}
-	rc, err := sc.SyscallConn()
-	return rc, err == nil
 }
 
 // activityConn reports reads, for copies that are not spliced.

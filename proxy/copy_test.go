@@ -9,42 +9,10 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/gatewayhq/gateway/internal/quietnet"
+	"github.com/gatewayhq/gateway/internal/testutil"
 )
-
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	a, b, err := dialPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a, b
-}
-
-// dialPair connects two ends over loopback TCP.
-func dialPair() (net.Conn, net.Conn, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	a, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		return nil, nil, err
-	}
-	b := <-accepted
-	if b == nil {
-		a.Close()
-		return nil, nil, errors.New("accept failed")
-	}
-	return a, b, nil
-}
 
 // TestCopyConn: bytes arrive whole and in order, including bytes that were
 // waiting before the copy began (the poller is edge-triggered) and more
@@ -64,8 +32,8 @@ func TestCopyConn(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			writer, src := tcpPair(t)
-			dst, reader := tcpPair(t)
+			writer, src := testutil.MustTCPPair(t)
+			dst, reader := testutil.MustTCPPair(t)
 			want := make([]byte, c.early+c.late)
 			rand.Read(want)
 			if _, err := writer.Write(want[:c.early]); err != nil {
@@ -113,8 +81,8 @@ func TestCopyConnAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
-	writer, src := tcpPair(t)
-	dst, reader := tcpPair(t)
+	writer, src := testutil.MustTCPPair(t)
+	dst, reader := testutil.MustTCPPair(t)
 	go copyConn(dst, src, nil, nil)
 	msg, back := make([]byte, 1000), make([]byte, 1000)
 	round := func() {
@@ -161,8 +129,8 @@ func TestCopyInspecting(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				var writer, src, dst, reader net.Conn
 				if kind == "tcp" {
-					writer, src = tcpPair(t)
-					dst, reader = tcpPair(t)
+					writer, src = testutil.MustTCPPair(t)
+					dst, reader = testutil.MustTCPPair(t)
 				} else {
 					writer, src = net.Pipe()
 					dst, reader = net.Pipe()
@@ -202,8 +170,8 @@ func TestCopyInspecting(t *testing.T) {
 		}
 	}
 	t.Run("ends first", func(t *testing.T) {
-		writer, src := tcpPair(t)
-		dst, _ := tcpPair(t)
+		writer, src := testutil.MustTCPPair(t)
+		dst, _ := testutil.MustTCPPair(t)
 		_, _ = writer.Write(handshake)
 		writer.Close()
 		var h handshakeScan
@@ -223,7 +191,7 @@ func TestRawWriter(t *testing.T) {
 	big := make([]byte, 16<<20) // far more than a socket's buffers
 	rand.Read(big)
 	t.Run("slow reader", func(t *testing.T) {
-		w, r := tcpPair(t)
+		w, r := testutil.MustTCPPair(t)
 		got := make(chan []byte, 1)
 		go func() {
 			time.Sleep(50 * time.Millisecond) // the writer fills the buffers first
@@ -232,8 +200,8 @@ func TestRawWriter(t *testing.T) {
 			_, _ = io.ReadFull(r, b)
 			got <- b
 		}()
-		rc, _ := rawConn(w)
-		n, err := rawWriter(rc)(big)
+		rc, _ := quietnet.RawConn(w)
+		n, err := quietnet.Writer(rc)(big)
 		if n != len(big) || err != nil {
 			t.Fatalf("write = %d, %v; want %d, nil", n, err, len(big))
 		}
@@ -242,22 +210,22 @@ func TestRawWriter(t *testing.T) {
 		}
 	})
 	t.Run("deadline", func(t *testing.T) {
-		w, _ := tcpPair(t) // the peer never reads
+		w, _ := testutil.MustTCPPair(t) // the peer never reads
 		_ = w.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		rc, _ := rawConn(w)
-		n, err := rawWriter(rc)(big)
+		rc, _ := quietnet.RawConn(w)
+		n, err := quietnet.Writer(rc)(big)
 		if !errors.Is(err, os.ErrDeadlineExceeded) || n <= 0 || n >= len(big) {
 			t.Fatalf("write = %d, %v; want part of %d and the deadline", n, err, len(big))
 		}
 	})
 	t.Run("reset", func(t *testing.T) {
-		w, r := tcpPair(t)
+		w, r := testutil.MustTCPPair(t)
 		_ = r.(*net.TCPConn).SetLinger(0)
 		r.Close() // a reset
 		time.Sleep(20 * time.Millisecond)
 		_ = w.SetWriteDeadline(time.Now().Add(ioTimeout))
-		rc, _ := rawConn(w)
-		write := rawWriter(rc)
+		rc, _ := quietnet.RawConn(w)
+		write := quietnet.Writer(rc)
 		var err error
 		for i := 0; i < 3 && err == nil; i++ { // the first write may land before the reset is seen
 			_, err = write(big[:1000])

@@ -16,6 +16,7 @@ import (
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/internal/crosssite"
 	"github.com/gatewayhq/gateway/internal/errpage"
+	"github.com/gatewayhq/gateway/internal/quietnet"
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
@@ -46,7 +47,7 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 	dialer := &net.Dialer{Timeout: s.cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	pool := routes.NewPool(func(tc *tls.Config) *http.Transport {
 		return &http.Transport{
-			DialContext:           quietDial(dialer),
+			DialContext:           quietnet.Dial(dialer),
 			TLSClientConfig:       tc,
 			TLSHandshakeTimeout:   s.cfg.DialTimeout,
 			MaxIdleConnsPerHost:   64,

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/internal/quietnet"
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
@@ -154,7 +155,7 @@ func (f *forwarder) dial(ctx context.Context, rt routes.Route) (*backendConn, er
 	if err != nil {
 		return nil, err
 	}
-	raw = quiet(raw)
+	raw = quietnet.Wrap(raw)
 	conn := raw
 	if u.Scheme == "https" {
 		cfg, err := routes.MemberTLS(rt.ClusterCert)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/park"
+	"github.com/gatewayhq/gateway/internal/testutil"
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
@@ -21,9 +23,7 @@ import (
 
 // parked is how many pairs the parker holds.
 func (s *Server) parked() int {
-	s.parker.mu.Lock()
-	defer s.parker.mu.Unlock()
-	return len(s.parker.pairs)
+	return s.parker.Len()
 }
 
 // parkedPair is a client and a scheduler connection joined by the proxy,
@@ -174,9 +174,7 @@ func TestCloseEndsParkedPairs(t *testing.T) {
 	if p.srv.ActivePassthrough() != 0 || p.srv.parked() != 0 {
 		t.Fatalf("after Close: %d active, %d parked; want none", p.srv.ActivePassthrough(), p.srv.parked())
 	}
-	var k parker
-	k.epfd, k.stopped = -1, true
-	if k.park(&pair{}) {
+	if park.Stopped[*pair]().Park(&pair{}) {
 		t.Fatal("a stopped parker took a pair")
 	}
 }
@@ -241,8 +239,8 @@ func TestPauseAfterHalfClose(t *testing.T) {
 // copyConn reports waiting only while it waits, and a paused copy returns
 // the deadline, leaving the bytes that came meanwhile unread.
 func TestCopyConnPauses(t *testing.T) {
-	writer, src := tcpPair(t)
-	dst, reader := tcpPair(t)
+	writer, src := testutil.MustTCPPair(t)
+	dst, reader := testutil.MustTCPPair(t)
 	var waiting atomic.Bool
 	done := make(chan error, 1)
 	go func() { done <- copyConn(dst, src, nil, &waiting) }()

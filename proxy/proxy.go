@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/park"
+	"github.com/gatewayhq/gateway/internal/quietnet"
 	"github.com/gatewayhq/gateway/proxy/routes"
 	"github.com/gatewayhq/gateway/proxy/sni"
 )
@@ -110,7 +112,7 @@ type Server struct {
 	lastLog  atomic.Int64             // when a refusal was last logged
 	unlogged atomic.Int64             // refusals since then
 
-	parker *parker // idle pairs, parked without goroutines
+	parker *park.Set[*pair] // idle pairs, parked without goroutines
 
 	loginRedirect func(next string) string
 }
@@ -150,7 +152,7 @@ func New(cfg Config, rt *routes.Table) *Server {
 	}
 	s.clock.Store(time.Now().UnixNano())
 	s.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
-	s.parker = newParker(s.resume)
+	s.parker = park.New(s.resume)
 	return s
 }
 
@@ -235,7 +237,7 @@ func (s *Server) Close() {
 	for _, p := range open {
 		s.closePair(p)
 	}
-	s.parker.stop()
+	s.parker.Stop()
 }
 
 // sweep refreshes the coarse clock and closes pairs idle for IdleTimeout,
@@ -283,7 +285,7 @@ func (s *Server) sweep(ctx context.Context) {
 // closePair closes a pair; a parked one, which no goroutine runs, is also
 // forgotten here.
 func (s *Server) closePair(p *pair) {
-	parked := s.parker.unpark(p)
+	parked := s.parker.Unpark(p)
 	p.close()
 	if parked {
 		s.finish(p)
@@ -302,7 +304,7 @@ func (s *Server) handle(conn net.Conn) {
 			s.putBuf(bp, consumed)
 			return
 		}
-		s.toHTTP(&prefixConn{Conn: quiet(conn), prefix: clone(consumed)})
+		s.toHTTP(&prefixConn{Conn: quietnet.Wrap(conn), prefix: clone(consumed)})
 		s.putBuf(bp, consumed)
 	case err != nil:
 		s.log.Debug("dropping connection: no usable TLS ClientHello", "remote", conn.RemoteAddr(), "err", err)
@@ -329,7 +331,7 @@ func (s *Server) handle(conn net.Conn) {
 			s.putBuf(bp, consumed)
 			return
 		}
-		s.toHTTP(tls.Server(&prefixConn{Conn: quiet(conn), prefix: clone(consumed)}, s.cfg.TLS))
+		s.toHTTP(tls.Server(&prefixConn{Conn: quietnet.Wrap(conn), prefix: clone(consumed)}, s.cfg.TLS))
 		s.putBuf(bp, consumed)
 	}
 }
@@ -522,7 +524,6 @@ type pair struct {
 	pausing  atomic.Bool
 	ended    atomic.Bool
 	finished atomic.Bool
-	parkID   uint64 // while parked; guarded by parker.mu
 }
 
 const (
@@ -591,7 +592,7 @@ func (s *Server) pipe(p *pair, handshake bool) {
 	toBackendPaused := <-paused
 	switch {
 	case toClientPaused && toBackendPaused:
-		if s.parker.park(p) {
+		if s.parker.Park(p, p.client, p.backend) {
 			return
 		}
 	case toClientPaused || toBackendPaused:

@@ -83,6 +83,13 @@ type Config struct {
 	// HeartbeatTimeout fails a running cluster whose scheduler has not
 	// answered for this long.
 	HeartbeatTimeout time.Duration
+	// HeartbeatInterval is how often a settled cluster's scheduler says it
+	// is there when nothing changes (watch.go): only a frozen scheduler
+	// (its process stopped, not dead, its host up) waits this long to be
+	// noticed, since a dead process ends its stream, a lost host is found
+	// by TCP keepalive and a blocked event loop ends its stream itself,
+	// each within HeartbeatTimeout. 0: 5 minutes.
+	HeartbeatInterval time.Duration
 	// HealthInterval is how often the scheduler of a running cluster with
 	// nothing to do is asked for its counts (heartbeat, idle timeout);
 	// 0: every half HeartbeatTimeout (Dask Gateway's own heartbeat period),
@@ -134,6 +141,9 @@ func (c *Config) setDefaults() {
 	if c.HeartbeatTimeout <= 0 {
 		c.HeartbeatTimeout = 30 * time.Second
 	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 5 * time.Minute
+	}
 	if c.HealthInterval <= 0 {
 		c.HealthInterval = max(c.PollInterval, c.HeartbeatTimeout/2)
 	}
@@ -169,21 +179,24 @@ type Core struct {
 	health *watchPool
 	queue  *queue
 	// The sweep's own state (its goroutine only).
+	leasesMu       sync.Mutex // leases: written by the sweep, read by the reaper too
 	leases         leaseRead
 	membersChecked time.Time
 
-	mu        sync.Mutex
-	watchers  map[string]*watch          // per cluster, closed on its next change
-	exits     map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
-	active    map[string]time.Time       // last time each running cluster was seen busy
-	reaped    atomic.Int64               // leftover clusters the reaper stopped
-	cleaned   map[string]bool            // clusters the reaper tidied whose stopped members the provider still lists
-	firstSeen map[string]time.Time       // when the reaper first saw each leftover the cloud gives no date for (reaper.go)
-	answered  map[string]time.Time       // last answer of each running scheduler
-	downSince map[string]time.Time       // when each adaptive cluster first asked for fewer workers
-	quotaNote map[string]string          // per cluster, the last quota message recorded for adaptive scaling
-	settled   map[string]*settled        // running clusters with nothing to do, which the sweep watches (sweep.go)
-	failures  map[string]int             // failed passes in a row, per cluster (retry.go)
+	mu                    sync.Mutex
+	watchers              map[string]*watch          // per cluster, closed on its next change
+	exits                 map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
+	active                map[string]time.Time       // last time each running cluster was seen busy
+	reaped                atomic.Int64               // leftover clusters the reaper stopped
+	cleaned               map[string]bool            // clusters the reaper tidied whose stopped members the provider still lists
+	firstSeen             map[string]time.Time       // when the reaper first saw each leftover the cloud gives no date for (reaper.go)
+	answered              map[string]time.Time       // last answer of each running scheduler
+	downSince             map[string]time.Time       // when each adaptive cluster first asked for fewer workers
+	quotaNote             map[string]string          // per cluster, the last quota message recorded for adaptive scaling
+	settled               map[string]*settled        // running clusters with nothing to do, which the sweep watches (sweep.go)
+	polled                map[string]*settled        // those of settled not yet on the due heaps: streams not live, polled schedulers
+	silenceDue, expiryDue dueHeap                    // the rest, by deadline (due.go)
+	failures              map[string]int             // failed passes in a row, per cluster (retry.go)
 }
 
 // New makes a core. Run starts its loop.
@@ -210,9 +223,10 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 		downSince: map[string]time.Time{},
 		quotaNote: map[string]string{},
 		settled:   map[string]*settled{},
+		polled:    map[string]*settled{},
 		failures:  map[string]int{},
 	}
-	c.health = newWatchPool(cfg.HeartbeatTimeout, c.watchLine, c.watchEnded)
+	c.health = newWatchPool(cfg.HeartbeatTimeout, cfg.HeartbeatInterval, c.watchLine, c.watchEnded)
 	c.health.live = c.dash.Drop
 	return c
 }
@@ -1194,10 +1208,7 @@ func (c *Core) expiredWith(cl *store.Cluster, o Options) string {
 // expiredAt is expired at now, the cluster last seen busy at last (if
 // seen).
 func (c *Core) expiredAt(cl *store.Cluster, o Options, now, last time.Time, seen bool) string {
-	lifetime, whose := c.cfg.MaxLifetime, "the"
-	if q := time.Duration(o.MaxLifetime) * time.Second; q > 0 && (lifetime <= 0 || q < lifetime) {
-		lifetime, whose = q, "your quota's"
-	}
+	lifetime, whose := c.lifetimeOf(o)
 	if lifetime > 0 && !cl.StartedAt.IsZero() && now.Sub(cl.StartedAt) >= lifetime {
 		return fmt.Sprintf("reached %s maximum lifetime of %s", whose, lifetime)
 	}

@@ -64,7 +64,8 @@ type fakeProvider struct {
 	unresponsive    map[string]bool // clusters whose scheduler's HTTP server answers 503
 	desired         map[string]int  // the scheduler's own estimate of the workers it needs
 	streams         bool            // schedulers serve the health watch (watch.go); otherwise it is 404
-	stalled         map[string]bool // clusters whose watch stream goes silent (a hung scheduler)
+	stalled         map[string]bool // clusters whose watch stream goes silent (a frozen scheduler)
+	endStream       map[string]bool // clusters whose watch stream ends (the preload's watchdog: a blocked loop)
 	badStream       string          // "ends": streams end after their first line; "floods": they send heartbeats without pause
 	forceReady      map[string]bool // clusters whose scheduler gets ready whatever readyAfter says
 	// beforeStartWorker runs (unlocked) at the start of StartWorker; an
@@ -455,6 +456,7 @@ func (f *fakeProvider) watchHandler(w http.ResponseWriter, r *http.Request, name
 		body := f.countsLocked(name)
 		f.mu.Unlock()
 		_, _ = w.Write(body)
+		w.(http.Flusher).Flush() // streamed (chunked), then ended
 		return
 	case "floods":
 		// 200 lines a second until the gateway hangs up (bounded: 20s).
@@ -475,6 +477,7 @@ func (f *fakeProvider) watchHandler(w http.ResponseWriter, r *http.Request, name
 		gone := f.clusters[name]["scheduler"] == nil || f.clusters[name]["scheduler"].State != providers.StateRunning
 		stalled := f.stalled[name]
 		body := f.countsLocked(name)
+		gone = gone || f.endStream[name]
 		f.mu.Unlock()
 		if gone {
 			return // the scheduler's process ended: so does its stream

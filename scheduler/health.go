@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/quietnet"
 	"github.com/gatewayhq/gateway/proxy/routes"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -212,11 +213,24 @@ func newCountsEntry(cl *store.Cluster) *countsEntry {
 
 // dial connects to the cluster's dashboard (and shakes hands, for https).
 func (e *countsEntry) dial(ctx context.Context, deadline time.Time) (net.Conn, error) {
+	return e.dialKeepAlive(ctx, deadline, net.KeepAliveConfig{})
+}
+
+// dialKeepAlive is dial with the connection's TCP keepalive set to ka
+// (unless disabled there: Go's default).
+func (e *countsEntry) dialKeepAlive(ctx context.Context, deadline time.Time, ka net.KeepAliveConfig) (net.Conn, error) {
 	d := net.Dialer{Deadline: deadline}
+	if ka.Enable {
+		d.KeepAliveConfig = ka
+	}
 	conn, err := d.DialContext(ctx, "tcp", e.host)
 	if err != nil {
 		return nil, err
 	}
+	// Read and written without the runtime's syscall bookkeeping: a
+	// heartbeat read of an otherwise idle gateway would wake its monitor
+	// thread (internal/quietnet).
+	conn = quietnet.Wrap(conn)
 	if e.tls == nil {
 		return conn, nil
 	}

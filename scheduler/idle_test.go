@@ -95,24 +95,75 @@ func TestIdleTimeoutZeroIsNever(t *testing.T) {
 }
 
 func TestMaxLifetime(t *testing.T) {
+	for _, streams := range []bool{false, true} {
+		t.Run(fmt.Sprintf("streams=%v", streams), func(t *testing.T) {
+			clk := testutil.NewClock(time.Now())
+			h := newHarness(t, func(c *scheduler.Config) { c.MaxLifetime = time.Hour })
+			h.fp.configure(func(f *fakeProvider) { f.streams = streams })
+			h.core.SetClock(clk.Now)
+			h.start()
+			cl := h.create("alice", 1)
+			h.waitSettled(cl.Name, 1)
+			if streams {
+				h.waitWatches(1)
+			}
+			h.fp.configure(func(f *fakeProvider) { f.busy = map[string]bool{cl.Name: true} })
+			// A streaming cluster makes no provider call while settled.
+			wait := h.waitPolls
+			if streams {
+				wait = h.sweeps
+			}
+			clk.Advance(59 * time.Minute)
+			wait(3)
+			if got := h.cluster(cl.Name); got.Status != store.Running {
+				t.Fatalf("stopped before its lifetime: %s", describe(got))
+			}
+			clk.Advance(2 * time.Minute)
+			got := h.waitStatus(cl.Name, store.Stopped)
+			if !strings.Contains(got.Reason, "maximum lifetime of 1h0m0s") {
+				t.Errorf("reason %q", got.Reason)
+			}
+			h.checkDown(cl.Name)
+		})
+	}
+}
+
+// TestIdleClockAfterBusy: a streaming cluster busy for longer than its
+// idle timeout is not stopped while busy, and its idle clock starts when
+// the stream says the work ended, not when the sweep last looked.
+func TestIdleClockAfterBusy(t *testing.T) {
 	clk := testutil.NewClock(time.Now())
-	h := newHarness(t, func(c *scheduler.Config) { c.MaxLifetime = time.Hour })
+	h := newHarness(t)
+	h.fp.configure(func(f *fakeProvider) { f.streams = true })
 	h.core.SetClock(clk.Now)
 	h.start()
-	cl := h.create("alice", 1)
-	h.waitSettled(cl.Name, 1)
+	cl, err := h.core.Create(h.ctx, who("alice"), rawOptions(t, map[string]any{"idle_timeout": 600}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitSettled(cl.Name, 0)
+	h.waitWatches(1)
 	h.fp.configure(func(f *fakeProvider) { f.busy = map[string]bool{cl.Name: true} })
-	clk.Advance(59 * time.Minute)
-	h.waitPolls(3)
+	h.sweeps(3)
+	for _, step := range []time.Duration{5, 5, 5, 5, 4} { // 24 minutes busy
+		clk.Advance(step * time.Minute)
+		h.sweeps(3)
+	}
 	if got := h.cluster(cl.Name); got.Status != store.Running {
-		t.Fatalf("stopped before its lifetime: %s", describe(got))
+		t.Fatalf("stopped while busy: %s", describe(got))
+	}
+	h.fp.configure(func(f *fakeProvider) { f.busy = nil })
+	h.sweeps(3) // the stream says idle
+	clk.Advance(9 * time.Minute)
+	h.sweeps(5)
+	if got := h.cluster(cl.Name); got.Status != store.Running {
+		t.Fatalf("stopped 9 minutes after its work ended, with an idle timeout of 10: %s", describe(got))
 	}
 	clk.Advance(2 * time.Minute)
 	got := h.waitStatus(cl.Name, store.Stopped)
-	if !strings.Contains(got.Reason, "maximum lifetime of 1h0m0s") {
+	if !strings.Contains(got.Reason, "idle for 10m0s") {
 		t.Errorf("reason %q", got.Reason)
 	}
-	h.checkDown(cl.Name)
 }
 
 func TestIdleTimeoutBounds(t *testing.T) {

@@ -91,8 +91,10 @@ func (c *Core) ReapOnce(ctx context.Context) {
 		byCluster[m.Cluster] = append(byCluster[m.Cluster], m)
 	}
 	c.pruneCleaned(byCluster)
-	// One read of what is active spares a lookup per running cluster.
-	leases, err := c.store.ActiveLeases(ctx)
+	// One read of what is active spares a lookup per running cluster (the
+	// sweep's, if nothing changed since: a cluster missing from it is
+	// looked up below anyway).
+	leases, err := c.activeLeases(ctx)
 	if err != nil {
 		c.log.Warn("reaper: cannot list active clusters", "err", err)
 		return

@@ -59,6 +59,7 @@ type settled struct {
 	opts    Options // cl.Options, parsed
 	members []memberKey
 	checked time.Time // when its scheduler last answered a health check (monotonic)
+	onHeaps bool      // its stream is live and it is on the due heaps (c.mu)
 }
 
 // memberKey is what of a member the sweep compares between passes.
@@ -90,6 +91,7 @@ func (c *Core) settle(cl *store.Cluster, members []providers.Member) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.settled[cl.Name] = s
+	c.polled[cl.Name] = s // until the sweep sees its stream live
 }
 
 // unsettle takes a cluster back from the sweep (a full pass runs).
@@ -202,34 +204,32 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 	var retry []*settled // polled long enough: try their streams again
 	anyPolled, healthJobs := false, 0
 	nowNano, cnow := now.UnixNano(), c.now()
-	for name, s := range c.settled {
+	for name, s := range c.polled {
+		if c.settled[name] != s {
+			delete(c.polled, name) // it left the sweep
+			continue
+		}
 		if w := s.watch; w != nil {
 			switch w.State() {
-			case watchDialing, watchLive:
-				if time.Duration(nowNano-w.heard.Load()) > c.health.silence {
-					// Silent: the full pass asks counts.json and keeps the
-					// heartbeat clock; the next settle opens a new watch.
-					c.health.dropIf(name, w)
-					delete(c.settled, name)
-					queue = append(queue, name)
-					continue
-				}
+			case watchLive:
+				delete(c.polled, name)
 				if n := w.workers.Load(); n >= 0 && int(n) != s.cl.ReadyWorkers {
 					delete(c.settled, name)
 					queue = append(queue, name)
 					continue
 				}
-				if w.busy.Load() {
-					c.active[name] = cnow // busy all along
-				}
+				s.onHeaps = true
+				c.silenceDue.add(time.Unix(0, w.heard.Load()).Add(c.health.silence), s)
 				last, seen := c.active[name]
-				if c.expiredAt(s.cl, s.opts, cnow, last, seen) != "" {
+				if at := c.nextExpiry(s.cl, s.opts, cnow, last, seen); !at.IsZero() {
+					c.expiryDue.add(at, s)
+				}
+				continue
+			case watchDialing:
+				if time.Duration(nowNano-w.heard.Load()) > c.health.silence {
+					c.health.dropIf(name, w)
 					delete(c.settled, name)
 					queue = append(queue, name)
-					continue
-				}
-				if membersDue {
-					check = append(check, candidate{settled: s, members: true})
 				}
 				continue
 			case watchEnded:
@@ -250,6 +250,62 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 			healthJobs++
 		}
 		check = append(check, candidate{settled: s, health: due, members: true})
+	}
+	// Streaming clusters whose silence allowance ran out since their last
+	// look: a heartbeat since then pushes them on, else the full pass asks
+	// counts.json and keeps the heartbeat clock; the next settle opens a
+	// new watch.
+	for {
+		s, ok := c.silenceDue.popDue(now)
+		if !ok {
+			break
+		}
+		name, w := s.cl.Name, s.watch
+		if c.settled[name] != s {
+			continue
+		}
+		if w.State() != watchLive {
+			delete(c.settled, name) // ended (its end queued a pass too)
+			queue = append(queue, name)
+			continue
+		}
+		if heard := w.heard.Load(); time.Duration(nowNano-heard) <= c.health.silence {
+			c.silenceDue.add(time.Unix(0, heard).Add(c.health.silence), s)
+			continue
+		}
+		c.health.dropIf(name, w)
+		delete(c.settled, name)
+		queue = append(queue, name)
+	}
+	// Those whose lifetime or idle timeout may have run out.
+	for {
+		s, ok := c.expiryDue.popDue(cnow)
+		if !ok {
+			break
+		}
+		name := s.cl.Name
+		if c.settled[name] != s {
+			continue
+		}
+		if s.watch.busy.Load() {
+			c.active[name] = cnow // busy all along
+		}
+		last, seen := c.active[name]
+		if c.expiredAt(s.cl, s.opts, cnow, last, seen) != "" {
+			delete(c.settled, name)
+			queue = append(queue, name)
+			continue
+		}
+		if at := c.nextExpiry(s.cl, s.opts, cnow, last, seen); !at.IsZero() {
+			c.expiryDue.add(at, s)
+		}
+	}
+	if membersDue {
+		for _, s := range c.settled {
+			if s.onHeaps {
+				check = append(check, candidate{settled: s, members: true})
+			}
+		}
 	}
 	c.mu.Unlock()
 	for _, name := range queue {
@@ -368,8 +424,11 @@ func (c *Core) sweepLeases(ctx context.Context) (leases []store.ActiveLease, sca
 		}
 	}
 	now := time.Now()
-	if ok && c.leases.valid && n == c.leases.changes && !c.leases.again && now.Sub(c.leases.at) < leaseRescanEvery {
-		return c.leases.list, false, nil
+	c.leasesMu.Lock()
+	last := c.leases
+	c.leasesMu.Unlock()
+	if ok && last.valid && n == last.changes && !last.again && now.Sub(last.at) < leaseRescanEvery {
+		return last.list, false, nil
 	}
 	leases, err = c.store.ActiveLeases(ctx)
 	if err != nil {
@@ -382,7 +441,9 @@ func (c *Core) sweepLeases(ctx context.Context) (leases []store.ActiveLease, sca
 			break
 		}
 	}
-	c.leases = leaseRead{list: leases, changes: n, at: now, valid: ok && !timed, again: n != c.leases.changes}
+	c.leasesMu.Lock()
+	c.leases = leaseRead{list: leases, changes: n, at: now, counted: ok, valid: ok && !timed, again: n != last.changes}
+	c.leasesMu.Unlock()
 	if c.health.Len() > 0 {
 		held := make(map[string]bool, len(leases))
 		for _, l := range leases {
@@ -393,11 +454,31 @@ func (c *Core) sweepLeases(ctx context.Context) (leases []store.ActiveLease, sca
 	return leases, true, nil
 }
 
+// activeLeases is every active cluster's lease: the sweep's last read
+// when the store's change count says no cluster row changed since (one
+// small read instead of one row per cluster), else a new read. Lapsed
+// leases are as they were then; callers that need only which clusters
+// are active may use it.
+func (c *Core) activeLeases(ctx context.Context) ([]store.ActiveLease, error) {
+	if cc, ok := c.store.(changeCounter); ok {
+		if n, err := cc.Changes(ctx); err == nil {
+			c.leasesMu.Lock()
+			last := c.leases
+			c.leasesMu.Unlock()
+			if last.counted && !last.again && n == last.changes {
+				return last.list, nil
+			}
+		}
+	}
+	return c.store.ActiveLeases(ctx)
+}
+
 // leaseRead is the sweep's last read of the active leases.
 type leaseRead struct {
 	list    []store.ActiveLease
 	changes int64     // the store's change count before it
 	at      time.Time // when
+	counted bool      // changes was read
 	valid   bool      // it may be returned again while the count holds
 	again   bool      // read anew next time regardless (a change was seen)
 }

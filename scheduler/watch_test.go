@@ -56,12 +56,15 @@ func TestWatchedClusterIsNotPolled(t *testing.T) {
 	h.loseWorkerAndScheduler(a.Name, b.Name)
 }
 
-// TestWatchSilence: a stream that goes silent (a hung scheduler) is
-// noticed before the heartbeat timeout; a scheduler that still answers
-// counts.json keeps running and is watched anew, and one that does not is
-// failed once the heartbeat timeout has passed since its last line.
+// TestWatchSilence: a stream that goes silent (a frozen scheduler, which
+// neither its stream's end nor keepalive shows) is noticed after the
+// heartbeat interval; a scheduler that still answers counts.json keeps
+// running and is watched anew, and one that does not is failed once the
+// heartbeat timeout has passed since its last line.
 func TestWatchSilence(t *testing.T) {
-	h := newHarness(t, func(c *scheduler.Config) { c.HeartbeatTimeout = 2 * time.Second }) // a beat of 1.33s
+	h := newHarness(t, func(c *scheduler.Config) {
+		c.HeartbeatTimeout, c.HeartbeatInterval = 2*time.Second, 1333*time.Millisecond
+	})
 	h.fp.configure(func(f *fakeProvider) { f.streams = true })
 	h.start()
 	cl := h.create("alice", 1)
@@ -93,6 +96,36 @@ func TestWatchSilence(t *testing.T) {
 	// Its last line came at most a beat (1.33s) before the stall.
 	if took := time.Since(stalled); took < 600*time.Millisecond {
 		t.Errorf("failed %s after the scheduler went silent, before the heartbeat timeout", took)
+	}
+	h.checkDown(cl.Name)
+}
+
+// TestWatchEndedBlocked: a stream the scheduler ends while its loop is
+// blocked (the preload's watchdog), long after its last line (heartbeats
+// are minutes apart), fails the cluster the heartbeat timeout after the
+// end if counts.json does not answer meanwhile, not at the first failed
+// check: the open stream said the scheduler was there until it ended.
+func TestWatchEndedBlocked(t *testing.T) {
+	const timeout = 3 * time.Second
+	h := newHarness(t, func(c *scheduler.Config) { c.HeartbeatTimeout = timeout })
+	h.fp.configure(func(f *fakeProvider) { f.streams = true })
+	h.start()
+	cl := h.create("alice", 1)
+	h.waitSettled(cl.Name, 1)
+	h.waitWatches(1)
+	time.Sleep(timeout + time.Second) // the last line is older than the timeout
+
+	blocked := time.Now()
+	h.fp.configure(func(f *fakeProvider) {
+		f.endStream = map[string]bool{cl.Name: true}
+		f.unresponsive = map[string]bool{cl.Name: true}
+	})
+	got := h.waitStatus(cl.Name, store.Failed)
+	if !strings.Contains(got.Reason, "stopped answering") {
+		t.Errorf("reason %q", got.Reason)
+	}
+	if took := time.Since(blocked); took < timeout*3/4 {
+		t.Errorf("failed %s after the stream ended, before the heartbeat timeout (%s)", took, timeout)
 	}
 	h.checkDown(cl.Name)
 }

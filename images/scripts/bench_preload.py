@@ -1,11 +1,14 @@
-import asyncio, base64, hashlib, hmac, json, logging, time
+import asyncio, base64, hashlib, hmac, json, logging, os, random, socket, threading, time
 # The gateway's scheduler preload (a file given to --preload). It serves
 # two endpoints under the dashboard.
 # .../gateway-health/watch streams this scheduler's counts to the gateway
 # (see scheduler/watch.go): a JSON line at once and whenever they change,
-# an empty line at every multiple of ?beat= seconds otherwise. The gateway holds one such
+# an empty line every ?beat= seconds otherwise. The gateway holds one such
 # request per running cluster instead of asking every few seconds, so an
-# idle cluster costs it a heartbeat, not a request.
+# idle cluster costs it a heartbeat every few minutes, not a request. A
+# watch asking ?stall=S is ended (its socket shut down, from a thread) when
+# the event loop has not run for S seconds: a blocked scheduler says so
+# without the gateway needing frequent heartbeats to notice.
 # .../gateway-bench/<op>, whose requests
 # must be signed (X-Gateway-Bench: HMAC-SHA256 of "<op>\n" + body, keyed
 # with the SHA-256 of the cluster's TLS private key). "load" runs the
@@ -18,6 +21,34 @@ import asyncio, base64, hashlib, hmac, json, logging, time
 
 ST = {}
 WATCHERS = [0]
+# The watchdog's view: fd -> stall of each open watch, when the loop last ran.
+WD = {"socks": {}, "tick": time.monotonic(), "lock": threading.Lock(), "on": False}
+
+
+def watchdog(loop):
+    def tick():
+        WD["tick"] = time.monotonic()
+
+    while True:
+        time.sleep(0.5)
+        try:
+            loop.call_soon_threadsafe(tick)
+        except RuntimeError:
+            return  # the loop is closed
+        late = time.monotonic() - WD["tick"]
+        with WD["lock"]:
+            gone = [fd for fd, stall in WD["socks"].items() if late > stall]
+            for fd in gone:
+                del WD["socks"][fd]
+        for fd in gone:
+            # A duplicate descriptor shuts the shared socket down without
+            # touching the TLS object the blocked loop owns.
+            try:
+                s = socket.socket(fileno=os.dup(fd))
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
 
 
 def counts(s):
@@ -41,23 +72,31 @@ def watch_handler(scheduler, web):
                 self.set_status(429)
                 return self.finish({"error": "too many watches"})
             WATCHERS[0] += 1
+            fd = None
             try:
-                beat = min(max(float(self.get_argument("beat", "15")), 1.0), 300.0)
+                beat = min(max(float(self.get_argument("beat", "15")), 1.0), 3600.0)
+                stall = float(self.get_argument("stall", "0"))
+                if stall >= 1:
+                    fd = self.request.connection.stream.socket.fileno()
+                    with WD["lock"]:
+                        WD["socks"][fd] = stall
+                        if not WD["on"]:
+                            WD["on"] = True
+                            loop = asyncio.get_running_loop()
+                            threading.Thread(target=watchdog, args=(loop,), daemon=True, name="gateway-watchdog").start()
                 self.set_header("Content-Type", "application/x-ndjson")
                 self.set_header("Cache-Control", "no-store")
-                last, slot = None, int(time.time() // beat)
+                # The first heartbeat at a random point of the beat: the
+                # gateway's reads of all clusters' heartbeats spread evenly.
+                last, due = None, time.monotonic() + random.uniform(0, beat)
                 while True:
-                    # Heartbeats go at whole multiples of the beat on the
-                    # wall clock: every scheduler's arrives at the gateway
-                    # at about the same moment, which then reads them all
-                    # in one wake-up rather than one wake-up each.
-                    c, now = counts(scheduler), int(time.time() // beat)
+                    c, now = counts(scheduler), time.monotonic()
                     if c != last:
                         self.write(json.dumps(c) + "\n")
-                        last, slot = c, now
-                    elif now != slot:
+                        last, due = c, now + beat
+                    elif now >= due:
                         self.write("\n")
-                        slot = now
+                        due = now + beat
                     else:
                         await asyncio.sleep(1)
                         continue
@@ -66,6 +105,9 @@ def watch_handler(scheduler, web):
                 pass  # the gateway went away
             finally:
                 WATCHERS[0] -= 1
+                if fd is not None:
+                    with WD["lock"]:
+                        WD["socks"].pop(fd, None)
 
     return W
 

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -412,15 +413,18 @@ func cpDeleteCluster(ctx context.Context, hc *http.Client, base, token, name str
 // clusters running and nothing changing, the process's CPU time
 // (getrusage: store, core, reconcile loop, fake provider; the stand-in
 // schedulers' HTTP servers run in a child and are reported apart) is read
-// over a window of two lease TTLs, in which every periodic task of the
+// over a window of a minute, in which every periodic task of the
 // core repeats a whole number of times, so that each window holds the same share
 // of polls. A settled cluster costs no reconcile pass of its own: its
-// scheduler streams its counts and a heartbeat every 20 s (the stand-in
-// child does as the gateway's preload does, at whole multiples of the
-// beat), and the core's sweep, every cluster.poll_interval, renews this
-// replica's leases in one statement, reads the store's change count and,
-// only when it moved, every active cluster's version and lease; members
-// are listed once a minute. Only what changed gets a full pass. The
+// scheduler streams its counts and a heartbeat every 5 minutes (the
+// stand-in child does as the gateway's preload does, the first at a
+// random point of the beat), which the core reads from one epoll set
+// without a goroutine per stream; the core's sweep, every
+// cluster.poll_interval, renews this replica's leases in one statement,
+// reads the store's change count and, only when it moved, every active
+// cluster's version and lease, and looks only at the clusters whose
+// deadline came; members are listed once a minute, the reaper lists the
+// provider once a minute. Only what changed gets a full pass. The
 // target asks that the idle cost grow much slower than the number of
 // clusters. Quick runs go to 1,000
 // clusters with the poll interval and lease TTL divided by 5, so that
@@ -433,10 +437,15 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 	if o.Quick {
 		steps, poll, lease = []int{100, 1000}, cpPollInterval/5, cpLeaseTTL/5
 	}
-	// Every periodic task of the core (sweep and renewal each poll
-	// interval, resync each half lease TTL, health checks every 10 s)
-	// repeats a whole number of times in two lease TTLs (30 s).
-	window := 2 * lease
+	// Every periodic task of the core repeats a whole number of times in
+	// a minute: sweep and renewal each poll interval, resync each half
+	// lease TTL, and once a minute the reaper, the members' backstop
+	// listing and the lease rescan. A shorter window would hold some of
+	// the minute's passes or none, as its phase falls.
+	window := max(2*lease, cpReapInterval)
+	if o.Quick {
+		window = 2 * lease
+	}
 	total := steps[len(steps)-1]
 	g, err := cpStart(ctx, o, "controlplane", poll, lease)
 	if err != nil {
@@ -524,9 +533,9 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 	if o.Quick {
 		limit = 3 // 10x more clusters: the same criterion, sublinear, scaled to the quick run's range
 	}
-	why := "what is left per cluster is reading its scheduler's heartbeat every 20 s (one goroutine per stream, woken for each line, " +
-		"which the garbage collector also scans) and its share of the once-a-minute passes: the reaper's provider listing, " +
-		"the members' backstop listing and, every 5 minutes at most, the read of every active cluster's lease"
+	why := "what is left per cluster is its share of the once-a-minute passes (the reaper's provider listing, the members' " +
+		"backstop listing and comparison, the lease rescan), a heartbeat read every 5 minutes from the epoll set, and the " +
+		"garbage collector's marking of each cluster's records"
 	if perPassBy[last] > 4*perPassBy[first] {
 		why = "the cost per cluster grows with the number of clusters: some per-sweep work scans more than it should"
 	}
@@ -1056,7 +1065,8 @@ func cpCountsChild() int {
 
 // cpWatch streams an idle scheduler's counts as the gateway's preload
 // does (images/scripts/bench_preload.py): the counts at once, then, as
-// they never change, an empty line at every multiple of ?beat= seconds.
+// they never change, an empty line every ?beat= seconds, the first at a
+// random point of the beat.
 func cpWatch(w http.ResponseWriter, r *http.Request) {
 	beat, err := strconv.ParseFloat(r.URL.Query().Get("beat"), 64)
 	if err != nil || beat < 1 {
@@ -1068,19 +1078,19 @@ func cpWatch(w http.ResponseWriter, r *http.Request) {
 	f := w.(http.Flusher)
 	f.Flush()
 	period := time.Duration(beat * float64(time.Second))
+	t := time.NewTimer(mrand.N(period))
+	defer t.Stop()
 	for {
-		// At whole multiples of the beat on the wall clock, as the
-		// preload sends them.
-		next := time.Now().Truncate(period).Add(period)
 		select {
 		case <-r.Context().Done():
 			return
-		case <-time.After(time.Until(next)):
+		case <-t.C:
 		}
 		if _, err := io.WriteString(w, "\n"); err != nil {
 			return
 		}
 		f.Flush()
+		t.Reset(period)
 	}
 }
 

@@ -188,22 +188,23 @@ type Config struct {
 	} `mapstructure:"proxy"`
 
 	Cluster struct {
-		MaxWorkers       int           `mapstructure:"max_workers" doc:"most workers one cluster may have (scale requests are clamped)"`
-		MaxWorkerThreads int           `mapstructure:"max_worker_threads" doc:"most threads per worker"`
-		MaxWorkerMemory  float64       `mapstructure:"max_worker_memory" doc:"most memory per worker, GiB"`
-		StartTimeout     time.Duration `mapstructure:"start_timeout" doc:"a scheduler not ready this long after the request fails the cluster (0: 60s for local, 10m for cloud backends, which boot machines and pull images)"`
-		PollInterval     time.Duration `mapstructure:"poll_interval" doc:"how often running clusters are health-checked"`
-		LeaseTTL         time.Duration `mapstructure:"lease_ttl" doc:"how long a replica's hold on a cluster lasts unless renewed; a dead replica's clusters move on after it"`
-		WorkerRestarts   int           `mapstructure:"worker_restarts" doc:"unexpected worker exits replaced before the cluster is failed"`
-		OnShutdown       string        `mapstructure:"on_shutdown" doc:"what gateway shutdown does to local clusters: stop, or leave them to be re-adopted"`
-		IdleTimeout      time.Duration `mapstructure:"idle_timeout" doc:"clusters with no tasks and no clients this long are stopped (0: never), unless a request sets its own"`
-		MaxIdleTimeout   time.Duration `mapstructure:"max_idle_timeout" doc:"the longest idle timeout a request may set (0: no bound)"`
-		MaxLifetime      time.Duration `mapstructure:"max_lifetime" doc:"clusters running this long are stopped, busy or not (0: never)"`
-		HeartbeatTimeout time.Duration `mapstructure:"heartbeat_timeout" doc:"a running cluster whose scheduler does not answer this long is failed"`
-		ReapInterval     time.Duration `mapstructure:"reap_interval" doc:"how often resources under this gateway's ownership tag that no active cluster owns are looked for (0: never)"`
-		ReapGrace        time.Duration `mapstructure:"reap_grace" doc:"leftover resources younger than this are spared"`
-		ReapDryRun       bool          `mapstructure:"reap_dry_run" doc:"only log what the reaper would stop"`
-		SchedulerGPU     bool          `mapstructure:"scheduler_gpu" doc:"give the scheduler of a GPU cluster a small GPU of the workers' model (cloud backends; Dask deserialises graphs on the scheduler)"`
+		MaxWorkers        int           `mapstructure:"max_workers" doc:"most workers one cluster may have (scale requests are clamped)"`
+		MaxWorkerThreads  int           `mapstructure:"max_worker_threads" doc:"most threads per worker"`
+		MaxWorkerMemory   float64       `mapstructure:"max_worker_memory" doc:"most memory per worker, GiB"`
+		StartTimeout      time.Duration `mapstructure:"start_timeout" doc:"a scheduler not ready this long after the request fails the cluster (0: 60s for local, 10m for cloud backends, which boot machines and pull images)"`
+		PollInterval      time.Duration `mapstructure:"poll_interval" doc:"how often running clusters are health-checked"`
+		LeaseTTL          time.Duration `mapstructure:"lease_ttl" doc:"how long a replica's hold on a cluster lasts unless renewed; a dead replica's clusters move on after it"`
+		WorkerRestarts    int           `mapstructure:"worker_restarts" doc:"unexpected worker exits replaced before the cluster is failed"`
+		OnShutdown        string        `mapstructure:"on_shutdown" doc:"what gateway shutdown does to local clusters: stop, or leave them to be re-adopted"`
+		IdleTimeout       time.Duration `mapstructure:"idle_timeout" doc:"clusters with no tasks and no clients this long are stopped (0: never), unless a request sets its own"`
+		MaxIdleTimeout    time.Duration `mapstructure:"max_idle_timeout" doc:"the longest idle timeout a request may set (0: no bound)"`
+		MaxLifetime       time.Duration `mapstructure:"max_lifetime" doc:"clusters running this long are stopped, busy or not (0: never)"`
+		HeartbeatTimeout  time.Duration `mapstructure:"heartbeat_timeout" doc:"a running cluster whose scheduler does not answer this long is failed"`
+		HeartbeatInterval time.Duration `mapstructure:"heartbeat_interval" doc:"how often an idle cluster's scheduler says it is there; only a frozen scheduler process waits this long to be noticed"`
+		ReapInterval      time.Duration `mapstructure:"reap_interval" doc:"how often resources under this gateway's ownership tag that no active cluster owns are looked for (0: never)"`
+		ReapGrace         time.Duration `mapstructure:"reap_grace" doc:"leftover resources younger than this are spared"`
+		ReapDryRun        bool          `mapstructure:"reap_dry_run" doc:"only log what the reaper would stop"`
+		SchedulerGPU      bool          `mapstructure:"scheduler_gpu" doc:"give the scheduler of a GPU cluster a small GPU of the workers' model (cloud backends; Dask deserialises graphs on the scheduler)"`
 	} `mapstructure:"cluster"`
 
 	Quotas struct {
@@ -361,6 +362,7 @@ func defaults() map[string]any {
 		"cluster.max_idle_timeout":                  "0s",
 		"cluster.max_lifetime":                      "0s",
 		"cluster.heartbeat_timeout":                 "30s",
+		"cluster.heartbeat_interval":                "5m",
 		"cluster.reap_interval":                     "1m",
 		"cluster.reap_grace":                        "2m",
 		"cluster.reap_dry_run":                      false,
@@ -611,6 +613,9 @@ func (c *Config) finish() error {
 	}
 	if c.Cluster.LeaseTTL < time.Second || c.Cluster.LeaseTTL < 2*c.Cluster.PollInterval {
 		problems = append(problems, "cluster.lease_ttl must be at least 1s and at least twice cluster.poll_interval (leases are renewed at each poll)")
+	}
+	if c.Cluster.HeartbeatInterval < time.Second || c.Cluster.HeartbeatInterval > time.Hour {
+		problems = append(problems, "cluster.heartbeat_interval must be between 1s and 1h, e.g. 5m")
 	}
 	if c.Cluster.PollInterval < 100*time.Millisecond {
 		problems = append(problems, "cluster.poll_interval must be at least 100ms")

@@ -101,6 +101,8 @@ func TestInvalid(t *testing.T) {
 		{"no handshake timeout", "proxy:\n  handshake_timeout: 0s\n", nil, "proxy.handshake_timeout and proxy.idle_timeout must be positive"},
 		{"negative idle timeout", "proxy:\n  idle_timeout: -1h\n", nil, "proxy.handshake_timeout and proxy.idle_timeout must be positive"},
 		{"negative connection cap", "proxy:\n  max_connections_per_source: -1\n", nil, "max_connections_per_source must not be negative"},
+		{"heartbeat interval too short", "cluster:\n  heartbeat_interval: 500ms\n", nil, "cluster.heartbeat_interval must be between 1s and 1h"},
+		{"heartbeat interval too long", "", map[string]string{"GATEWAY_CLUSTER_HEARTBEAT_INTERVAL": "2h"}, "cluster.heartbeat_interval must be between 1s and 1h"},
 		{"bad public url", "public_url: ftp://x\n", nil, "public_url"},
 		{"not yaml", "listen: [\n", nil, "read"},
 		{"no issuer outside dev", "listen: 127.0.0.1:1\n", nil, "auth.oidc.issuer must name"},

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"log"
 	"net"
@@ -245,4 +246,39 @@ func ServeTLS(t testing.TB, cert pki.Pair, h http.Handler) *httptest.Server {
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
 	return ts
+}
+
+// TCPPair connects two ends over loopback TCP.
+func TCPPair() (net.Conn, net.Conn, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return nil, nil, err
+	}
+	b := <-accepted
+	if b == nil {
+		a.Close()
+		return nil, nil, errors.New("accept failed")
+	}
+	return a, b, nil
+}
+
+// MustTCPPair returns the two ends of a loopback TCP connection.
+func MustTCPPair(t testing.TB) (net.Conn, net.Conn) {
+	t.Helper()
+	a, b, err := TCPPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
 }

@@ -2,9 +2,15 @@ package local_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -27,20 +33,7 @@ func TestHealthWatchStreams(t *testing.T) {
 
 	pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
 	client := &http.Client{Transport: pool.Transport(cluster, cert.CertPEM)}
-	var resp *http.Response
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, dash+"/clusters/"+cluster+"/gateway-health/watch?beat=1", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp, err = client.Do(req); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the dashboard did not answer: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond) // it may start a moment after the scheduler
-	}
+	resp := openWatch(ctx, t, client, dash+"/clusters/"+cluster+"/gateway-health/watch?beat=1")
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-ndjson") {
 		t.Fatalf("watch: %s, %q", resp.Status, resp.Header.Get("Content-Type"))
@@ -82,5 +75,101 @@ func TestHealthWatchStreams(t *testing.T) {
 	next("the worker left", func(c counts) bool { return c.Workers == 0 })
 	if beats-seen < 2 {
 		t.Errorf("%d heartbeats in 2.5s at a beat of 1s", beats-seen)
+	}
+}
+
+// A scheduler whose event loop blocks ends its watch itself (the
+// preload's watchdog thread, ?stall=): with heartbeats minutes apart, that
+// is how the gateway learns of it within the heartbeat timeout. The loop
+// is blocked through the bench agent's signed load, which runs its
+// setup in the loop; the stream must end before the load returns.
+func TestHealthWatchEndsWhenLoopBlocks(t *testing.T) {
+	const cluster = "wedge"
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	_, cert, dash, _ := startTLSScheduler(ctx, t, cluster)
+	pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
+	client := &http.Client{Transport: pool.Transport(cluster, cert.CertPEM)}
+	resp := openWatch(ctx, t, client, dash+"/clusters/"+cluster+"/gateway-health/watch?beat=3600&stall=1")
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "{") {
+		t.Fatalf("no counts line first: %q, %v", lines.Text(), lines.Err())
+	}
+
+	block, _ := pem.Decode(cert.KeyPEM)
+	key := sha256.Sum256(block.Bytes)
+	body := []byte("import time\ndef setup(s):\n    time.sleep(6)\n    return {}\n")
+	mac := hmac.New(sha256.New, key[:])
+	mac.Write(append([]byte("load\n"), body...))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dash+"/clusters/"+cluster+"/gateway-bench/load", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Gateway-Bench", hex.EncodeToString(mac.Sum(nil)))
+	loaded := make(chan string, 1)
+	go func() {
+		r, err := client.Do(req)
+		if err != nil {
+			loaded <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		loaded <- r.Status + " " + string(b)
+	}()
+
+	ended := make(chan error, 1)
+	go func() {
+		for lines.Scan() {
+			if strings.TrimSpace(lines.Text()) != "" {
+				t.Logf("line %q", lines.Text())
+			}
+		}
+		ended <- lines.Err()
+	}()
+	select {
+	case err := <-ended:
+		t.Logf("the stream ended while the loop was blocked: %v", err)
+	case got := <-loaded:
+		t.Fatalf("the blocked loop's load returned (%s) and the stream still runs", got)
+	case <-ctx.Done():
+		t.Fatal("neither the stream ended nor the load returned")
+	}
+	if got := <-loaded; !strings.HasPrefix(got, "200") {
+		t.Errorf("load: %s", got)
+	}
+	// The scheduler lives on: a new watch streams.
+	req, err = http.NewRequestWithContext(ctx, http.MethodGet, dash+"/clusters/"+cluster+"/gateway-health/watch?beat=3600&stall=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Body.Close()
+	if l := bufio.NewScanner(again.Body); !l.Scan() || !strings.HasPrefix(l.Text(), "{") {
+		t.Fatalf("after the block: %q, %v", l.Text(), l.Err())
+	}
+}
+
+// openWatch opens a watch at url, trying again while the dashboard is not
+// up yet (it may start a moment after the scheduler).
+func openWatch(ctx context.Context, t *testing.T, client *http.Client, url string) *http.Response {
+	t.Helper()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			return resp
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the dashboard did not answer: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
