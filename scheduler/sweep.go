@@ -226,7 +226,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 				}
 				continue
 			case watchDialing:
-				if time.Duration(nowNano-w.heard.Load()) > c.health.silence {
+				if w.silentFor(now) > c.health.silence {
 					c.health.dropIf(name, w)
 					delete(c.settled, name)
 					queue = append(queue, name)

@@ -429,12 +429,7 @@ func (p *watchPool) take(w *clusterWatch, b []byte) error {
 	d := &w.body
 	for len(b) > 0 {
 		if !d.chunked {
-			var err error
-			b, err = p.lineBytes(w, b)
-			if err != nil {
-				return err
-			}
-			continue
+			return p.lineBytes(w, b)
 		}
 		switch d.state {
 		case chunkSize:
@@ -458,7 +453,7 @@ func (p *watchPool) take(w *clusterWatch, b []byte) error {
 			}
 		case chunkData:
 			n := min(int64(len(b)), d.left)
-			if _, err := p.lineBytes(w, b[:n]); err != nil {
+			if err := p.lineBytes(w, b[:n]); err != nil {
 				return err
 			}
 			b, d.left = b[n:], d.left-n
@@ -487,17 +482,16 @@ func unhex(c byte) (byte, bool) {
 	return 0, false
 }
 
-// lineBytes adds stream data to w's line, handling each line it ends;
-// it takes all of b.
-func (p *watchPool) lineBytes(w *clusterWatch, b []byte) ([]byte, error) {
+// lineBytes adds stream data to w's line, handling each line it ends.
+func (p *watchPool) lineBytes(w *clusterWatch, b []byte) error {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
 			if len(w.line)+len(b) > watchMaxLine {
-				return nil, fmt.Errorf("watch: a line longer than %d bytes", watchMaxLine)
+				return fmt.Errorf("watch: a line longer than %d bytes", watchMaxLine)
 			}
 			w.line = append(w.line, b...)
-			return nil, nil
+			return nil
 		}
 		line := b[:i+1]
 		if len(w.line) > 0 {
@@ -510,10 +504,10 @@ func (p *watchPool) lineBytes(w *clusterWatch, b []byte) ([]byte, error) {
 			w.line = nil // a long line's buffer is not kept
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // handleLine takes one line of w's stream: a heartbeat (only heard
