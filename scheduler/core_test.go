@@ -71,6 +71,9 @@ type fakeProvider struct {
 	// beforeStartWorker runs (unlocked) at the start of StartWorker; an
 	// error is returned without starting anything.
 	beforeStartWorker func(ctx context.Context, cluster, worker string) error
+	// afterDescribe runs (unlocked) when Describe has its answer and
+	// before it returns it.
+	afterDescribe func(cluster string)
 
 	// records
 	calls          map[string]int
@@ -226,6 +229,17 @@ func (f *fakeProvider) StopWorker(ctx context.Context, cluster, worker string) e
 }
 
 func (f *fakeProvider) Describe(ctx context.Context, cluster string) ([]providers.Member, error) {
+	out, err := f.describe(ctx, cluster)
+	f.mu.Lock()
+	hook := f.afterDescribe
+	f.mu.Unlock()
+	if hook != nil && err == nil {
+		hook(cluster)
+	}
+	return out, err
+}
+
+func (f *fakeProvider) describe(ctx context.Context, cluster string) ([]providers.Member, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["Describe"]++

@@ -60,6 +60,15 @@ type settled struct {
 	members []memberKey
 	checked time.Time // when its scheduler last answered a health check (monotonic)
 	onHeaps bool      // its stream is live and it is on the due heaps (c.mu)
+	// checking is the health check in flight (c.mu): a full pass taking
+	// the cluster back cancels it and waits, so that no counts.json
+	// request reaches a scheduler that the pass is stopping.
+	checking *inflightCheck
+}
+
+type inflightCheck struct {
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // memberKey is what of a member the sweep compares between passes.
@@ -94,11 +103,20 @@ func (c *Core) settle(cl *store.Cluster, members []providers.Member) {
 	c.polled[cl.Name] = s // until the sweep sees its stream live
 }
 
-// unsettle takes a cluster back from the sweep (a full pass runs).
+// unsettle takes a cluster back from the sweep (a full pass runs): once
+// it returns, no health check of the sweep's is in flight for it.
 func (c *Core) unsettle(name string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.settled, name)
+	var check *inflightCheck
+	if s := c.settled[name]; s != nil {
+		check = s.checking
+		delete(c.settled, name)
+	}
+	c.mu.Unlock()
+	if check != nil {
+		check.cancel()
+		<-check.done
+	}
 }
 
 // requeue takes a settled cluster back and queues a full pass for it.
@@ -489,17 +507,31 @@ type leaseRead struct {
 // to stop.
 func (c *Core) checkHealth(ctx context.Context, s *settled) {
 	cl := s.cl
-	counts, err := c.connectedWorkers(ctx, cl)
-	if err != nil {
-		if ctx.Err() == nil {
-			c.requeue(cl.Name)
-		}
-		return
-	}
 	c.mu.Lock()
-	c.answered[cl.Name] = c.now()
+	if c.settled[cl.Name] != s {
+		c.mu.Unlock()
+		return // a full pass took it back since the sweep listed it
+	}
+	checkCtx, cancel := context.WithCancel(ctx)
+	check := &inflightCheck{cancel: cancel, done: make(chan struct{})}
+	s.checking = check
 	c.mu.Unlock()
-	if counts.Workers != cl.ReadyWorkers || c.expiredWith(cl, s.opts) != "" {
+	defer close(check.done)
+	defer cancel()
+
+	counts, err := c.connectedWorkers(checkCtx, cl)
+	expired := err == nil && c.expiredWith(cl, s.opts) != ""
+	c.mu.Lock()
+	s.checking = nil
+	ours := c.settled[cl.Name] == s
+	if ours && err == nil {
+		c.answered[cl.Name] = c.now()
+	}
+	c.mu.Unlock()
+	switch {
+	case !ours || checkCtx.Err() != nil:
+		// Taken back or shutting down: the full pass has it.
+	case err != nil, counts.Workers != cl.ReadyWorkers, expired:
 		c.requeue(cl.Name)
 	}
 }

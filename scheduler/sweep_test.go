@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -267,4 +269,48 @@ func TestBatchedRenewalKeepsAndHandsOverLeases(t *testing.T) {
 	h.stop() // replica-a dies without letting go
 	h.takenOverAndActed("replica-b", a.Name, b.Name)
 	stopB()
+}
+
+// A sweep that took a cluster's members before its stop began must not
+// ask the scheduler for its counts afterwards: the provider may have
+// removed it (the fake records such a request as a violation).
+func TestNoHealthCheckAfterStop(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	cl := h.create("alice", 0)
+	other := h.create("bob", 0)
+	h.waitSettled(cl.Name, 0)
+	h.waitSettled(other.Name, 0)
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h.fp.configure(func(f *fakeProvider) {
+		f.afterDescribe = func(cluster string) {
+			if cluster == cl.Name {
+				once.Do(func() { close(entered); <-release })
+			}
+		}
+	})
+	select {
+	case <-entered:
+	case <-time.After(waitLimit):
+		t.Fatal("the sweep never described the cluster")
+	}
+	if err := h.core.Stop(h.ctx, "alice", cl.Name, "test"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(cl.Name, store.Stopped)
+	if stops, _ := h.fp.stops(cl.Name); stops == 0 {
+		t.Fatal("stopped without StopCluster")
+	}
+	close(release)
+	// Two more descriptions of the other cluster: the held sweep ended.
+	h.waitCalls("Describe", 2)
+	h.fp.mu.Lock()
+	bad := slices.Clone(h.fp.badCountsPaths)
+	h.fp.badCountsPaths = nil // reported here rather than again at cleanup
+	h.fp.mu.Unlock()
+	if len(bad) > 0 {
+		t.Errorf("counts.json asked of the stopped cluster: %v", bad)
+	}
 }
