@@ -90,6 +90,11 @@ type proc struct {
 	child    *exec.Cmd     // nil when adopted from an earlier gateway
 	exited   chan struct{} // closed when a child has been reaped
 	stopping bool          // the gateway asked it to stop
+	// recordedTicks is StartTicks as its state file had it, for a record
+	// that adopt found not ours (StartTicks is then 0): a process between
+	// two execs shows no environment for a moment, and adoptUnrecorded
+	// takes the record back when the same process shows its marker.
+	recordedTicks uint64
 }
 
 // New makes the backend and re-adopts members left running by an earlier
@@ -425,7 +430,8 @@ func (p *Provider) adopt() {
 		}
 		ok := p.ours(&pr)
 		if !ok {
-			pr.StartTicks = 0 // never matches again: the pid may be recycled
+			// Never matches again: the pid may be recycled.
+			pr.recordedTicks, pr.StartTicks = pr.StartTicks, 0
 		}
 		if p.procs[pr.Cluster] == nil {
 			p.procs[pr.Cluster] = map[string]*proc{}
@@ -467,11 +473,19 @@ func (p *Provider) adoptUnrecorded() {
 		if !ours || !ok || cluster == "" || name == "" {
 			continue
 		}
-		if known := p.procs[cluster][name]; known != nil && known.Pid == pid && known.alive() {
+		known := p.procs[cluster][name]
+		if known != nil && known.Pid == pid && known.alive() {
 			continue
 		}
 		ticks, err := startTicks(pid)
 		if err != nil {
+			continue
+		}
+		if known != nil && known.Pid == pid && known.StartTicks == 0 && known.recordedTicks == ticks {
+			// The recorded process after all (its marker was unreadable when
+			// adopt looked): its record keeps its owner and start time.
+			known.StartTicks, known.recordedTicks = ticks, 0
+			p.log.Info("found member from an earlier run", "cluster", cluster, "member", name, "pid", pid, "alive", true)
 			continue
 		}
 		role := providers.RoleWorker

@@ -1001,6 +1001,42 @@ func TestReadoption(t *testing.T) {
 	}
 }
 
+// A restarted gateway that reads a member's environment while the member
+// is between two execs (the worker's shell running "exec sleep") finds no
+// marker and sets the record aside; when the scan for unrecorded members
+// then finds the same process with its marker, the record is taken back
+// with its owner and start time, not replaced by a new one.
+func TestReadoptionMidExec(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, schedOK)
+	a := f.provider()
+	f.startRunning(a)
+	f.startWorker(a, "worker-0", 1)
+	want := *procOf(t, a, f.spec.Name, "worker-0")
+
+	b := f.provider()
+	pr := procOf(t, b, f.spec.Name, "worker-0")
+	// What adopt does when the marker cannot be read.
+	pr.recordedTicks, pr.StartTicks = pr.StartTicks, 0
+	b.mu.Lock()
+	b.adoptUnrecorded()
+	b.mu.Unlock()
+	got := procOf(t, b, f.spec.Name, "worker-0")
+	if got.Owner != want.Owner || !got.StartedAt.Equal(want.StartedAt) || got.StartTicks != want.StartTicks || !got.alive() {
+		t.Errorf("B's record after the scan: owner %q, started %v, ticks %d, alive %v; A recorded owner %q, started %v, ticks %d",
+			got.Owner, got.StartedAt, got.StartTicks, got.alive(), want.Owner, want.StartedAt, want.StartTicks)
+	}
+	// A record of other start ticks (the pid recycled) is not taken back.
+	pr = got
+	pr.recordedTicks, pr.StartTicks = pr.StartTicks+1, 0
+	b.mu.Lock()
+	b.adoptUnrecorded()
+	b.mu.Unlock()
+	if got := procOf(t, b, f.spec.Name, "worker-0"); got == pr {
+		t.Errorf("a record of other start ticks was taken back: %+v", got)
+	}
+}
+
 func TestReadoptionRefusesUnmarked(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
