@@ -115,6 +115,7 @@ type Server struct {
 	parker *park.Set[*pair] // idle pairs, parked without goroutines
 
 	loginRedirect func(next string) string
+	front         *front // nil: every HTTP connection goes to net/http
 }
 
 // SetLoginRedirect makes dashboards send browsers without a session to
@@ -359,9 +360,11 @@ func (s *Server) clusterFor(serverName string) (string, bool) {
 }
 
 func (s *Server) toHTTP(c net.Conn) {
-	if !s.http.deliver(c) {
-		c.Close()
+	if s.front != nil {
+		s.front.serve(c)
+		return
 	}
+	s.toNetHTTP(c)
 }
 
 // refusePlain answers a plain-HTTP request on a TLS-only port the way
