@@ -115,7 +115,6 @@ type Server struct {
 	parker *park.Set[*pair] // idle pairs, parked without goroutines
 
 	loginRedirect func(next string) string
-	front         *front // nil: every HTTP connection goes to net/http
 }
 
 // SetLoginRedirect makes dashboards send browsers without a session to
@@ -360,11 +359,9 @@ func (s *Server) clusterFor(serverName string) (string, bool) {
 }
 
 func (s *Server) toHTTP(c net.Conn) {
-	if s.front != nil {
-		s.front.serve(c)
-		return
+	if !s.http.deliver(c) {
+		c.Close()
 	}
-	s.toNetHTTP(c)
 }
 
 // refusePlain answers a plain-HTTP request on a TLS-only port the way

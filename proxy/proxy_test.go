@@ -259,8 +259,8 @@ type harness struct {
 }
 
 // startProxy serves cfg on 127.0.0.1:0. handler builds the HTTP handler;
-// nil means echoHandler. adjust changes the http.Server before it serves.
-func startProxy(tb testing.TB, cfg Config, rt *routes.Table, handler func(*Server) http.Handler, adjust ...func(*http.Server)) *harness {
+// nil means echoHandler.
+func startProxy(tb testing.TB, cfg Config, rt *routes.Table, handler func(*Server) http.Handler) *harness {
 	tb.Helper()
 	if rt == nil {
 		rt = routes.New()
@@ -283,10 +283,6 @@ func startProxy(tb testing.TB, cfg Config, rt *routes.Table, handler func(*Serve
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
-	for _, a := range adjust {
-		a(h.httpSrv)
-	}
-	h.srv.SetHTTPServer(h.httpSrv) // as the gateway serves it
 	// HTTPListener before Serve, from one goroutine: see TestRegressionHTTPListenerRace.
 	hl := h.srv.HTTPListener(ln.Addr())
 	go func() { h.httpDone <- h.httpSrv.Serve(hl) }()

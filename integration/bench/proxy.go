@@ -286,7 +286,6 @@ func runChild(args []string) int {
 		json.NewEncoder(w).Encode(st)
 	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	srv.SetHTTPServer(hs) // as the gateway serves it
 	ctx, cancel := context.WithCancel(context.Background())
 	go hs.Serve(srv.HTTPListener(ln.Addr()))
 	go func() {

@@ -239,7 +239,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		IdleTimeout: 120 * time.Second,
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
-	g.proxy.SetHTTPServer(g.http)
 	return g, nil
 }
 
@@ -322,7 +321,6 @@ func (g *Gateway) Run(ctx context.Context) error {
 	defer shutCancel()
 	_ = g.ln.Close()
 	_ = g.http.Shutdown(shutCtx)
-	g.proxy.ShutdownHTTP(shutCtx)
 	cancel()
 	wg.Wait()
 	<-benchDone
