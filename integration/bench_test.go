@@ -31,6 +31,8 @@ func TestBenchmarkRuns(t *testing.T) {
 		Results []struct {
 			Figure, Case, Target string
 			Value, Baseline      float64
+			Samples              []float64 `json:"samples"`
+			BaselineSamples      []float64 `json:"baseline_samples"`
 		} `json:"results"`
 		Errors []string `json:"errors"`
 	}
@@ -49,6 +51,11 @@ func TestBenchmarkRuns(t *testing.T) {
 		figures = append(figures, strings.SplitN(r.Figure, " ", 2)[0])
 		if r.Target == "" || (r.Value == 0 && r.Baseline == 0) {
 			t.Errorf("%s / %s has no value or no target: %+v", r.Figure, r.Case, r)
+		}
+		// -compare tests a figure on its repetitions: without them it can
+		// only print the two values.
+		if len(r.Samples) < 2 || (r.Baseline != 0 && len(r.BaselineSamples) < 2) {
+			t.Errorf("%s / %s keeps %d samples and %d of its baseline, want at least 2 of each measured", r.Figure, r.Case, len(r.Samples), len(r.BaselineSamples))
 		}
 	}
 	for _, want := range []string{"1", "2", "3", "4", "5", "6", "7"} {

@@ -139,7 +139,7 @@ func samplesOf(s []float64, v float64) []float64 {
 // paired is, per repetition, the gateway's sample less its baseline's
 // (costs) or over it (rates); nil unless both were sampled alike.
 func paired(r Result, rate bool) []float64 {
-	if len(r.Samples) < 2 || len(r.Samples) != len(r.BaselineSamples) {
+	if r.Unpaired || len(r.Samples) < 2 || len(r.Samples) != len(r.BaselineSamples) {
 		return nil
 	}
 	out := make([]float64, len(r.Samples))

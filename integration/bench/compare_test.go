@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -215,5 +216,23 @@ func TestCompareAABand(t *testing.T) {
 	}
 	if row := rowOf(t, beyond.String(), "64 B messages, p50"); !strings.HasSuffix(strings.TrimSpace(row), verdictWorse) {
 		t.Errorf("beyond the A/A band: %q, want %q", row, verdictWorse)
+	}
+}
+
+func TestPairedOnlySideBySide(t *testing.T) {
+	s, b := []float64{2, 4}, []float64{1, 2}
+	for _, c := range []struct {
+		name string
+		r    Result
+		want []float64
+	}{
+		{"alternating repetitions", Result{Samples: s, BaselineSamples: b}, []float64{2, 2}},
+		{"builds that did not alternate", Result{Samples: s, BaselineSamples: b, Unpaired: true}, nil},
+		{"different counts", Result{Samples: s, BaselineSamples: b[:1]}, nil},
+		{"one repetition", Result{Samples: s[:1], BaselineSamples: b[:1]}, nil},
+	} {
+		if got := paired(c.r, true); !slices.Equal(got, c.want) {
+			t.Errorf("%s: paired = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

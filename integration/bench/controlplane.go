@@ -167,7 +167,7 @@ func benchAPIOn(ctx context.Context, o Options, pgURL, suffix string) ([]Result,
 	list := func(what, extra string) error {
 		what += suffix
 		stop := cpProfile(o, name+"-list-"+what)
-		n, lats, size, err := cpListLoad(ctx, g.url+"/api/v1/clusters", annTok, clients, listDur)
+		n, lats, ends, size, err := cpListLoad(ctx, g.url+"/api/v1/clusters", annTok, clients, listDur)
 		stop()
 		if err != nil {
 			return fmt.Errorf("list (%s): %w", what, err)
@@ -175,10 +175,11 @@ func benchAPIOn(ctx context.Context, o Options, pgURL, suffix string) ([]Result,
 		rps := float64(n) / listDur.Seconds()
 		note := fmt.Sprintf("%d keep-alive clients for %s, plain HTTP on loopback, %s per answer; the clients and the reconcile loop share the %d cores%s",
 			clients, listDur, humanSize(int64(size)), runtime.NumCPU(), extra)
+		wRPS, w50, w99 := cpListWindows(lats, ends, listDur)
 		out = append(out,
-			Result{Figure: fig, Case: "list, " + what, Unit: "req/s", Value: rps, Target: ">= 5000 req/s", Met: rps >= 5000, Note: note},
-			Result{Figure: fig, Case: "list p50, " + what, Unit: "ms", Value: cpMs(percentile(lats, 0.50)), Target: "info", Met: true},
-			Result{Figure: fig, Case: "list p99, " + what, Unit: "ms", Value: cpMs(percentile(lats, 0.99)), Target: "info", Met: true})
+			Result{Figure: fig, Case: "list, " + what, Unit: "req/s", Value: rps, Target: ">= 5000 req/s", Met: rps >= 5000, Note: note, Samples: wRPS},
+			Result{Figure: fig, Case: "list p50, " + what, Unit: "ms", Value: cpMs(percentile(lats, 0.50)), Target: "info", Met: true, Samples: w50},
+			Result{Figure: fig, Case: "list p99, " + what, Unit: "ms", Value: cpMs(percentile(lats, 0.99)), Target: "info", Met: true, Samples: w99})
 		o.Log.Info("api: list", "case", what, "req/s", int(rps), "p99", percentile(lats, 0.99))
 		return nil
 	}
@@ -196,9 +197,12 @@ func benchAPIOn(ctx context.Context, o Options, pgURL, suffix string) ([]Result,
 		if stopAfter {
 			note += "; each cluster stopped (DELETE, untimed) after its answer"
 		}
+		// Five blocks of requests, in the order they were answered, are
+		// the figure's repetitions (Result.Samples).
 		out = append(out,
-			Result{Figure: fig, Case: "admission p99, " + what, Unit: "ms", Value: cpMs(p99), Target: "p99 < 20 ms", Met: p99 < 20*time.Millisecond, Note: note},
-			Result{Figure: fig, Case: "admission p50, " + what, Unit: "ms", Value: cpMs(p50), Target: "info", Met: true})
+			Result{Figure: fig, Case: "admission p99, " + what, Unit: "ms", Value: cpMs(p99), Target: "p99 < 20 ms", Met: p99 < 20*time.Millisecond, Note: note,
+				Samples: cpBlocks(lats, 5, 0.99)},
+			Result{Figure: fig, Case: "admission p50, " + what, Unit: "ms", Value: cpMs(p50), Target: "info", Met: true, Samples: cpBlocks(lats, 5, 0.50)})
 		o.Log.Info("api: admission", "case", what, "p50", p50, "p99", p99)
 		if !stopAfter {
 			for _, name := range names {
@@ -240,18 +244,21 @@ func benchAPIOn(ctx context.Context, o Options, pgURL, suffix string) ([]Result,
 }
 
 // cpListLoad runs clients keep-alive loops of GET url for dur, and returns
-// the requests answered, their latencies and the size of an answer.
-func cpListLoad(ctx context.Context, url, token string, clients int, dur time.Duration) (int, []time.Duration, int, error) {
+// the requests answered, their latencies, when each ended (since the
+// start, in the same order) and the size of an answer.
+func cpListLoad(ctx context.Context, url, token string, clients int, dur time.Duration) (int, []time.Duration, []time.Duration, int, error) {
 	tr := &http.Transport{MaxIdleConnsPerHost: clients, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	ctx, cancel := context.WithTimeout(ctx, dur+time.Minute)
 	defer cancel()
-	deadline := time.Now().Add(dur)
+	start := time.Now()
+	deadline := start.Add(dur)
 	const maxPerClient = 1 << 20
 	var (
 		mu    sync.Mutex
 		all   []time.Duration
+		ends  []time.Duration
 		size  atomic.Int64
 		first error
 		wg    sync.WaitGroup
@@ -261,6 +268,7 @@ func cpListLoad(ctx context.Context, url, token string, clients int, dur time.Du
 		go func() {
 			defer wg.Done()
 			lats := make([]time.Duration, 0, 4096)
+			done := make([]time.Duration, 0, 4096)
 			var err error
 			for i := 0; i < maxPerClient && time.Now().Before(deadline) && ctx.Err() == nil; i++ {
 				t := time.Now()
@@ -268,12 +276,13 @@ func cpListLoad(ctx context.Context, url, token string, clients int, dur time.Du
 				if n, err = cpGet(ctx, hc, url, token); err != nil {
 					break
 				}
-				lats = append(lats, time.Since(t))
+				end := time.Now()
+				lats, done = append(lats, end.Sub(t)), append(done, end.Sub(start))
 				size.Store(n)
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			all = append(all, lats...)
+			all, ends = append(all, lats...), append(ends, done...)
 			if err != nil && first == nil {
 				first = err
 			}
@@ -283,7 +292,39 @@ func cpListLoad(ctx context.Context, url, token string, clients int, dur time.Du
 	if first == nil && len(all) == 0 {
 		first = errors.New("no request answered")
 	}
-	return len(all), all, int(size.Load()), first
+	return len(all), all, ends, int(size.Load()), first
+}
+
+// cpListWindows splits a list load of dur into its whole seconds (at
+// least 2), by when each request ended: each second's requests per second
+// and latency percentiles are the figure's repetitions (Result.Samples).
+// The few requests still running at the end count in the last second.
+func cpListWindows(lats, ends []time.Duration, dur time.Duration) (rps, p50, p99 []float64) {
+	n := max(2, int(dur/time.Second))
+	win := dur / time.Duration(n)
+	byWin := make([][]time.Duration, n)
+	for i, e := range ends {
+		w := min(int(e/win), n-1)
+		byWin[w] = append(byWin[w], lats[i])
+	}
+	for _, l := range byWin {
+		rps = append(rps, float64(len(l))/win.Seconds())
+		p50 = append(p50, cpMs(percentile(l, 0.50)))
+		p99 = append(p99, cpMs(percentile(l, 0.99)))
+	}
+	return rps, p50, p99
+}
+
+// cpBlocks is percentile p of each of the blocks consecutive runs of
+// lats (in the order they were measured), in ms: the repetitions of a
+// latency figure measured over one run of requests.
+func cpBlocks(lats []time.Duration, blocks int, p float64) []float64 {
+	blocks = min(blocks, len(lats))
+	out := make([]float64, 0, blocks)
+	for i := range blocks {
+		out = append(out, cpMs(percentile(lats[i*len(lats)/blocks:(i+1)*len(lats)/blocks], p)))
+	}
+	return out
 }
 
 func cpGet(ctx context.Context, hc *http.Client, url, token string) (int64, error) {
@@ -458,7 +499,9 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 	var names []string
 	var createTime time.Duration
 	var batchNotes []string
+	var createRates []float64            // each batch's, the create figure's repetitions
 	idle := map[int]float64{}            // CPU cores used while idle, by clusters running
+	idleSteps := map[int][]float64{}     // the same, each poll interval of the window
 	perPassBy := map[int]time.Duration{} // CPU per cluster per poll interval, likewise
 	for _, n := range steps {
 		add := n - len(names)
@@ -480,6 +523,7 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 		}
 		took := time.Since(t0)
 		createTime += took
+		createRates = append(createRates, float64(add)/took.Seconds())
 		batchNotes = append(batchNotes, fmt.Sprintf("%d in %s", add, took.Round(10*time.Millisecond)))
 		o.Log.Info("controlplane: running", "clusters", n, "took", took.Round(time.Millisecond))
 
@@ -493,12 +537,12 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 			return out, err
 		}
 		stop := cpProfile(o, fmt.Sprintf("controlplane-idle-%d", n))
-		m, err := g.measureIdle(ctx, window)
+		m, err := g.measureIdle(ctx, window, poll)
 		stop()
 		if err != nil {
 			return out, err
 		}
-		idle[n] = m.cores
+		idle[n], idleSteps[n] = m.cores, m.steps
 		polls := float64(n) * window.Seconds() / poll.Seconds() // each cluster is looked at once per poll interval
 		perPass := time.Duration(float64(m.cpu) / polls)
 		perPassBy[n] = perPass
@@ -508,27 +552,46 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 		if m.lists > 0 {
 			note += "; a reaper pass (provider List) fell in the window"
 		}
-		out = append(out,
-			cpIdleResult(fig, n, m.cores, note),
-			Result{Figure: fig, Case: fmt.Sprintf("idle CPU per cluster, %d running", n), Unit: "CPU-ms/s", Value: m.cores * 1000 / float64(n), Target: "info", Met: true})
+		idleRes := cpIdleResult(fig, n, m.cores, note)
+		perCluster := Result{Figure: fig, Case: fmt.Sprintf("idle CPU per cluster, %d running", n), Unit: "CPU-ms/s", Value: m.cores * 1000 / float64(n), Target: "info", Met: true}
+		for _, c := range m.steps {
+			idleRes.Samples = append(idleRes.Samples, c*100)
+			perCluster.Samples = append(perCluster.Samples, c*1000/float64(n))
+		}
+		out = append(out, idleRes, perCluster)
 		o.Log.Info("controlplane: idle", "clusters", n, "cpu%", fmt.Sprintf("%.1f", m.cores*100), "passes", m.passes)
 	}
 
 	o.Log.Info("controlplane: stopping", "clusters", len(names))
 	t0 := time.Now()
+	quarters := g.track(ctx, store.Stopped, total, 4)
 	if err := g.stop(ctx, names, owner); err != nil {
+		quarters()
 		return out, err
 	}
 	if err := g.waitStatus(ctx, "all stopped", 5*time.Minute, func(c map[store.Status]int) bool {
 		return c[store.Stopped] == total && c[store.Running]+c[store.Stopping]+c[store.Pending]+c[store.Starting] == 0
 	}); err != nil {
+		quarters()
 		return out, err
 	}
 	stopTime := time.Since(t0)
+	var stopRates []float64 // each quarter's, the stop figure's repetitions
+	prev := t0
+	for _, at := range quarters() {
+		stopRates = append(stopRates, float64(total)/4/max(at.Sub(prev), time.Millisecond).Seconds())
+		prev = at
+	}
 	o.Log.Info("controlplane: stopped", "clusters", total, "took", stopTime.Round(time.Millisecond))
 
 	first, last := steps[0], steps[len(steps)-1]
 	growth := idle[last] / idle[first]
+	var growthSteps []float64 // poll interval by poll interval
+	for i := range min(len(idleSteps[first]), len(idleSteps[last])) {
+		if idleSteps[first][i] > 0 {
+			growthSteps = append(growthSteps, idleSteps[last][i]/idleSteps[first][i])
+		}
+	}
 	limit := 10.0
 	if o.Quick {
 		limit = 3 // 10x more clusters: the same criterion, sublinear, scaled to the quick run's range
@@ -544,13 +607,47 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 		perPassBy[last].Round(time.Microsecond), last, why, cpProfileEnv)
 	out = append(out,
 		Result{Figure: fig, Case: fmt.Sprintf("create %d (request to RUNNING)", total), Unit: "clusters/s", Value: float64(total) / createTime.Seconds(),
-			Target: "info", Met: true, Note: fmt.Sprintf("core.Create %d at a time over %d users, provider answers at once; batches: %s", cpCreateWorkers, users, strings.Join(batchNotes, ", "))},
+			Target: "info", Met: true, Samples: createRates, Note: fmt.Sprintf("core.Create %d at a time over %d users, provider answers at once; batches: %s", cpCreateWorkers, users, strings.Join(batchNotes, ", "))},
 		Result{Figure: fig, Case: fmt.Sprintf("stop %d (request to STOPPED)", total), Unit: "clusters/s", Value: float64(total) / stopTime.Seconds(),
-			Target: "info", Met: true, Note: fmt.Sprintf("core.Stop %d at a time, in %s", cpCreateWorkers, stopTime.Round(10*time.Millisecond))},
-		Result{Figure: fig, Case: fmt.Sprintf("idle CPU growth, %d -> %d clusters", first, last), Unit: "x", Value: growth, Ratio: growth,
+			Target: "info", Met: true, Samples: stopRates, Note: fmt.Sprintf("core.Stop %d at a time, in %s", cpCreateWorkers, stopTime.Round(10*time.Millisecond))},
+		Result{Figure: fig, Case: fmt.Sprintf("idle CPU growth, %d -> %d clusters", first, last), Unit: "x", Value: growth, Ratio: growth, Samples: growthSteps,
 			Target: fmt.Sprintf("<= %.0fx for %dx the clusters (cost grows with changes, not clusters)", limit, last/first), Met: growth <= limit,
 			Note: growthNote})
 	return out, nil
+}
+
+// track records when the count of clusters in status reaches each of
+// parts equal shares of total, polling as waitStatus does, until the
+// returned function is called (which gives it a second to see the last
+// share); it returns the times reached.
+func (g *cpGateway) track(ctx context.Context, status store.Status, total, parts int) func() []time.Time {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan []time.Time, 1)
+	go func() {
+		var at []time.Time
+		defer func() { done <- at }()
+		for len(at) < parts {
+			if c, err := g.statuses(ctx); err == nil {
+				for len(at) < parts && c[status] >= (len(at)+1)*total/parts {
+					at = append(at, time.Now())
+				}
+			}
+			if backoff.Sleep(ctx, 50*time.Millisecond) != nil {
+				return
+			}
+		}
+	}()
+	return func() []time.Time {
+		// The last share may have been reached since the last poll.
+		select {
+		case at := <-done:
+			cancel()
+			return at
+		case <-time.After(time.Second):
+		}
+		cancel()
+		return <-done
+	}
 }
 
 // waitQuiet waits until span passes without a provider Describe (a full
@@ -590,22 +687,33 @@ func cpIdleResult(fig string, n int, cores float64, note string) Result {
 type cpIdle struct {
 	cpu        time.Duration // this process's CPU time in the window
 	cores      float64       // cpu / wall time
+	steps      []float64     // cores in each step of the window, the figure's repetitions
 	childCores float64       // the counts server's
 	passes     int64         // full reconcile passes of running clusters (provider Describes)
 	lists      int64         // provider Lists (reaper passes)
 	sweeps     int64         // the core's member listings (ListMembers)
 }
 
-func (g *cpGateway) measureIdle(ctx context.Context, window time.Duration) (cpIdle, error) {
+// measureIdle reads the process's CPU over window, and at every step of
+// it (the poll interval: each step holds one sweep; the window's
+// once-a-minute passes fall in one of them, in old and new runs alike).
+func (g *cpGateway) measureIdle(ctx context.Context, window, step time.Duration) (cpIdle, error) {
 	d0, l0, s0 := g.prov.describes.Load(), g.prov.lists.Load(), g.prov.memberLists.Load()
 	c0, k0 := cpSelfCPU(), cpProcCPU(g.children.pid(0))
 	t0 := time.Now()
-	if err := backoff.Sleep(ctx, window); err != nil {
-		return cpIdle{}, err
+	var steps []float64
+	for at, c := t0, c0; time.Since(t0) < window; {
+		if err := backoff.Sleep(ctx, min(step, window-time.Since(t0))); err != nil {
+			return cpIdle{}, err
+		}
+		now, cpu := time.Now(), cpSelfCPU()
+		steps = append(steps, (cpu-c).Seconds()/now.Sub(at).Seconds())
+		at, c = now, cpu
 	}
 	wall := time.Since(t0).Seconds()
 	c1, k1 := cpSelfCPU(), cpProcCPU(g.children.pid(0))
 	return cpIdle{
+		steps:      steps,
 		cpu:        c1 - c0,
 		cores:      (c1 - c0).Seconds() / wall,
 		childCores: (k1 - k0).Seconds() / wall,

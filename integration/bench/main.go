@@ -42,6 +42,9 @@ type Result struct {
 	// -compare tests changes between two runs on them.
 	Samples         []float64 `json:"samples,omitempty"`
 	BaselineSamples []float64 `json:"baseline_samples,omitempty"`
+	// Unpaired says the i-th sample and the i-th baseline sample were not
+	// measured side by side, so their ratios mean nothing.
+	Unpaired bool `json:"unpaired,omitempty"`
 }
 
 // Options are shared by every figure.
