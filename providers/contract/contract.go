@@ -17,7 +17,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -393,4 +395,36 @@ func listMembers(t *testing.T, h Harness) {
 		}
 		time.Sleep(h.poll())
 	}
+}
+
+// ListedAsDescribed fails t unless listed (a ListMembers answer) holds,
+// for each of clusters, what Describe reports for it, member by member
+// (name, state, address and reason), and returns listed by cluster. A
+// backend's own tests use it where the suite's states cannot reach
+// (losses its fake makes, launches not listed yet).
+func ListedAsDescribed(ctx context.Context, t testing.TB, p providers.Provider, listed []providers.Member, clusters ...string) map[string][]providers.Member {
+	t.Helper()
+	key := func(ms []providers.Member) string {
+		ms = slices.Clone(ms)
+		sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+		var b strings.Builder
+		for _, m := range ms {
+			fmt.Fprintf(&b, "%s/%s %s %s %q; ", m.Cluster, m.Name, m.State, m.Address, m.Reason)
+		}
+		return b.String()
+	}
+	byCluster := map[string][]providers.Member{}
+	for _, m := range listed {
+		byCluster[m.Cluster] = append(byCluster[m.Cluster], m)
+	}
+	for _, c := range clusters {
+		desc, err := p.Describe(ctx, c)
+		if err != nil {
+			t.Fatalf("Describe(%s): %v", c, err)
+		}
+		if got, want := key(byCluster[c]), key(desc); got != want {
+			t.Errorf("%s: listed %s\ndescribed %s", c, got, want)
+		}
+	}
+	return byCluster
 }

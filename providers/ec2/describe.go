@@ -84,6 +84,65 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 	if err != nil {
 		return nil, err
 	}
+	picked := p.pick(ctx, cluster, all)
+	return p.clusterMembers(ctx, cluster, picked, p.spotNotices(ctx, picked), true), nil
+}
+
+// ListMembers reports every cluster's members as Describe would, from
+// one DescribeInstances listing by the gateway's tag (a page per 1,000
+// instances) and one spot request lookup per 1,000 spot instances: the
+// scheduling core's sweep calls it instead of a Describe per running
+// cluster, which at thousands of clusters would spend EC2's request
+// rate on what one listing says.
+func (p *Provider) ListMembers(ctx context.Context) ([]providers.Member, error) {
+	all, err := p.describe(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	byCluster := map[string][]types.Instance{}
+	for _, in := range all {
+		if c := tagValue(in.Tags, tagCluster); c != "" {
+			byCluster[c] = append(byCluster[c], in)
+		}
+	}
+	p.mu.Lock()
+	for c, l := range p.launched {
+		if _, listed := byCluster[c]; !listed && len(l) > 0 {
+			byCluster[c] = nil // its launches, not listed yet, are reported pending
+		}
+	}
+	p.mu.Unlock()
+	picked := make(map[string]map[string]types.Instance, len(byCluster))
+	var every []types.Instance
+	for c, ins := range byCluster {
+		picked[c] = p.pick(ctx, c, ins)
+		for _, in := range picked[c] {
+			every = append(every, in)
+		}
+	}
+	notices := p.spotNoticesOf(ctx, every)
+	out := make([]providers.Member, 0, len(all))
+	for c, byMember := range picked {
+		// EC2 lists terminated instances for about an hour: a cluster
+		// with nothing live left has usually been stopped and forgotten
+		// (StopCluster), and reading its consoles would only make new
+		// records of it. Its members are reported stopped with the usual
+		// reason; the full pass that follows describes it as ever.
+		p.mu.Lock()
+		probe := p.consoles[c] != nil || len(p.launched[c]) > 0 || slices.ContainsFunc(byCluster[c], isLive)
+		p.mu.Unlock()
+		out = append(out, p.clusterMembers(ctx, c, byMember, notices, probe)...)
+	}
+	slices.SortFunc(out, func(a, b providers.Member) int {
+		return strings.Compare(a.Cluster+"\x00"+a.Name, b.Cluster+"\x00"+b.Name)
+	})
+	return out, nil
+}
+
+// pick chooses the instance that represents each member of the cluster
+// among those listed (all of them the cluster's), and terminates the
+// younger copies of a member launched twice.
+func (p *Provider) pick(ctx context.Context, cluster string, all []types.Instance) map[string]types.Instance {
 	byMember := map[string]types.Instance{}
 	live := map[string][]types.Instance{}
 	for _, in := range all {
@@ -106,11 +165,17 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 			p.log.Warn("could not terminate a duplicate member", "cluster", cluster, "member", name, "err", err)
 		}
 	}
-	notices := p.spotNotices(ctx, byMember)
+	return byMember
+}
 
+// clusterMembers reports the cluster's members from the instances picked
+// for them (probing schedulers and reading consoles with probe, as
+// member does), adding those this process launched that EC2 does not list
+// yet as pending.
+func (p *Provider) clusterMembers(ctx context.Context, cluster string, byMember map[string]types.Instance, notices map[string]string, probe bool) []providers.Member {
 	out := make([]providers.Member, 0, len(byMember))
 	for _, in := range byMember {
-		out = append(out, p.member(ctx, cluster, in, notices, true))
+		out = append(out, p.member(ctx, cluster, in, notices, probe))
 	}
 	p.mu.Lock()
 	for name, l := range p.launched[cluster] {
@@ -122,7 +187,7 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 	}
 	p.mu.Unlock()
 	slices.SortFunc(out, func(a, b providers.Member) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return out
 }
 
 // better reports whether instance a represents its member better than b:
@@ -360,8 +425,23 @@ func stopReason(in types.Instance, role providers.Role) string {
 // notice (status code by spot request id). The answer only brings a loss
 // forward, so a failure is logged and ignored.
 func (p *Provider) spotNotices(ctx context.Context, byMember map[string]types.Instance) map[string]string {
-	var ids []string
+	ins := make([]types.Instance, 0, len(byMember))
 	for _, in := range byMember {
+		ins = append(ins, in)
+	}
+	return p.spotNoticesOf(ctx, ins)
+}
+
+// spotRequestsPerCall bounds the spot request ids asked in one call: the
+// API documents no limit, but a listing of every cluster's could hold
+// thousands, and a request's size is bounded.
+const spotRequestsPerCall = 1000
+
+// spotNoticesOf is spotNotices for any instances, in calls of at most
+// spotRequestsPerCall ids.
+func (p *Provider) spotNoticesOf(ctx context.Context, ins []types.Instance) map[string]string {
+	var ids []string
+	for _, in := range ins {
 		if in.InstanceLifecycle == types.InstanceLifecycleTypeSpot && in.State != nil &&
 			in.State.Name == types.InstanceStateNameRunning && aws.ToString(in.SpotInstanceRequestId) != "" {
 			ids = append(ids, aws.ToString(in.SpotInstanceRequestId))
@@ -372,24 +452,27 @@ func (p *Provider) spotNotices(ctx context.Context, byMember map[string]types.In
 	}
 	slices.Sort(ids)
 	out := map[string]string{}
-	var token *string
-	for {
-		page, err := call(ctx, p, "DescribeSpotInstanceRequests", func(ctx context.Context) (*awsec2.DescribeSpotInstanceRequestsOutput, error) {
-			return p.ec2.DescribeSpotInstanceRequests(ctx, &awsec2.DescribeSpotInstanceRequestsInput{SpotInstanceRequestIds: ids, NextToken: token})
-		})
-		if err != nil {
-			p.log.Debug("cannot read spot interruption notices", "err", err)
-			return out
-		}
-		for _, r := range page.SpotInstanceRequests {
-			if r.Status != nil && spotNotice(aws.ToString(r.Status.Code)) {
-				out[aws.ToString(r.SpotInstanceRequestId)] = aws.ToString(r.Status.Code)
+	for chunk := range slices.Chunk(ids, spotRequestsPerCall) {
+		var token *string
+		for {
+			page, err := call(ctx, p, "DescribeSpotInstanceRequests", func(ctx context.Context) (*awsec2.DescribeSpotInstanceRequestsOutput, error) {
+				return p.ec2.DescribeSpotInstanceRequests(ctx, &awsec2.DescribeSpotInstanceRequestsInput{SpotInstanceRequestIds: chunk, NextToken: token})
+			})
+			if err != nil {
+				p.log.Debug("cannot read spot interruption notices", "err", err)
+				return out
+			}
+			for _, r := range page.SpotInstanceRequests {
+				if r.Status != nil && spotNotice(aws.ToString(r.Status.Code)) {
+					out[aws.ToString(r.SpotInstanceRequestId)] = aws.ToString(r.Status.Code)
+				}
+			}
+			if token = page.NextToken; aws.ToString(token) == "" {
+				break
 			}
 		}
-		if token = page.NextToken; aws.ToString(token) == "" {
-			return out
-		}
 	}
+	return out
 }
 
 // StopWorker implements providers.Provider: it terminates the worker's

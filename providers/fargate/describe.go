@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,7 +73,8 @@ func (p *Provider) describeTasks(ctx context.Context, arns []string) ([]ecstypes
 // clusterTasks returns the cluster's tasks that carry this gateway's tags:
 // those ECS lists for the cluster's startedBy (desired RUNNING, and
 // STOPPED too when withStopped), plus those started by this process that
-// ECS does not list yet.
+// ECS does not list yet. With cluster "", every cluster's: the whole ECS
+// cluster is listed, and the tags decide.
 func (p *Provider) clusterTasks(ctx context.Context, cluster string, withStopped bool) ([]ecstypes.Task, error) {
 	statuses := []ecstypes.DesiredStatus{ecstypes.DesiredStatusRunning}
 	if withStopped {
@@ -80,28 +82,37 @@ func (p *Provider) clusterTasks(ctx context.Context, cluster string, withStopped
 	}
 	seen := map[string]bool{}
 	var arns []string
+	add := func(a string) {
+		if !seen[a] {
+			seen[a] = true
+			arns = append(arns, a)
+		}
+	}
 	for _, st := range statuses {
-		listed, err := p.listTasks(ctx, ecs.ListTasksInput{
-			Cluster: aws.String(p.cfg.Cluster), StartedBy: aws.String(startedBy(cluster)), DesiredStatus: st,
-		})
+		in := ecs.ListTasksInput{Cluster: aws.String(p.cfg.Cluster), DesiredStatus: st}
+		if cluster != "" {
+			in.StartedBy = aws.String(startedBy(cluster))
+		}
+		listed, err := p.listTasks(ctx, in)
 		if err != nil {
 			return nil, err
 		}
 		for _, a := range listed {
-			if !seen[a] {
-				seen[a] = true
-				arns = append(arns, a)
-			}
+			add(a)
 		}
 	}
 	// Tasks started here stay remembered until ECS forgets them or the
 	// cluster stops, not just until first listed: a listing that misses a
 	// running scheduler once would fail its cluster.
+	clusterOf := map[string]string{}
 	p.mu.Lock()
-	for a := range p.launched[cluster] {
-		if !seen[a] {
-			seen[a] = true
-			arns = append(arns, a)
+	for c, l := range p.launched {
+		if cluster != "" && c != cluster {
+			continue
+		}
+		for a := range l {
+			clusterOf[a] = c
+			add(a)
 		}
 	}
 	p.mu.Unlock()
@@ -115,8 +126,8 @@ func (p *Provider) clusterTasks(ctx context.Context, cluster string, withStopped
 	if len(missing) > 0 {
 		p.mu.Lock()
 		for _, a := range missing {
-			if !p.youngLocked(a) { // else: not known yet, rather than forgotten
-				delete(p.launched[cluster], a)
+			if c, ok := clusterOf[a]; ok && !p.youngLocked(a) { // else: not known yet, rather than forgotten
+				delete(p.launched[c], a)
 				delete(p.launchedAt, a)
 			}
 		}
@@ -127,7 +138,8 @@ func (p *Provider) clusterTasks(ctx context.Context, cluster string, withStopped
 		tags := taskTags(t)
 		// startedBy is only a narrowing (long names are hashed, other
 		// gateways may share the ECS cluster): the tags decide.
-		if tags[tagGateway] == p.idTag() && tags[tagCluster] == cluster && tags[tagMember] != "" {
+		if tags[tagGateway] == p.idTag() && tags[tagMember] != "" &&
+			(tags[tagCluster] == cluster || cluster == "" && validName(tags[tagCluster])) {
 			out = append(out, t)
 		}
 	}
@@ -171,8 +183,10 @@ func privateIP(t ecstypes.Task) string {
 	return ""
 }
 
-// member maps a task to what the core sees.
-func (p *Provider) member(ctx context.Context, t ecstypes.Task) providers.Member {
+// member maps a task to what the core sees; with report, the reason of a
+// task whose launcher found other software than the client's carries its
+// table (mismatchReport).
+func (p *Provider) member(ctx context.Context, t ecstypes.Task, report bool) providers.Member {
 	tags := taskTags(t)
 	m := providers.Member{
 		Cluster: tags[tagCluster], Name: tags[tagMember], Owner: tags[tagOwner],
@@ -190,7 +204,7 @@ func (p *Provider) member(ctx context.Context, t ecstypes.Task) providers.Member
 	case aws.ToString(t.DesiredStatus) == "STOPPED" || stoppedStatus(last):
 		m.State = providers.StateStopped
 		m.Reason = stoppedWhy(t)
-		if mismatchExit(t) {
+		if report && mismatchExit(t) {
 			m.Reason += "\n" + p.mismatchReport(ctx, t, m.Cluster, m.Role)
 		}
 	case last == "RUNNING":
@@ -331,8 +345,9 @@ func better(a, b ecstypes.Task) bool {
 	return aws.ToTime(a.CreatedAt).After(aws.ToTime(b.CreatedAt))
 }
 
-// members reduces tasks to one member each.
-func (p *Provider) members(ctx context.Context, tasks []ecstypes.Task) []providers.Member {
+// members reduces tasks to one member each (with report, reading the
+// launcher's table of a task that exited for it, as member does).
+func (p *Provider) members(ctx context.Context, tasks []ecstypes.Task, report bool) []providers.Member {
 	best := map[string]ecstypes.Task{}
 	for _, t := range tasks {
 		tags := taskTags(t)
@@ -343,7 +358,7 @@ func (p *Provider) members(ctx context.Context, tasks []ecstypes.Task) []provide
 	}
 	out := make([]providers.Member, 0, len(best))
 	for _, t := range best {
-		out = append(out, p.member(ctx, t))
+		out = append(out, p.member(ctx, t, report))
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Cluster != out[j].Cluster {
@@ -365,7 +380,45 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 		return nil, err
 	}
 	p.dedupe(ctx, cluster, tasks)
-	return p.members(ctx, tasks), nil
+	return p.members(ctx, tasks, true), nil
+}
+
+// ListMembers reports every cluster's members as Describe would, from
+// one listing of the ECS cluster's tasks (desired RUNNING and STOPPED, a
+// page per 100) and their descriptions (100 per call): the scheduling
+// core's sweep calls it instead of a Describe per running cluster, three
+// calls each, which at thousands of clusters would spend ECS's request
+// rate on what one listing says.
+func (p *Provider) ListMembers(ctx context.Context) ([]providers.Member, error) {
+	tasks, err := p.clusterTasks(ctx, "", true)
+	if err != nil {
+		return nil, err
+	}
+	byCluster := map[string][]ecstypes.Task{}
+	for _, t := range tasks {
+		c := taskTags(t)[tagCluster]
+		byCluster[c] = append(byCluster[c], t)
+	}
+	var out []providers.Member
+	for cluster, ts := range byCluster {
+		p.dedupe(ctx, cluster, ts)
+		// ECS lists stopped tasks for an hour or so: a cluster with
+		// nothing live has usually been stopped and forgotten, and reading
+		// its logs would only make new records of it. Its members are
+		// reported stopped with ECS's reason; the full pass that follows
+		// describes it as ever.
+		p.mu.Lock()
+		report := p.tables[cluster] != nil || len(p.launched[cluster]) > 0 || slices.ContainsFunc(ts, live)
+		p.mu.Unlock()
+		out = append(out, p.members(ctx, ts, report)...)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Cluster != out[j].Cluster {
+			return out[i].Cluster < out[j].Cluster
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
 }
 
 // dedupe stops every live task of a member but the one Describe reports.
@@ -417,7 +470,7 @@ func (p *Provider) List(ctx context.Context) ([]providers.Member, error) {
 			ours = append(ours, t)
 		}
 	}
-	return p.members(ctx, ours), nil
+	return p.members(ctx, ours, true), nil
 }
 
 // stoppedAt is when a task ended, as ECS says.

@@ -160,6 +160,47 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 	return out, nil
 }
 
+// ListMembers reports every cluster's members as Describe would, from
+// one aggregated listing by the gateway's label (a page per 500
+// instances): the scheduling core's sweep calls it instead of a Describe
+// per running cluster, which at thousands of clusters would spend the
+// project's read quota on what one listing says. Members that vanished
+// are reported for every cluster this process knows, as Describe reports
+// them for one.
+func (p *Provider) ListMembers(ctx context.Context) ([]providers.Member, error) {
+	p.mu.Lock()
+	gen := p.gen // members registered after this may not be in the listing yet
+	p.mu.Unlock()
+	fs, err := p.listInstances(ctx, p.gatewayFilter())
+	if err != nil {
+		return nil, fmt.Errorf("gce provider: list members: %w", err)
+	}
+	out := make([]providers.Member, 0, len(fs))
+	listed := map[string]map[string]bool{}
+	for _, f := range fs {
+		m, err := p.member(ctx, f)
+		if err != nil {
+			return nil, fmt.Errorf("gce provider: list members: %w", err)
+		}
+		if listed[f.cluster] == nil {
+			listed[f.cluster] = map[string]bool{}
+		}
+		listed[f.cluster][f.member] = true
+		out = append(out, m)
+	}
+	p.mu.Lock()
+	known := make([]string, 0, len(p.clusters))
+	for c := range p.clusters {
+		known = append(known, c)
+	}
+	p.mu.Unlock()
+	for _, c := range known {
+		out = append(out, p.vanished(ctx, c, listed[c], gen)...)
+	}
+	sortMembers(out)
+	return out, nil
+}
+
 // List implements providers.Provider: every instance with this gateway's
 // ownership label.
 func (p *Provider) List(ctx context.Context) ([]providers.Member, error) {
@@ -175,13 +216,18 @@ func (p *Provider) List(ctx context.Context) ([]providers.Member, error) {
 		}
 		out = append(out, m)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Cluster != out[j].Cluster {
-			return out[i].Cluster < out[j].Cluster
-		}
-		return out[i].Name < out[j].Name
-	})
+	sortMembers(out)
 	return out, nil
+}
+
+// sortMembers sorts members by cluster, then name.
+func sortMembers(ms []providers.Member) {
+	sort.Slice(ms, func(i, j int) bool {
+		if ms[i].Cluster != ms[j].Cluster {
+			return ms[i].Cluster < ms[j].Cluster
+		}
+		return ms[i].Name < ms[j].Name
+	})
 }
 
 func (p *Provider) member(ctx context.Context, f *found) (providers.Member, error) {
