@@ -68,6 +68,7 @@ type fakeProvider struct {
 	endStream       map[string]bool // clusters whose watch stream ends (the preload's watchdog: a blocked loop)
 	badStream       string          // "ends": streams end after their first line; "floods": they send heartbeats without pause
 	forceReady      map[string]bool // clusters whose scheduler gets ready whatever readyAfter says
+	listMembersErr  error           // ListMembers (listingProvider) fails with it
 	// beforeStartWorker runs (unlocked) at the start of StartWorker; an
 	// error is returned without starting anything.
 	beforeStartWorker func(ctx context.Context, cluster, worker string) error

@@ -341,19 +341,27 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 		return
 	}
 	listMembers := anyPolled || membersDue
+	lastChecked := c.membersChecked
 	if membersDue {
 		c.membersChecked = now
 	}
 
 	// Members: one listing when the backend can, else one Describe each.
 	var listed map[string][]providers.Member
+	skipMembers := false
 	if ml, ok := c.provider.(memberLister); ok && listMembers {
 		all, err := ml.ListMembers(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				c.log.Warn("sweep: list members", "err", err)
-			}
+		if ctx.Err() != nil {
 			return
+		}
+		if err != nil {
+			// A failed listing (a throttled cloud API) says nothing of
+			// any cluster: the comparison waits for the next sweep, and
+			// the health checks go on. Sending every cluster to a full
+			// pass would describe each, at the worst moment.
+			c.log.Warn("sweep: list members; compared at the next sweep", "err", err)
+			c.membersChecked = lastChecked
+			skipMembers = true
 		}
 		listed = make(map[string][]providers.Member, len(check))
 		for _, m := range all {
@@ -377,7 +385,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 		if ctx.Err() != nil {
 			break
 		}
-		if s.members {
+		if s.members && !skipMembers {
 			var members []providers.Member
 			if listed != nil {
 				members = listed[s.cl.Name]

@@ -24,6 +24,9 @@ func (p listingProvider) ListMembers(ctx context.Context) ([]providers.Member, e
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls["ListMembers"]++
+	if p.listMembersErr != nil {
+		return nil, p.listMembersErr
+	}
 	var out []providers.Member
 	for _, ms := range p.clusters {
 		for _, m := range ms {
@@ -67,28 +70,47 @@ func (h *harness) countsAsked() int {
 
 // TestSweepListsMembersOnce: with a backend that lists every cluster's
 // members in one call, settled clusters are watched through that listing
-// alone (no Describe, no reconcile pass); a worker that exits and a
-// scheduler that exits are still seen, the worker replaced and the
-// cluster failed, as with a Describe per cluster.
+// alone (no Describe, no reconcile pass), and their schedulers are asked
+// for their counts; while the listing fails (a throttled cloud API) the
+// sweep still asks for the counts and sends no cluster to a full pass. A
+// worker that exits and a scheduler that exits are then seen through the
+// listing, the worker replaced and the cluster failed, as with a Describe
+// per cluster.
 func TestSweepListsMembersOnce(t *testing.T) {
-	h := newHarness(t)
-	h.useListing()
-	h.start()
-	a, b := h.create("alice", 1), h.create("bob", 1)
-	h.waitSettled(a.Name, 1)
-	h.waitSettled(b.Name, 1)
-	h.waitQuiet()
+	for _, c := range []struct {
+		name    string
+		listErr error
+	}{
+		{"listing answers", nil},
+		{"listing fails", errors.New("RequestLimitExceeded: Request limit exceeded.")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.useListing()
+			h.start()
+			a, b := h.create("alice", 1), h.create("bob", 1)
+			h.waitSettled(a.Name, 1)
+			h.waitSettled(b.Name, 1)
+			h.waitQuiet()
 
-	describes, asked := h.fp.count("Describe"), h.countsAsked()
-	h.waitCalls("ListMembers", 5)
-	if got := h.fp.count("Describe"); got != describes {
-		t.Errorf("%d Describe calls while both clusters were settled, want none", got-describes)
-	}
-	if h.countsAsked() == asked {
-		t.Error("no scheduler was asked for its counts while settled")
-	}
+			h.fp.mu.Lock()
+			h.fp.listMembersErr = c.listErr
+			h.fp.mu.Unlock()
+			describes, asked := h.fp.count("Describe"), h.countsAsked()
+			h.waitCalls("ListMembers", 5)
+			if got := h.fp.count("Describe"); got != describes {
+				t.Errorf("%d Describe calls while both clusters were settled, want none", got-describes)
+			}
+			if h.countsAsked() == asked {
+				t.Error("no scheduler was asked for its counts while settled")
+			}
 
-	h.loseWorkerAndScheduler(a.Name, b.Name)
+			h.fp.mu.Lock()
+			h.fp.listMembersErr = nil
+			h.fp.mu.Unlock()
+			h.loseWorkerAndScheduler(a.Name, b.Name)
+		})
+	}
 }
 
 // loseWorkerAndScheduler has a's only worker and b's scheduler exit, and

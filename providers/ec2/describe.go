@@ -90,7 +90,8 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 
 // ListMembers reports every cluster's members as Describe would, from
 // one DescribeInstances listing by the gateway's tag (a page per 1,000
-// instances) and one spot request lookup per 1,000 spot instances: the
+// instances) and one listing of the spot requests with an interruption
+// notice: the
 // scheduling core's sweep calls it instead of a Describe per running
 // cluster, which at thousands of clusters would spend EC2's request
 // rate on what one listing says.
@@ -425,54 +426,71 @@ func stopReason(in types.Instance, role providers.Role) string {
 // notice (status code by spot request id). The answer only brings a loss
 // forward, so a failure is logged and ignored.
 func (p *Provider) spotNotices(ctx context.Context, byMember map[string]types.Instance) map[string]string {
-	ins := make([]types.Instance, 0, len(byMember))
-	for _, in := range byMember {
-		ins = append(ins, in)
-	}
-	return p.spotNoticesOf(ctx, ins)
-}
-
-// spotRequestsPerCall bounds the spot request ids asked in one call: the
-// API documents no limit, but a listing of every cluster's could hold
-// thousands, and a request's size is bounded.
-const spotRequestsPerCall = 1000
-
-// spotNoticesOf is spotNotices for any instances, in calls of at most
-// spotRequestsPerCall ids.
-func (p *Provider) spotNoticesOf(ctx context.Context, ins []types.Instance) map[string]string {
 	var ids []string
-	for _, in := range ins {
-		if in.InstanceLifecycle == types.InstanceLifecycleTypeSpot && in.State != nil &&
-			in.State.Name == types.InstanceStateNameRunning && aws.ToString(in.SpotInstanceRequestId) != "" {
-			ids = append(ids, aws.ToString(in.SpotInstanceRequestId))
+	for _, in := range byMember {
+		if id := runningSpotRequest(in); id != "" {
+			ids = append(ids, id)
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
 	slices.Sort(ids)
-	out := map[string]string{}
-	for chunk := range slices.Chunk(ids, spotRequestsPerCall) {
-		var token *string
-		for {
-			page, err := call(ctx, p, "DescribeSpotInstanceRequests", func(ctx context.Context) (*awsec2.DescribeSpotInstanceRequestsOutput, error) {
-				return p.ec2.DescribeSpotInstanceRequests(ctx, &awsec2.DescribeSpotInstanceRequestsInput{SpotInstanceRequestIds: chunk, NextToken: token})
-			})
-			if err != nil {
-				p.log.Debug("cannot read spot interruption notices", "err", err)
-				return out
-			}
-			for _, r := range page.SpotInstanceRequests {
-				if r.Status != nil && spotNotice(aws.ToString(r.Status.Code)) {
-					out[aws.ToString(r.SpotInstanceRequestId)] = aws.ToString(r.Status.Code)
-				}
-			}
-			if token = page.NextToken; aws.ToString(token) == "" {
-				break
-			}
+	return p.spotRequestNotices(ctx, &awsec2.DescribeSpotInstanceRequestsInput{SpotInstanceRequestIds: ids}, nil)
+}
+
+// spotNoticesOf is spotNotices for every cluster's instances at once:
+// one listing of the spot requests whose status announces an
+// interruption (usually none), kept for the instances given. Asked by id
+// instead, one request EC2 does not know yet (made a moment ago) would
+// fail the call for every cluster.
+func (p *Provider) spotNoticesOf(ctx context.Context, ins []types.Instance) map[string]string {
+	ours := map[string]bool{}
+	for _, in := range ins {
+		if id := runningSpotRequest(in); id != "" {
+			ours[id] = true
 		}
 	}
-	return out
+	if len(ours) == 0 {
+		return nil
+	}
+	return p.spotRequestNotices(ctx, &awsec2.DescribeSpotInstanceRequestsInput{
+		Filters:    []types.Filter{filter("status-code", "marked-for-termination", "marked-for-stop", "marked-for-hibernation")},
+		MaxResults: aws.Int32(1000),
+	}, ours)
+}
+
+// runningSpotRequest is the spot request of a running spot instance, or "".
+func runningSpotRequest(in types.Instance) string {
+	if in.InstanceLifecycle == types.InstanceLifecycleTypeSpot && in.State != nil && in.State.Name == types.InstanceStateNameRunning {
+		return aws.ToString(in.SpotInstanceRequestId)
+	}
+	return ""
+}
+
+// spotRequestNotices pages through DescribeSpotInstanceRequests and
+// returns the interruption notices among the requests (of keep, when not
+// nil). A failure is logged and leaves what was read.
+func (p *Provider) spotRequestNotices(ctx context.Context, in *awsec2.DescribeSpotInstanceRequestsInput, keep map[string]bool) map[string]string {
+	out := map[string]string{}
+	for {
+		page, err := call(ctx, p, "DescribeSpotInstanceRequests", func(ctx context.Context) (*awsec2.DescribeSpotInstanceRequestsOutput, error) {
+			return p.ec2.DescribeSpotInstanceRequests(ctx, in)
+		})
+		if err != nil {
+			p.log.Debug("cannot read spot interruption notices", "err", err)
+			return out
+		}
+		for _, r := range page.SpotInstanceRequests {
+			id := aws.ToString(r.SpotInstanceRequestId)
+			if r.Status != nil && spotNotice(aws.ToString(r.Status.Code)) && (keep == nil || keep[id]) {
+				out[id] = aws.ToString(r.Status.Code)
+			}
+		}
+		if in.NextToken = page.NextToken; aws.ToString(in.NextToken) == "" {
+			return out
+		}
+	}
 }
 
 // StopWorker implements providers.Provider: it terminates the worker's

@@ -139,7 +139,7 @@ func (p *Provider) clusterTasks(ctx context.Context, cluster string, withStopped
 		// startedBy is only a narrowing (long names are hashed, other
 		// gateways may share the ECS cluster): the tags decide.
 		if tags[tagGateway] == p.idTag() && tags[tagMember] != "" &&
-			(tags[tagCluster] == cluster || cluster == "" && validName(tags[tagCluster])) {
+			(cluster != "" && tags[tagCluster] == cluster || cluster == "" && validName(tags[tagCluster])) {
 			out = append(out, t)
 		}
 	}

@@ -3,6 +3,7 @@ package fargate_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,6 +67,32 @@ func TestListMembers(t *testing.T) {
 	}
 	if w := find(byCluster["c2"], "worker-0"); w == nil || w.State != providers.StateStopped || !strings.Contains(w.Reason, "exit code 1") {
 		t.Errorf("c2's worker that exited: %+v", w)
+	}
+
+	// Two live tasks of this gateway, each a "worker-0", that lost their
+	// cluster tag: they belong to no cluster the listing can name, so
+	// they are neither listed nor taken for duplicates of each other.
+	var untagged []string
+	for _, c := range []string{"c0", "c3"} {
+		task, _ := f.TaskOf(c, "worker-0")
+		if err := f.Untag(task.ARN, "gateway-cluster"); err != nil {
+			t.Fatal(err)
+		}
+		untagged = append(untagged, task.ARN)
+	}
+	all, err = p.ListMembers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range all {
+		if m.Cluster == "" {
+			t.Errorf("a task without a cluster tag listed: %+v", m)
+		}
+	}
+	for _, task := range f.Tasks() {
+		if slices.Contains(untagged, task.ARN) && task.DesiredStatus != "RUNNING" {
+			t.Errorf("task %s, without a cluster tag, was stopped (%s)", task.ARN, task.StoppedReason)
+		}
 	}
 
 	if err := p.StopCluster(ctx, "c1"); err != nil {

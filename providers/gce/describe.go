@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -177,10 +178,19 @@ func (p *Provider) ListMembers(ctx context.Context) ([]providers.Member, error) 
 	}
 	out := make([]providers.Member, 0, len(fs))
 	listed := map[string]map[string]bool{}
+	failed := map[string]bool{}
 	for _, f := range fs {
 		m, err := p.member(ctx, f)
 		if err != nil {
-			return nil, fmt.Errorf("gce provider: list members: %w", err)
+			// One cluster's failure (a scheduler's guest attributes not
+			// readable) is not every cluster's: that cluster is left out,
+			// which sends it to a full pass, whose Describe says why.
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("gce provider: list members: %w", err)
+			}
+			p.log.Warn("list members: a cluster left out", "cluster", f.cluster, "err", err)
+			failed[f.cluster] = true
+			continue
 		}
 		if listed[f.cluster] == nil {
 			listed[f.cluster] = map[string]bool{}
@@ -195,8 +205,11 @@ func (p *Provider) ListMembers(ctx context.Context) ([]providers.Member, error) 
 	}
 	p.mu.Unlock()
 	for _, c := range known {
-		out = append(out, p.vanished(ctx, c, listed[c], gen)...)
+		if !failed[c] {
+			out = append(out, p.vanished(ctx, c, listed[c], gen)...)
+		}
 	}
+	out = slices.DeleteFunc(out, func(m providers.Member) bool { return failed[m.Cluster] })
 	sortMembers(out)
 	return out, nil
 }
@@ -446,5 +459,12 @@ func (p *Provider) vanished(ctx context.Context, cluster string, listed map[stri
 		}
 		p.mu.Unlock()
 	}
+	// A listing that raced with StopCluster can record a member of a
+	// cluster already forgotten; once its members are gone, so is it.
+	p.mu.Lock()
+	if st := p.clusters[cluster]; st != nil && len(st.members) == 0 && !st.infraReady {
+		delete(p.clusters, cluster)
+	}
+	p.mu.Unlock()
 	return out
 }

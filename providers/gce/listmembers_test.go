@@ -68,4 +68,43 @@ func TestListMembers(t *testing.T) {
 			t.Errorf("%s's worker: %+v, want stopped for %q", c.cluster, w, c.reason)
 		}
 	}
+
+	// A listing that raced with StopCluster records a member of the
+	// cluster after StopCluster forgot it: once the member is seen gone,
+	// nothing of the cluster is kept.
+	e.p.mu.Lock()
+	raced := *e.p.clusters["c3"].members["worker-0"]
+	e.p.mu.Unlock()
+	if err := e.p.StopCluster(e.ctx, "c3"); err != nil {
+		t.Fatal(err)
+	}
+	e.p.remember("c3", "worker-0", raced)
+	if _, err := e.p.ListMembers(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.p.mu.Lock()
+	left := e.p.clusters["c3"]
+	e.p.mu.Unlock()
+	if left != nil {
+		t.Errorf("a stopped cluster's records are kept after a listing: %+v", left)
+	}
+
+	// A cluster whose scheduler's guest attributes cannot be read is left
+	// out (its full pass says why); the others are listed.
+	spec := testSpec(t, "c9", "ann")
+	if err := e.p.StartScheduler(e.ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.FailRequests("GET", "/getGuestAttributes", -1, 403)
+	all, err = e.p.ListMembers(e.ctx)
+	if err != nil {
+		t.Fatalf("ListMembers with one scheduler's guest attributes refused: %v", err)
+	}
+	clustersListed := map[string]bool{}
+	for _, m := range all {
+		clustersListed[m.Cluster] = true
+	}
+	if clustersListed["c9"] || !clustersListed["c0"] || !clustersListed["c2"] {
+		t.Errorf("listed clusters %v; want c0 to c2 and not c9", clustersListed)
+	}
 }

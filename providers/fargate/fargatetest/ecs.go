@@ -1203,6 +1203,19 @@ func (s *Server) InterruptSpot(arn string) error {
 	return err
 }
 
+// Untag removes a tag from a task, as ecs:UntagResource would (a task
+// someone retagged by hand). ECS copies propagated tags onto the task
+// when it starts, so they are the task's own from then on: the fake,
+// which merges them when it answers, makes them the task's here.
+func (s *Server) Untag(arn, key string) error {
+	return s.withTask(arn, func(t *task) {
+		if t.propagateTags == "TASK_DEFINITION" {
+			t.tags, t.propagateTags = mergeTags(t.def.tags, t.tags), ""
+		}
+		t.tags = slices.DeleteFunc(t.tags, func(tg ecsTag) bool { return tg.Key == key })
+	})
+}
+
 // Exit ends a task as its essential container exiting with code does.
 func (s *Server) Exit(arn string, code int, reason string) error {
 	return s.withTask(arn, func(t *task) {
