@@ -1245,9 +1245,18 @@ func TestChildEnvironment(t *testing.T) {
 
 	for _, member := range []string{"scheduler", "worker-0"} {
 		pid := procOf(t, p, f.spec.Name, member).Pid
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil {
-			t.Fatal(err)
+		// A member is a shell that execs its command: while the exec is
+		// under way, /proc/<pid>/environ reads empty. An environment is
+		// never empty once it ran, so an empty read is read again.
+		var b []byte
+		for deadline := time.Now().Add(10 * time.Second); len(b) == 0 && time.Now().Before(deadline); {
+			var err error
+			if b, err = os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err != nil {
+				t.Fatal(err)
+			}
+			if len(b) == 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 		env := map[string][]string{}
 		for _, kv := range bytes.Split(b, []byte{0}) {
