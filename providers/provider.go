@@ -10,10 +10,12 @@
 package providers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/gatewayhq/gateway/providers/catalog"
@@ -125,6 +127,12 @@ type Member struct {
 	DashboardURL string
 	Reason       string // why a member stopped on its own, e.g. the last lines of its log
 	StartedAt    time.Time
+}
+
+// CompareMembers orders members by cluster, then name: the order of
+// List's and ListMembers' answers.
+func CompareMembers(a, b Member) int {
+	return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.Name, b.Name))
 }
 
 // Provider is what every backend implements.

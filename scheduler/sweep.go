@@ -362,10 +362,11 @@ func (c *Core) sweep(ctx context.Context, resync bool) {
 			c.log.Warn("sweep: list members; compared at the next sweep", "err", err)
 			c.membersChecked = lastChecked
 			skipMembers = true
-		}
-		listed = make(map[string][]providers.Member, len(check))
-		for _, m := range all {
-			listed[m.Cluster] = append(listed[m.Cluster], m)
+		} else {
+			listed = make(map[string][]providers.Member, len(check))
+			for _, m := range all {
+				listed[m.Cluster] = append(listed[m.Cluster], m)
+			}
 		}
 	}
 	// A few goroutines for all the checks rather than one for each: each

@@ -91,10 +91,9 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 // ListMembers reports every cluster's members as Describe would, from
 // one DescribeInstances listing by the gateway's tag (a page per 1,000
 // instances) and one listing of the spot requests with an interruption
-// notice: the
-// scheduling core's sweep calls it instead of a Describe per running
-// cluster, which at thousands of clusters would spend EC2's request
-// rate on what one listing says.
+// notice: the scheduling core's sweep calls it instead of a Describe per
+// running cluster, which at thousands of clusters would spend EC2's
+// request rate on what one listing says.
 func (p *Provider) ListMembers(ctx context.Context) ([]providers.Member, error) {
 	all, err := p.describe(ctx, nil)
 	if err != nil {
@@ -134,9 +133,7 @@ func (p *Provider) ListMembers(ctx context.Context) ([]providers.Member, error) 
 		p.mu.Unlock()
 		out = append(out, p.clusterMembers(ctx, c, byMember, notices, probe)...)
 	}
-	slices.SortFunc(out, func(a, b providers.Member) int {
-		return strings.Compare(a.Cluster+"\x00"+a.Name, b.Cluster+"\x00"+b.Name)
-	})
+	slices.SortFunc(out, providers.CompareMembers)
 	return out, nil
 }
 
@@ -227,9 +224,7 @@ func (p *Provider) List(ctx context.Context) ([]providers.Member, error) {
 		}
 		out = append(out, p.member(ctx, cluster, in, nil, false))
 	}
-	slices.SortFunc(out, func(a, b providers.Member) int {
-		return strings.Compare(a.Cluster+"\x00"+a.Name, b.Cluster+"\x00"+b.Name)
-	})
+	slices.SortFunc(out, providers.CompareMembers)
 	return out, nil
 }
 

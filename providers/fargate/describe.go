@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -360,12 +359,7 @@ func (p *Provider) members(ctx context.Context, tasks []ecstypes.Task, report bo
 	for _, t := range best {
 		out = append(out, p.member(ctx, t, report))
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Cluster != out[j].Cluster {
-			return out[i].Cluster < out[j].Cluster
-		}
-		return out[i].Name < out[j].Name
-	})
+	slices.SortFunc(out, providers.CompareMembers)
 	return out
 }
 
@@ -412,12 +406,7 @@ func (p *Provider) ListMembers(ctx context.Context) ([]providers.Member, error) 
 		p.mu.Unlock()
 		out = append(out, p.members(ctx, ts, report)...)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Cluster != out[j].Cluster {
-			return out[i].Cluster < out[j].Cluster
-		}
-		return out[i].Name < out[j].Name
-	})
+	slices.SortFunc(out, providers.CompareMembers)
 	return out, nil
 }
 

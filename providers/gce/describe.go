@@ -3,6 +3,7 @@ package gce
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -199,10 +200,7 @@ func (p *Provider) ListMembers(ctx context.Context) ([]providers.Member, error) 
 		out = append(out, m)
 	}
 	p.mu.Lock()
-	known := make([]string, 0, len(p.clusters))
-	for c := range p.clusters {
-		known = append(known, c)
-	}
+	known := slices.Collect(maps.Keys(p.clusters))
 	p.mu.Unlock()
 	for _, c := range known {
 		if !failed[c] {
@@ -210,7 +208,7 @@ func (p *Provider) ListMembers(ctx context.Context) ([]providers.Member, error) 
 		}
 	}
 	out = slices.DeleteFunc(out, func(m providers.Member) bool { return failed[m.Cluster] })
-	sortMembers(out)
+	slices.SortFunc(out, providers.CompareMembers)
 	return out, nil
 }
 
@@ -229,18 +227,8 @@ func (p *Provider) List(ctx context.Context) ([]providers.Member, error) {
 		}
 		out = append(out, m)
 	}
-	sortMembers(out)
+	slices.SortFunc(out, providers.CompareMembers)
 	return out, nil
-}
-
-// sortMembers sorts members by cluster, then name.
-func sortMembers(ms []providers.Member) {
-	sort.Slice(ms, func(i, j int) bool {
-		if ms[i].Cluster != ms[j].Cluster {
-			return ms[i].Cluster < ms[j].Cluster
-		}
-		return ms[i].Name < ms[j].Name
-	})
 }
 
 func (p *Provider) member(ctx context.Context, f *found) (providers.Member, error) {
