@@ -191,7 +191,8 @@ type Immediate interface {
 // cluster they stopped with StopCluster ended; the usage ledger dates
 // their stops by it rather than by when the call returned.
 type StopTimes interface {
-	// StoppedAt reports, once, when the member ended, if known.
+	// StoppedAt reports when the member ended, if known; a backend may
+	// answer only once.
 	StoppedAt(cluster, member string) (time.Time, bool)
 }
 

@@ -213,6 +213,8 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		stopping: map[string]int{}, starting: map[string]bool{}, seen: map[string]*seen{},
 		netLeftoverAge: leftoverAge,
 	}
+	// Saved beside the logs: a removed container's end is gone with it.
+	p.ends.Dir = cfg.Dir
 	p.log.Info("connected to the Docker engine", "endpoint", cli.DaemonHost(), "api", cli.ClientVersion())
 	return p, nil
 }

@@ -23,7 +23,7 @@ func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error
 	}
 	var errs []error
 	for _, c := range list {
-		if _, err := p.stopMember(ctx, c); err != nil {
+		if err := p.stopMember(ctx, c, false); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -55,14 +55,11 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 		wg   sync.WaitGroup
 	)
 	stop := func(c container.Summary) {
-		end, err := p.stopMember(ctx, c)
-		if err != nil {
+		if err := p.stopMember(ctx, c, true); err != nil {
 			mu.Lock()
 			errs = append(errs, err)
 			mu.Unlock()
-			return
 		}
-		p.ends.Note(cluster, c.Labels[labelMember], end)
 	}
 	// Workers first, while their scheduler can still release them: a
 	// worker whose scheduler is already gone waits to reconnect instead of
@@ -92,15 +89,17 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 }
 
 // stopMember stops one container (SIGTERM, then SIGKILL after the grace
-// period), saves its log and removes it. It returns when the member ended.
-func (p *Provider) stopMember(ctx context.Context, c container.Summary) (time.Time, error) {
+// period), saves its log and removes it. With noteEnd, when it ended is
+// noted for StoppedAt (and saved) before the container, which holds the
+// only other record of it, is removed.
+func (p *Provider) stopMember(ctx context.Context, c container.Summary, noteEnd bool) error {
 	cluster, member := c.Labels[labelCluster], c.Labels[labelMember]
 	key := memberKey(cluster, member)
 	done := p.markStopping(key)
 	defer done()
 	unlock, err := p.locks.Lock(ctx, key)
 	if err != nil {
-		return time.Time{}, err
+		return err
 	}
 	defer unlock()
 	name := c.ID
@@ -112,11 +111,13 @@ func (p *Provider) stopMember(ctx context.Context, c container.Summary) (time.Ti
 	// creation; engines before API 1.42 ignore it here.
 	err = p.cli.ContainerStop(ctx, c.ID, container.StopOptions{Signal: "SIGTERM", Timeout: &grace})
 	if cerrdefs.IsNotFound(err) {
+		// Removed meanwhile, by whoever stopped it: what that one saved
+		// stands, or the stop is dated when it is recorded.
 		p.forget(c.ID)
-		return time.Now(), nil
+		return nil
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("docker provider: stop %s of %s (%s): %w", member, cluster, name, err)
+		return fmt.Errorf("docker provider: stop %s of %s (%s): %w", member, cluster, name, err)
 	}
 	end := time.Now()
 	if insp, err := p.cli.ContainerInspect(ctx, c.ID); err == nil {
@@ -124,13 +125,16 @@ func (p *Provider) stopMember(ctx context.Context, c container.Summary) (time.Ti
 			end = t
 		}
 	}
+	if noteEnd {
+		p.ends.Note(cluster, member, end)
+	}
 	p.saveLog(ctx, cluster, member, c.ID)
 	if err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		if !strings.Contains(err.Error(), "already in progress") {
-			return time.Time{}, fmt.Errorf("docker provider: remove %s of %s (%s): %w", member, cluster, name, err)
+			return fmt.Errorf("docker provider: remove %s of %s (%s): %w", member, cluster, name, err)
 		}
 	}
 	p.forget(c.ID)
 	p.log.Info("stopped member", "cluster", cluster, "member", member, "container", name)
-	return end, nil
+	return nil
 }

@@ -86,6 +86,10 @@ type proc struct {
 	Pid        int            `json:"pid"`
 	StartTicks uint64         `json:"start_ticks"`
 	StartedAt  time.Time      `json:"started_at"`
+	// StopAt is when the gateway first asked the member to stop (SIGTERM),
+	// recorded before the signal: a gateway restarted after the member
+	// ended unseen dates its end from it.
+	StopAt time.Time `json:"stop_at,omitzero"`
 
 	child    *exec.Cmd     // nil when adopted from an earlier gateway
 	exited   chan struct{} // closed when a child has been reaped
@@ -126,6 +130,9 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("local provider: %w", err)
 	}
 	p := &Provider{cfg: cfg, log: cfg.Logger.With("provider", Name), procs: map[string]map[string]*proc{}}
+	// Ends are saved beside the members' logs: nothing else is left of a
+	// process once it has gone.
+	p.ends.Dir = cfg.Dir
 	p.adopt()
 	return p, nil
 }
@@ -734,8 +741,7 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.stop(ctx, pr)
-			p.noteEnd(pr)
+			p.ends.Note(pr.Cluster, pr.Name, p.stop(ctx, pr))
 		}()
 	}
 	wg.Wait()
@@ -743,8 +749,7 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 		crashpoint.Hit(ctx, crashpoint.LocalClusterWorkersStopped)
 	}
 	if sched != nil {
-		p.stop(ctx, sched)
-		p.noteEnd(sched)
+		p.ends.Note(sched.Cluster, sched.Name, p.stop(ctx, sched))
 	}
 	if len(members) > 0 {
 		crashpoint.Hit(ctx, crashpoint.LocalClusterStopped)
@@ -769,13 +774,28 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 }
 
 // stop sends SIGTERM to the member's process group, waits for the member to
-// exit, and SIGKILLs the group when the grace period runs out.
-func (p *Provider) stop(ctx context.Context, pr *proc) {
+// exit, and SIGKILLs the group when the grace period runs out. It returns
+// when the member ended.
+func (p *Provider) stop(ctx context.Context, pr *proc) time.Time {
 	if !pr.alive() {
 		p.killGroupQuietly(pr) // a nanny's children may outlive it
-		return
+		return p.unseenEnd(pr)
+	}
+	p.mu.Lock()
+	first := pr.StopAt.IsZero()
+	if first {
+		pr.StopAt = time.Now()
+	}
+	p.mu.Unlock()
+	if first {
+		// Before the signal: a gateway killed from here on finds, once
+		// restarted, when the member was asked to end.
+		if err := p.writeState(pr); err != nil {
+			p.log.Warn("cannot record a member's stop", "cluster", pr.Cluster, "member", pr.Name, "err", err)
+		}
 	}
 	_ = syscall.Kill(-pr.Pid, syscall.SIGTERM)
+	crashpoint.Hit(ctx, crashpoint.LocalMemberSignalled)
 	deadline := time.NewTimer(p.cfg.StopGrace)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -785,21 +805,44 @@ func (p *Provider) stop(ctx context.Context, pr *proc) {
 		case <-deadline.C:
 			p.log.Warn("member did not exit after SIGTERM; killing it", "cluster", pr.Cluster, "member", pr.Name, "grace", p.cfg.StopGrace)
 			p.killGroup(pr)
-			return
+			return time.Now()
 		case <-ctx.Done():
 			p.killGroup(pr)
-			return
+			return time.Now()
 		case <-pr.exitedChan():
 		case <-tick.C:
 		}
 	}
+	end := time.Now()
 	p.killGroupQuietly(pr)
+	return end
 }
 
-// noteEnd remembers when a member stopped by StopCluster ended, for
-// StoppedAt.
-func (p *Provider) noteEnd(pr *proc) {
-	p.ends.Note(pr.Cluster, pr.Name, time.Now())
+// unseenEnd dates the end of a member found already gone, whose exit this
+// process did not watch. An earlier gateway process that watched it saved
+// the time. Otherwise, if a gateway asked it to stop and then died, it
+// ended between that request and now, and a Dask process that obeys
+// SIGTERM logs its shutdown until its last moment: the later of the two
+// is the estimate. A member that ended unasked while no gateway watched
+// is dated now, as the scheduling core dates a member it finds gone.
+func (p *Provider) unseenEnd(pr *proc) time.Time {
+	if t, ok := p.ends.Saved(pr.Cluster, pr.Name); ok {
+		return t
+	}
+	p.mu.Lock()
+	end := pr.StopAt
+	p.mu.Unlock()
+	now := time.Now()
+	if end.IsZero() || end.After(now) {
+		return now
+	}
+	if fi, err := os.Stat(filepath.Join(p.clusterDir(pr.Cluster), pr.Name+".log")); err == nil && fi.ModTime().After(end) {
+		end = fi.ModTime()
+	}
+	if end.After(now) {
+		return now
+	}
+	return end
 }
 
 // StoppedAt implements providers.StopTimes.

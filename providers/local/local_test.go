@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/internal/testutil"
 
 	"github.com/gatewayhq/gateway/providers"
@@ -53,6 +55,7 @@ const (
 //	grandchild-* starts a grandchild "sleep 300 &" and then sleeps
 //	stubborn-*   ignores SIGTERM (and so does its sleep, the ignore is inherited over exec)
 //	straggler-*  obeys SIGTERM, but leaves a grandchild that ignores it
+//	logstop-*    on SIGTERM logs, takes 0.3 s, logs again and exits, as Dask does
 //	anything else prints its arguments and sleeps
 const fakeDaskTemplate = `#!/bin/sh
 role=$1
@@ -77,6 +80,11 @@ worker)
 	grandchild*) sleep 300 & ;;
 	stubborn*) trap '' TERM ;;
 	straggler*) (trap '' TERM; exec sleep 300) & ;;
+	logstop*)
+		trap 'echo "worker $name stopping"; sleep 0.3; echo "worker $name stopped"; exit 0' TERM
+		sleep 300 &
+		wait
+		exit 0 ;;
 	esac
 	exec sleep 300
 	;;
@@ -1362,6 +1370,93 @@ func TestList(t *testing.T) {
 // After a gateway restart, StopCluster leaves behind processes of an adopted
 // member's process group once the leader has exited: stop() only sweeps the
 // group (killGroupQuietly) for members that are its own children.
+// When members ended is kept across a restart of the gateway: the usage
+// ledger dates a cluster's stop by StoppedAt, and a gateway killed after
+// stopping the members but before recording it must not charge, once
+// restarted, the time it was down (TestCrashRecovery measured 14.5
+// worker-seconds too many over ten stops). Either StopCluster saw the end
+// and saved it, or it sent SIGTERM and died, and the member ended unseen:
+// its end is then dated from the recorded request and the member's last
+// log line, never from when the restarted gateway found it gone.
+func TestStopTimesSurviveRestart(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, worker string
+		killed       bool // the first gateway dies just after signalling the worker
+	}{
+		{"stopped, then restarted before the record", "worker-0", false},
+		{"killed after the signal", "worker-0", true},
+		{"killed after the signal, the member logging as it stops", "logstop-0", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, schedOK)
+			a := f.provider()
+			f.startRunning(a)
+			procs := 1
+			if strings.HasPrefix(tc.worker, "logstop") {
+				procs = 2
+			}
+			f.startWorker(a, tc.worker, procs)
+			time.Sleep(50 * time.Millisecond) // the log's start-up lines are older than the stop
+
+			ctx := context.Background()
+			signalled := make(chan struct{})
+			if tc.killed {
+				points, err := crashpoint.Parse(string(crashpoint.LocalMemberSignalled))
+				if err != nil {
+					t.Fatal(err)
+				}
+				// A frozen process, as good as a dead one: A never goes on.
+				ctx = crashpoint.With(ctx, points.WithCrash(io.Discard, func() {
+					close(signalled)
+					<-make(chan struct{})
+				}))
+			}
+			before := time.Now()
+			stopped := make(chan error, 1)
+			go func() { stopped <- a.StopCluster(ctx, f.spec.Name) }()
+			if tc.killed {
+				<-signalled
+			} else if err := <-stopped; err != nil {
+				t.Fatal(err)
+			}
+			waitPIDCount(t, f.spec.Name, tc.worker, 0)
+			gone := time.Now()
+			time.Sleep(300 * time.Millisecond) // the restart comes later
+
+			b := f.provider()
+			if err := b.StopCluster(context.Background(), f.spec.Name); err != nil {
+				t.Fatal(err)
+			}
+			waitNoMembers(t, f.spec.Name)
+			for range 2 { // asked again after another restart: the same
+				got, ok := b.StoppedAt(f.spec.Name, tc.worker)
+				if !ok {
+					t.Fatalf("the restarted gateway does not know when %s ended", tc.worker)
+				}
+				if got.Before(before) || got.After(gone) {
+					t.Errorf("%s ended at %s by the restarted gateway, outside %s (stop asked) to %s (seen gone): the time it was down is charged",
+						tc.worker, got.Format("15:04:05.000"), before.Format("15:04:05.000"), gone.Format("15:04:05.000"))
+				}
+				if strings.HasPrefix(tc.worker, "logstop") {
+					fi, err := os.Stat(filepath.Join(f.clusterDir(), tc.worker+".log"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !got.Equal(fi.ModTime()) || !strings.Contains(readFile(t, filepath.Join(f.clusterDir(), tc.worker+".log")), "stopped") {
+						t.Errorf("%s ended at %s, its last log line was written at %s", tc.worker, got.Format("15:04:05.000"), fi.ModTime().Format("15:04:05.000"))
+					}
+				}
+				b = f.provider()
+			}
+			if _, ok := b.StoppedAt(f.spec.Name, "worker-never"); ok {
+				t.Error("an end is known for a member that never ran")
+			}
+		})
+	}
+}
+
 func TestRegressionAdoptedStragglersSurviveStopCluster(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, schedOK)
