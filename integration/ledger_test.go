@@ -68,8 +68,10 @@ func (l *lifetimes) seconds() map[string]float64 {
 // as an operator would, with the lifetimes of the worker processes watched
 // from outside: per cluster and in total. A worker counted twice or lost
 // would be off by its whole lifetime (tens of seconds here); the
-// tolerance covers the watch's granularity and the moments between a
-// process's start or end and its record.
+// tolerance covers the watch's granularity, the moments between a
+// process's start or end and its record, and, for a worker that ended
+// while the gateway was down, its Python teardown after its last log line
+// (by which the local backend dates such an end).
 func checkLedger(t *testing.T, gatewayURL, adminToken string, observed map[string]float64) (ledgerTotal, observedTotal float64) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, gatewayURL+"/api/v1/admin/usage?by=cluster&since=2000-01-01", nil)

@@ -1293,6 +1293,17 @@ func cpProfile(o Options, phase string) func() {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		// What the collector marks at every cycle: the live heap, and the
+		// goroutines whose stacks it scans.
+		if h, err := os.Create(prefix + "-" + slug + ".heap.pprof"); err == nil {
+			runtime.GC()
+			_ = pprof.Lookup("heap").WriteTo(h, 0)
+			h.Close()
+		}
+		if g, err := os.Create(prefix + "-" + slug + ".goroutine.txt"); err == nil {
+			_ = pprof.Lookup("goroutine").WriteTo(g, 1)
+			g.Close()
+		}
 	}
 }
 
