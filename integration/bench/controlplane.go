@@ -49,7 +49,11 @@ import (
 // as the gateway's.
 //
 // Set GATEWAY_BENCH_CPUPROFILE=<prefix> to write CPU profiles of the
-// measured phases to <prefix>-<phase>.pprof.
+// measured phases to <prefix>-<phase>.pprof (with heap profiles at their
+// start and end, and the goroutines at the end). Set
+// GATEWAY_BENCH_HEARTBEAT_INTERVAL (a duration) to run the control plane
+// with another cluster.heartbeat_interval than the default, which sets the
+// heartbeat reads that are most of an idle cluster's cost.
 
 // The gateway's defaults (internal/config) for what these figures depend on.
 const (
@@ -59,6 +63,7 @@ const (
 	cpReapInterval     = time.Minute      // cluster.reap_interval
 	cpReapGrace        = 2 * time.Minute  // cluster.reap_grace
 	cpIdleTimeout      = 20 * time.Minute // cluster.idle_timeout
+	cpHeartbeatEvery   = 5 * time.Minute  // cluster.heartbeat_interval
 	cpFailedPerMinute  = 30               // auth.failed_per_minute
 	cpSessionTTL       = 8 * time.Hour    // auth.session_ttl
 )
@@ -116,6 +121,22 @@ func benchAPI(ctx context.Context, o Options) ([]Result, error) {
 
 // cpPostgresEnv names the PostgreSQL database of figure 5's side-by-side run.
 const cpPostgresEnv = "GATEWAY_BENCH_POSTGRES_URL"
+
+const cpHeartbeatEnv = "GATEWAY_BENCH_HEARTBEAT_INTERVAL"
+
+// cpHeartbeat is the cluster.heartbeat_interval of the run: the default,
+// or what cpHeartbeatEnv says.
+func cpHeartbeat() (time.Duration, error) {
+	v := os.Getenv(cpHeartbeatEnv)
+	if v == "" {
+		return cpHeartbeatEvery, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Second || d > time.Hour {
+		return 0, fmt.Errorf("%s=%q: give a duration from 1s to 1h, as cluster.heartbeat_interval takes, e.g. 15m", cpHeartbeatEnv, v)
+	}
+	return d, nil
+}
 
 // benchAPIOn is figure 5 on SQLite (pgURL "") or on PostgreSQL; suffix
 // ends every case's name.
@@ -488,6 +509,10 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 		window = 2 * lease
 	}
 	total := steps[len(steps)-1]
+	beat, err := cpHeartbeat()
+	if err != nil {
+		return nil, err
+	}
 	g, err := cpStart(ctx, o, "controlplane", poll, lease)
 	if err != nil {
 		return nil, err
@@ -547,8 +572,8 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 		perPass := time.Duration(float64(m.cpu) / polls)
 		perPassBy[n] = perPass
 		note := fmt.Sprintf("measured %s after all ran (%s); window %s: %d member listings, %.0f full reconcile passes/s, %s CPU per cluster per poll interval; "+
-			"poll_interval %s, lease_ttl %s; stand-in schedulers' HTTP servers (streams, counts.json) used %.1f%% more (not counted)",
-			quiet.Round(10*time.Millisecond), quietNote(quiet, time.Minute), window, m.sweeps, float64(m.passes)/window.Seconds(), perPass.Round(time.Microsecond), poll, lease, m.childCores*100)
+			"poll_interval %s, lease_ttl %s, heartbeat_interval %s; stand-in schedulers' HTTP servers (streams, counts.json) used %.1f%% more (not counted)",
+			quiet.Round(10*time.Millisecond), quietNote(quiet, time.Minute), window, m.sweeps, float64(m.passes)/window.Seconds(), perPass.Round(time.Microsecond), poll, lease, beat, m.childCores*100)
 		if m.lists > 0 {
 			note += "; a reaper pass (provider List) fell in the window"
 		}
@@ -751,6 +776,10 @@ func cpStart(ctx context.Context, o Options, name string, poll, lease time.Durat
 // cpStartDB is cpStart on PostgreSQL when pgURL is set: in a schema of its
 // own, dropped by close.
 func cpStartDB(ctx context.Context, o Options, name, pgURL string, poll, lease time.Duration) (_ *cpGateway, err error) {
+	beat, err := cpHeartbeat()
+	if err != nil {
+		return nil, err
+	}
 	g := &cpGateway{log: o.Log}
 	defer func() {
 		if err != nil {
@@ -809,15 +838,16 @@ func cpStartDB(ctx context.Context, o Options, name, pgURL string, poll, lease t
 		GatewayID: "gw-bench",
 		Limits: scheduler.Limits{MaxWorkers: 50, MaxWorkerThreads: 64, MaxWorkerMemory: 256,
 			DefaultIdleTimeout: cpIdleTimeout},
-		HeartbeatTimeout: cpHeartbeatTimeout,
-		ReplicaID:        "r-bench",
-		LeaseTTL:         lease,
-		Reaper:           scheduler.ReaperConfig{Interval: cpReapInterval, Grace: cpReapGrace},
-		StartTimeout:     10 * time.Minute, // the gateway's for providers other than local
-		PollInterval:     poll,
-		WorkerRestarts:   5,
-		Quotas:           quotas,
-		SchedulerGPU:     true,
+		HeartbeatTimeout:  cpHeartbeatTimeout,
+		HeartbeatInterval: beat,
+		ReplicaID:         "r-bench",
+		LeaseTTL:          lease,
+		Reaper:            scheduler.ReaperConfig{Interval: cpReapInterval, Grace: cpReapGrace},
+		StartTimeout:      10 * time.Minute, // the gateway's for providers other than local
+		PollInterval:      poll,
+		WorkerRestarts:    5,
+		Quotas:            quotas,
+		SchedulerGPU:      true,
 	}, g.db, g.prov, rt, log)
 	runCtx, cancel := context.WithCancel(ctx)
 	g.cancel, g.done = cancel, make(chan struct{})
@@ -1289,6 +1319,14 @@ func cpProfile(o Options, phase string) func() {
 		o.Log.Warn("cpu profile", "err", err)
 		f.Close()
 		return func() {}
+	}
+	// The allocations of the phase are the difference from here to the
+	// end (go tool pprof -sample_index=alloc_space -base). A heap profile
+	// is as of the last collection: one now makes it as of the start.
+	if h, err := os.Create(prefix + "-" + slug + ".heap-start.pprof"); err == nil {
+		runtime.GC()
+		_ = pprof.Lookup("heap").WriteTo(h, 0)
+		h.Close()
 	}
 	return func() {
 		pprof.StopCPUProfile()
