@@ -509,10 +509,6 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 		window = 2 * lease
 	}
 	total := steps[len(steps)-1]
-	beat, err := cpHeartbeat()
-	if err != nil {
-		return nil, err
-	}
 	g, err := cpStart(ctx, o, "controlplane", poll, lease)
 	if err != nil {
 		return nil, err
@@ -573,7 +569,7 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 		perPassBy[n] = perPass
 		note := fmt.Sprintf("measured %s after all ran (%s); window %s: %d member listings, %.0f full reconcile passes/s, %s CPU per cluster per poll interval; "+
 			"poll_interval %s, lease_ttl %s, heartbeat_interval %s; stand-in schedulers' HTTP servers (streams, counts.json) used %.1f%% more (not counted)",
-			quiet.Round(10*time.Millisecond), quietNote(quiet, time.Minute), window, m.sweeps, float64(m.passes)/window.Seconds(), perPass.Round(time.Microsecond), poll, lease, beat, m.childCores*100)
+			quiet.Round(10*time.Millisecond), quietNote(quiet, time.Minute), window, m.sweeps, float64(m.passes)/window.Seconds(), perPass.Round(time.Microsecond), poll, lease, g.beat, m.childCores*100)
 		if m.lists > 0 {
 			note += "; a reaper pass (provider List) fell in the window"
 		}
@@ -622,7 +618,7 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 		limit = 3 // 10x more clusters: the same criterion, sublinear, scaled to the quick run's range
 	}
 	why := "what is left per cluster is its share of the once-a-minute passes (the reaper's provider listing, the members' " +
-		"backstop listing and comparison, the lease rescan), a heartbeat read every 5 minutes from the epoll set, and the " +
+		"backstop listing and comparison, the lease rescan), a heartbeat read every " + g.beat.String() + " from the epoll set, and the " +
 		"garbage collector's marking of each cluster's records"
 	if perPassBy[last] > 4*perPassBy[first] {
 		why = "the cost per cluster grows with the number of clusters: some per-sweep work scans more than it should"
@@ -760,7 +756,8 @@ type cpGateway struct {
 	core     *scheduler.Core
 	srv      *http.Server
 	url      string
-	children // the stand-in schedulers' HTTP server
+	beat     time.Duration // cluster.heartbeat_interval
+	children               // the stand-in schedulers' HTTP server
 	cancel   context.CancelFunc
 	done     chan struct{}
 	// dropSchema removes the PostgreSQL schema of the run (nil: SQLite).
@@ -780,7 +777,7 @@ func cpStartDB(ctx context.Context, o Options, name, pgURL string, poll, lease t
 	if err != nil {
 		return nil, err
 	}
-	g := &cpGateway{log: o.Log}
+	g := &cpGateway{log: o.Log, beat: beat}
 	defer func() {
 		if err != nil {
 			g.close()
@@ -839,7 +836,7 @@ func cpStartDB(ctx context.Context, o Options, name, pgURL string, poll, lease t
 		Limits: scheduler.Limits{MaxWorkers: 50, MaxWorkerThreads: 64, MaxWorkerMemory: 256,
 			DefaultIdleTimeout: cpIdleTimeout},
 		HeartbeatTimeout:  cpHeartbeatTimeout,
-		HeartbeatInterval: beat,
+		HeartbeatInterval: g.beat,
 		ReplicaID:         "r-bench",
 		LeaseTTL:          lease,
 		Reaper:            scheduler.ReaperConfig{Interval: cpReapInterval, Grace: cpReapGrace},
