@@ -122,12 +122,15 @@ func (e *EndTimes) save(cluster, member string, at time.Time) {
 // path is where the member's end is saved; names that are not a single
 // path element get none.
 func (e *EndTimes) path(cluster, member string) (string, bool) {
-	if e.Dir == "" || !plainName(cluster) || !plainName(member) {
+	if e.Dir == "" || !PlainName(cluster) || !PlainName(member) {
 		return "", false
 	}
 	return filepath.Join(e.Dir, cluster, member+endSuffix), true
 }
 
-func plainName(s string) bool {
-	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, `/\`) && !strings.ContainsRune(s, 0)
+// PlainName reports whether a cluster or member name can name a file or
+// folder of a backend's own (a log, a saved end) as it is: one path
+// element that escapes nothing, with no space, NUL or line break.
+func PlainName(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\\ \x00\n")
 }

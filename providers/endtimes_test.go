@@ -74,7 +74,7 @@ func TestEndTimesSaved(t *testing.T) {
 	// anywhere, inside Dir or beside it.
 	var memory EndTimes
 	memory.Note("c", "worker-2", t0)
-	for _, n := range []struct{ cluster, member string }{{"..", "x"}, {"c", "../../escape"}, {"a/b", "w"}, {"c", `w\x`}, {".", "w"}, {"", "w"}} {
+	for _, n := range []struct{ cluster, member string }{{"..", "x"}, {"c", "../../escape"}, {"a/b", "w"}, {"c", `w\x`}, {".", "w"}, {"", "w"}, {"c", "w 1"}, {"c", "w\n1"}, {"c\x00", "w"}} {
 		before.Note(n.cluster, n.member, t0)
 		if _, ok := after.Saved(n.cluster, n.member); ok {
 			t.Errorf("an end was saved for %q/%q", n.cluster, n.member)

@@ -139,7 +139,7 @@ func (p *Provider) containerLog(ctx context.Context, id string, tail int, limit 
 // saveLog appends a container's log to <Dir>/<cluster>/<member>.log before
 // the container is removed, so that the log outlives it.
 func (p *Provider) saveLog(ctx context.Context, cluster, member, id string) {
-	if p.cfg.Dir == "" || !validName(cluster) || !validName(member) {
+	if p.cfg.Dir == "" || !providers.PlainName(cluster) || !providers.PlainName(member) {
 		return
 	}
 	text, cut, err := p.containerLog(ctx, id, 0, maxLogBytes)

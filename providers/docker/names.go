@@ -48,21 +48,15 @@ func safeName(raw, key string) string {
 	return name + suffix
 }
 
-// validName refuses names that would escape the log folder or confuse the
-// scheduler with a worker.
-func validName(s string) bool {
-	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\\ \x00\n")
-}
-
 func checkWorker(worker string) error {
-	if !validName(worker) || worker == "scheduler" {
+	if !providers.PlainName(worker) || worker == "scheduler" {
 		return fmt.Errorf("docker provider: invalid worker name %q", worker)
 	}
 	return nil
 }
 
 func checkCluster(cluster string) error {
-	if !validName(cluster) {
+	if !providers.PlainName(cluster) {
 		return fmt.Errorf("docker provider: invalid cluster name %q", cluster)
 	}
 	return nil
