@@ -146,6 +146,11 @@ func (p *Provider) ListsImmediately() {}
 
 func (p *Provider) clusterDir(cluster string) string { return filepath.Join(p.cfg.Dir, cluster) }
 
+// logPath is where a member's output goes, and stays after it ended.
+func (p *Provider) logPath(cluster, member string) string {
+	return filepath.Join(p.clusterDir(cluster), member+".log")
+}
+
 func (p *Provider) command(sub string) []string {
 	if p.cfg.Command != "" {
 		return append(strings.Fields(p.cfg.Command), sub)
@@ -258,7 +263,7 @@ func (p *Provider) running(cluster, name string) bool {
 
 func (p *Provider) spawn(ctx context.Context, spec providers.ClusterSpec, name string, role providers.Role, args []string, env ...string) error {
 	dir := p.clusterDir(spec.Name)
-	logf, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(p.logPath(spec.Name, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("local provider: open log: %w", err)
 	}
@@ -596,7 +601,7 @@ func (p *Provider) exitReason(pr *proc) string {
 	if pr.child != nil && pr.child.ProcessState != nil {
 		msg = fmt.Sprintf("%s exited (%s)", pr.Name, pr.child.ProcessState.String())
 	}
-	if tail := tailFile(filepath.Join(p.clusterDir(pr.Cluster), pr.Name+".log"), 15); tail != "" {
+	if tail := tailFile(p.logPath(pr.Cluster, pr.Name), 15); tail != "" {
 		msg += "; last lines of its log:\n" + tail
 	}
 	return msg
@@ -836,7 +841,7 @@ func (p *Provider) unseenEnd(pr *proc) time.Time {
 	if end.IsZero() || end.After(now) {
 		return now
 	}
-	if fi, err := os.Stat(filepath.Join(p.clusterDir(pr.Cluster), pr.Name+".log")); err == nil && fi.ModTime().After(end) {
+	if fi, err := os.Stat(p.logPath(pr.Cluster, pr.Name)); err == nil && fi.ModTime().After(end) {
 		end = fi.ModTime()
 	}
 	if end.After(now) {
