@@ -25,6 +25,7 @@ import (
 	"golang.org/x/oauth2/google"
 
 	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/internal/sdkhttp"
 )
 
 // Auth kinds.
@@ -194,6 +195,7 @@ func (ra *registryAuth) ecr(ctx context.Context) (*authn.AuthConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ECR credentials: AWS configuration: %w", err)
 	}
+	cfg.HTTPClient = sdkhttp.Client(cfg.HTTPClient)
 	var client ecrAPI = ecr.NewFromConfig(cfg, func(o *ecr.Options) {
 		if ra.cfg.ECREndpoint != "" {
 			o.BaseEndpoint = aws.String(ra.cfg.ECREndpoint)

@@ -15,6 +15,7 @@ import (
 	awsec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/gatewayhq/gateway/internal/sdkhttp"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -154,15 +155,12 @@ func awsConfig(ctx context.Context, cfg Config) (aws.Config, error) {
 	if cfg.Credentials != nil {
 		// Explicit credentials: nothing from the environment, shared files or
 		// instance metadata, so that what runs is exactly what was configured.
-		c := aws.Config{
+		return aws.Config{
 			Region:      cfg.Region,
 			Credentials: aws.NewCredentialsCache(cfg.Credentials),
 			Retryer:     func() aws.Retryer { return aws.NopRetryer{} },
-		}
-		if cfg.HTTPClient != nil {
-			c.HTTPClient = cfg.HTTPClient
-		}
-		return c, nil
+			HTTPClient:  sdkhttp.Client(cfg.HTTPClient),
+		}, nil
 	}
 	opts := []func(*config.LoadOptions) error{
 		config.WithRegion(cfg.Region),
@@ -175,6 +173,8 @@ func awsConfig(ctx context.Context, cfg Config) (aws.Config, error) {
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("ec2 provider: load AWS configuration: %w", err)
 	}
+	// After loading, which configures the SDK's own client (AWS_CA_BUNDLE).
+	c.HTTPClient = sdkhttp.Client(c.HTTPClient)
 	return c, nil
 }
 

@@ -176,7 +176,7 @@ func call[T any](ctx context.Context, p *Provider, op string, f func(context.Con
 		if throttled(err) {
 			d = max(d, backoff.Window(attempt, p.cfg.BaseDelay, p.cfg.MaxDelay)/2)
 		}
-		p.log.Debug("retrying AWS call", "op", op, "attempt", attempt, "code", errorCode(err), "wait", d)
+		p.log.Debug("retrying AWS call", "op", op, "attempt", attempt, "code", errorCode(err), "wait", d, "err", err)
 		// Everyone else sharing the budget keeps the pause too.
 		paused = throttled(err)
 		if paused {

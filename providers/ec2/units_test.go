@@ -164,13 +164,19 @@ func TestDefaultCredentialsPath(t *testing.T) {
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
 	cfg := validConfig()
 	cfg.Credentials = nil
-	cfg.HTTPClient = http.DefaultClient
+	sent := &sentClient{}
+	cfg.HTTPClient = sent
 	c, err := awsConfig(context.Background(), cfg.withDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Region != "us-east-1" || c.Retryer == nil || c.HTTPClient != http.DefaultClient {
+	if c.Region != "us-east-1" || c.Retryer == nil {
 		t.Errorf("config = region %q", c.Region)
+	}
+	// Requests go through the configured client (wrapped: sdkhttp).
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/", strings.NewReader("Action=DescribeInstances"))
+	if _, err := c.HTTPClient.Do(req); err != nil || sent.n != 1 {
+		t.Errorf("a request through the configuration's client: %v, %d reached the configured one", err, sent.n)
 	}
 	if _, ok := c.Retryer().(aws.NopRetryer); !ok {
 		t.Error("the SDK's own retries are on")
@@ -182,4 +188,12 @@ func TestLoopbackOnly(t *testing.T) {
 	if _, err := (loopbackOnly{}).Do(req); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("a request to AWS was let through: %v", err)
 	}
+}
+
+// sentClient counts the requests it is given and answers each 200.
+type sentClient struct{ n int }
+
+func (c *sentClient) Do(r *http.Request) (*http.Response, error) {
+	c.n++
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
 }

@@ -53,6 +53,7 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/backoff"
 	"github.com/gatewayhq/gateway/internal/keylock"
+	"github.com/gatewayhq/gateway/internal/sdkhttp"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -368,6 +369,8 @@ func New(cfg Config) (*Provider, error) {
 	// Retries are this package's (bounded, with an injectable sleep and a
 	// log line each), not the SDK's: two layers would multiply.
 	awsCfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
+	// After loading, which configures the SDK's own client (AWS_CA_BUNDLE).
+	awsCfg.HTTPClient = sdkhttp.Client(awsCfg.HTTPClient)
 	p := &Provider{
 		cfg: cfg,
 		log: cfg.Logger.With("provider", Name),
