@@ -347,3 +347,37 @@ func inSweep() bool {
 	buf := make([]byte, 64<<10)
 	return bytes.Contains(buf[:runtime.Stack(buf, false)], []byte("scheduler.(*Core).sweep("))
 }
+
+// TestResyncFindsLostFollowUp: an active cluster held here that is neither
+// settled nor queued (a pass whose follow-up was lost) is taken up again
+// by the sweep's resync, though no cluster row changed and the sweep works
+// from its last read of the leases; the other cluster is left alone.
+func TestResyncFindsLostFollowUp(t *testing.T) {
+	h := newHarness(t, func(c *scheduler.Config) { c.LeaseTTL = 400 * time.Millisecond })
+	h.start()
+	lost := h.create("alice", 0)
+	other := h.create("bob", 0)
+	for _, cl := range []*store.Cluster{lost, other} {
+		h.waitSettled(cl.Name, 0)
+		eventually(t, waitLimit, cl.Name+" to be settled", func() (bool, string) {
+			return h.core.Settled(cl.Name), "not settled"
+		})
+	}
+	eventually(t, waitLimit, "the sweep to keep its read of the leases", func() (bool, string) {
+		return h.core.LeasesKept(), "reading anew"
+	})
+	changes, err := h.st.Changes(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.core.LoseFollowUp(lost.Name)
+	eventually(t, waitLimit, "the resync to settle "+lost.Name+" again", func() (bool, string) {
+		return h.core.Settled(lost.Name), "not settled"
+	})
+	if !h.core.Settled(other.Name) {
+		t.Errorf("%s was taken from the sweep too", other.Name)
+	}
+	if now, err := h.st.Changes(h.ctx); err != nil || now != changes {
+		t.Errorf("the store's change count moved from %d to %d (%v): the resync was not over the sweep's last read", changes, now, err)
+	}
+}
