@@ -195,6 +195,8 @@ type Core struct {
 	quotaNote             map[string]string          // per cluster, the last quota message recorded for adaptive scaling
 	settled               map[string]*settled        // running clusters with nothing to do, which the sweep watches (sweep.go)
 	polled                map[string]*settled        // those of settled not yet on the due heaps: streams not live, polled schedulers
+	settles               uint64                     // clusters settled so far
+	settlesChecked        uint64                     // settles when the sweep last compared settled with a read of the leases
 	silenceDue, expiryDue dueHeap                    // the rest, by deadline (due.go)
 	failures              map[string]int             // failed passes in a row, per cluster (retry.go)
 }

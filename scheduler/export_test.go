@@ -1,5 +1,7 @@
 package scheduler
 
+import "github.com/gatewayhq/gateway/providers"
+
 // LoseFollowUp takes a settled cluster from the sweep without queueing a
 // pass for it: what a pass whose follow-up was lost leaves behind, which
 // the sweep's resync is there to find.
@@ -18,4 +20,31 @@ func (c *Core) LeasesKept() bool {
 	c.leasesMu.Lock()
 	defer c.leasesMu.Unlock()
 	return c.leases.valid && !c.leases.again
+}
+
+// SettleStale settles the cluster again as a pass would that read it
+// before another replica's write: with a version older than the store's.
+func (c *Core) SettleStale(name string) {
+	c.mu.Lock()
+	s := c.settled[name]
+	c.mu.Unlock()
+	cl := *s.cl
+	cl.Version--
+	members := make([]providers.Member, len(s.members))
+	for i, k := range s.members {
+		members[i] = providers.Member{Cluster: name, Name: k.Name, Address: k.Address, DashboardURL: k.DashboardURL, Reason: k.Reason, Role: k.Role, State: k.State}
+	}
+	c.unsettle(name)
+	c.settle(&cl, members)
+}
+
+// SettledVersion is the version of the cluster as the sweep holds it
+// settled (0 when it does not).
+func (c *Core) SettledVersion(name string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.settled[name]; s != nil {
+		return s.cl.Version
+	}
+	return 0
 }

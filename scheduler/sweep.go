@@ -101,6 +101,7 @@ func (c *Core) settle(cl *store.Cluster, members []providers.Member) {
 	defer c.mu.Unlock()
 	c.settled[cl.Name] = s
 	c.polled[cl.Name] = s // until the sweep sees its stream live
+	c.settles++
 }
 
 // unsettle takes a cluster back from the sweep (a full pass runs): once
@@ -167,12 +168,15 @@ func (c *Core) sweepLoop(ctx context.Context) {
 // Between reads of the leases, every settled cluster is among those the
 // last read says are held here: settling one that was not means it was
 // created, or its lease taken, both of which move the store's change
-// count and so force a read. As many settled clusters as held ones then
-// means none held is unsettled, and the resync over the same read is
-// skipped, which at 10,000 clusters was a fifth of an idle gateway's CPU
-// (a map lookup and a record per cluster, every LeaseTTL/2). Should that
-// ever not hold, the resync stays due and runs with the next read, at
-// least every leaseRescanEvery.
+// count and so force a read. So when no cluster was settled since the
+// sweep last compared the settled ones with a read (a pass may settle one
+// with a version older than the read's, written by another replica while
+// it ran), and as many are settled as the read says are held here, none
+// held is unsettled and none settled is stale: the resync over the same
+// read is skipped. At 10,000 idle clusters it was a fifth of the
+// gateway's CPU (a map lookup and a record per cluster, every
+// LeaseTTL/2). Should that ever not hold, the resync stays due and runs
+// with the next read, at least every leaseRescanEvery.
 func (c *Core) sweep(ctx context.Context, resync bool) bool {
 	leases, scanned, err := c.sweepLeases(ctx)
 	if err != nil {
@@ -186,9 +190,9 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 		held := c.leases.held
 		c.leasesMu.Unlock()
 		c.mu.Lock()
-		all := len(c.settled) == held
+		checked := c.settles == c.settlesChecked && len(c.settled) == held
 		c.mu.Unlock()
-		if all {
+		if checked {
 			resync = false
 		}
 	}
@@ -202,6 +206,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 	c.mu.Lock()
 	var queue []string
 	if scanned || resync {
+		c.settlesChecked = c.settles
 		settledBefore, matched := len(c.settled), 0
 		for _, l := range leases {
 			s := c.settled[l.Name]

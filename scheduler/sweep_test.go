@@ -378,6 +378,26 @@ func TestResyncFindsLostFollowUp(t *testing.T) {
 		t.Errorf("%s was taken from the sweep too", other.Name)
 	}
 	if now, err := h.st.Changes(h.ctx); err != nil || now != changes {
-		t.Errorf("the store's change count moved from %d to %d (%v): the resync was not over the sweep's last read", changes, now, err)
+		t.Errorf("the store's change count moved from %d to %d (%v) while the lost cluster waited: the test meant the sweep's kept read", changes, now, err)
 	}
+
+	// A pass that settles a cluster with a version older than the kept
+	// read's (another replica wrote it while the pass ran): the resync
+	// compares it with the read and queues it, though as many clusters
+	// are settled as are held.
+	want, err := h.st.GetCluster(h.ctx, other.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitLimit, "the sweep to keep its read of the leases", func() (bool, string) {
+		return h.core.LeasesKept(), "reading anew"
+	})
+	h.core.SettleStale(other.Name)
+	if v := h.core.SettledVersion(other.Name); v != want.Version-1 {
+		t.Fatalf("settled at version %d, want the stale %d", v, want.Version-1)
+	}
+	eventually(t, waitLimit, "the resync to take up "+other.Name+", settled stale", func() (bool, string) {
+		v := h.core.SettledVersion(other.Name)
+		return v == want.Version, fmt.Sprintf("settled at version %d, the store has %d", v, want.Version)
+	})
 }
