@@ -26,6 +26,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/gatewayhq/gateway/internal/sdkhttp"
 )
 
 // Env is the operator's AWS settings as Isolate found them: every AWS_*
@@ -85,6 +87,7 @@ func Load(ctx context.Context, region string) (aws.Config, error) {
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load the AWS configuration: %w", err)
 	}
+	cfg.HTTPClient = sdkhttp.Client(cfg.HTTPClient)
 	return cfg, nil
 }
 
