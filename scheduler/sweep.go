@@ -185,17 +185,6 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 		}
 		return false
 	}
-	if resync && !scanned {
-		c.leasesMu.Lock()
-		held := c.leases.held
-		c.leasesMu.Unlock()
-		c.mu.Lock()
-		checked := c.settles == c.settlesChecked && len(c.settled) == held
-		c.mu.Unlock()
-		if checked {
-			resync = false
-		}
-	}
 	type candidate struct {
 		*settled
 		health  bool // its health check is due
@@ -204,6 +193,10 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 	now := time.Now()
 	membersDue := now.Sub(c.membersChecked) >= watchedMembersEvery
 	c.mu.Lock()
+	// A kept read (not scanned) holds only leases held here (sweepLeases).
+	if resync && !scanned && c.settles == c.settlesChecked && len(c.settled) == len(leases) {
+		resync = false
+	}
 	var queue []string
 	if scanned || resync {
 		c.settlesChecked = c.settles
@@ -487,16 +480,15 @@ func (c *Core) sweepLeases(ctx context.Context) (leases []store.ActiveLease, sca
 	if err != nil {
 		return nil, false, err
 	}
-	timed, held := false, 0
+	timed := false
 	for _, l := range leases {
 		if l.Free() || !l.Held(c.cfg.ReplicaID) {
 			timed = true
-		} else {
-			held++
+			break
 		}
 	}
 	c.leasesMu.Lock()
-	c.leases = leaseRead{list: leases, changes: n, at: now, counted: ok, valid: ok && !timed, again: n != last.changes, held: held}
+	c.leases = leaseRead{list: leases, changes: n, at: now, counted: ok, valid: ok && !timed, again: n != last.changes}
 	c.leasesMu.Unlock()
 	if c.health.Len() > 0 {
 		held := make(map[string]bool, len(leases))
@@ -535,7 +527,6 @@ type leaseRead struct {
 	counted bool      // changes was read
 	valid   bool      // it may be returned again while the count holds
 	again   bool      // read anew next time regardless (a change was seen)
-	held    int       // how many of list are held here
 }
 
 // checkHealth asks a settled cluster's scheduler for its counts and
