@@ -528,6 +528,17 @@ func (b *Builder) readImage(ctx context.Context, ref, platform, dir string) (v1.
 // but with the Builder's own client and without leaving the file for the
 // garbage collector to remove.
 func (b *Builder) saveImage(ctx context.Context, ref, dir string) (v1.Image, error) {
+	img, err := b.saveTarball(ctx, ref, dir)
+	if err != nil {
+		return nil, err
+	}
+	return fromEngine(img, b.repo == nil, b.secret.redact)
+}
+
+// saveTarball is ref as docker save writes it (into a file in dir), not
+// yet fit for assembly: its layers are uncompressed, and anything that asks
+// for its manifest gzips every one of them.
+func (b *Builder) saveTarball(ctx context.Context, ref, dir string) (v1.Image, error) {
 	f, err := os.CreateTemp(dir, "image-*.tar")
 	if err != nil {
 		return nil, err
@@ -550,7 +561,7 @@ func (b *Builder) saveImage(ctx context.Context, ref, dir string) (v1.Image, err
 	if err != nil {
 		return nil, fmt.Errorf("docker save %s: %w", ref, err)
 	}
-	return fromEngine(img, b.repo == nil, b.secret.redact)
+	return img, nil
 }
 
 // loadImage writes img into the engine as ref (docker load), or only tags

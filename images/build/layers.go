@@ -431,28 +431,56 @@ func (b *Builder) dockerLayer(ctx context.Context, j *job, img v1.Image, pkgs []
 	if err := b.dockerBuild(ctx, j, below, pkgs, buildRef); err != nil {
 		return nil, err
 	}
-	built, err := b.readImage(ctx, buildRef, j.spec.Platform, dir)
+	j.step("reading the layers the build added")
+	built, err := b.saveTarball(ctx, buildRef, dir)
 	if err != nil {
 		return nil, fmt.Errorf("read the built image: %w", err)
 	}
-	have, err := img.Layers()
+	added, err := layersAbove(built, img)
 	if err != nil {
 		return nil, err
-	}
-	all, err := built.Layers()
-	if err != nil {
-		return nil, err
-	}
-	if len(all) < len(have) {
-		return nil, fmt.Errorf("the Docker build has %d layers, fewer than the %d it was built on", len(all), len(have))
 	}
 	out := img
-	for _, l := range all[len(have):] {
+	for _, l := range added {
 		if out, err = mutate.Append(out, mutate.Addendum{Layer: l, History: v1.History{CreatedBy: "gateway images: pip install of packages without a wheel"}}); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// layersAbove returns the layers of built (an engine's docker save) above
+// those of below, which it was built on. They are taken by diff ID, which
+// the saved config lists: asking built for its layers would compute its
+// manifest, gzipping every layer below to digest it (minutes of CPU for a
+// base of gigabytes, for the few megabytes pip added).
+func layersAbove(built, below v1.Image) ([]v1.Layer, error) {
+	bcf, err := built.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("the built image's config: %w", err)
+	}
+	have, err := below.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	all, base := bcf.RootFS.DiffIDs, have.RootFS.DiffIDs
+	if len(all) < len(base) {
+		return nil, fmt.Errorf("the Docker build has %d layers, fewer than the %d it was built on", len(all), len(base))
+	}
+	for i, id := range base {
+		if all[i] != id {
+			return nil, fmt.Errorf("the Docker build's layer %d is %s, not the %s it was built on", i+1, all[i], id)
+		}
+	}
+	added := make([]v1.Layer, 0, len(all)-len(base))
+	for _, id := range all[len(base):] {
+		l, err := built.LayerByDiffID(id)
+		if err != nil {
+			return nil, fmt.Errorf("the built image's layer %s: %w", id, err)
+		}
+		added = append(added, l)
+	}
+	return added, nil
 }
 
 // removeIntermediate removes an intermediate image from the engine, even

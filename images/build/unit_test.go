@@ -1,12 +1,22 @@
 package build
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/gatewayhq/gateway/images"
 )
@@ -202,5 +212,135 @@ func TestEnsureErrors(t *testing.T) {
 	}
 	if _, err := b.Ensure(ctx, spec, nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("Ensure after Close: %v", err)
+	}
+}
+
+// savedImage is an image as docker save gives it: a config and
+// uncompressed layers, each read only when asked, and counted.
+type savedImage struct {
+	cfg    []byte
+	layers map[v1.Hash][]byte
+	mu     sync.Mutex
+	reads  map[v1.Hash]int
+}
+
+func newSavedImage(t *testing.T, layers ...string) *savedImage {
+	t.Helper()
+	s := &savedImage{layers: map[v1.Hash][]byte{}, reads: map[v1.Hash]int{}}
+	cf := v1.ConfigFile{Architecture: "amd64", OS: "linux", RootFS: v1.RootFS{Type: "layers"}}
+	for _, l := range layers {
+		data := []byte(l)
+		h, _, err := v1.SHA256(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.layers[h] = data
+		cf.RootFS.DiffIDs = append(cf.RootFS.DiffIDs, h)
+	}
+	var err error
+	if s.cfg, err = json.Marshal(cf); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *savedImage) image(t *testing.T) v1.Image {
+	t.Helper()
+	img, err := partial.UncompressedToImage(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func (s *savedImage) RawConfigFile() ([]byte, error) { return s.cfg, nil }
+func (s *savedImage) MediaType() (types.MediaType, error) {
+	return types.DockerManifestSchema2, nil
+}
+
+func (s *savedImage) LayerByDiffID(h v1.Hash) (partial.UncompressedLayer, error) {
+	if _, ok := s.layers[h]; !ok {
+		return nil, fmt.Errorf("no layer %s", h)
+	}
+	return savedLayer{s, h}, nil
+}
+
+type savedLayer struct {
+	s *savedImage
+	h v1.Hash
+}
+
+func (l savedLayer) DiffID() (v1.Hash, error) { return l.h, nil }
+func (l savedLayer) MediaType() (types.MediaType, error) {
+	return types.DockerLayer, nil
+}
+
+func (l savedLayer) Uncompressed() (io.ReadCloser, error) {
+	l.s.mu.Lock()
+	l.s.reads[l.h]++
+	l.s.mu.Unlock()
+	return io.NopCloser(bytes.NewReader(l.s.layers[l.h])), nil
+}
+
+// TestLayersAbove: the layers a Docker build added are taken from its
+// saved image by diff ID without reading a byte of the layers below (to
+// digest them, every one would be gzipped: for a base of gigabytes, most
+// of a build's time), and a build that is not on top of the image it was
+// given is an error.
+func TestLayersAbove(t *testing.T) {
+	below := newSavedImage(t, "base", "wheel").image(t)
+	tests := []struct {
+		name    string
+		built   []string
+		want    []string
+		wantErr string
+	}{
+		{"two added", []string{"base", "wheel", "pip", "label"}, []string{"pip", "label"}, ""},
+		{"none added", []string{"base", "wheel"}, nil, ""},
+		{"fewer layers", []string{"base"}, nil, "has 1 layers, fewer than the 2 it was built on"},
+		{"another base", []string{"base", "other", "pip"}, nil, "layer 2 is sha256:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			saved := newSavedImage(t, tt.built...)
+			got, err := layersAbove(saved.image(t), below)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("layersAbove: %v, want an error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var contents []string
+			for _, l := range got {
+				// Digest is what pushing asks for first: it compresses
+				// this layer, and this layer only.
+				if _, err := l.Digest(); err != nil {
+					t.Fatal(err)
+				}
+				rc, err := l.Uncompressed()
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := io.ReadAll(rc)
+				rc.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				contents = append(contents, string(b))
+			}
+			if !slices.Equal(contents, tt.want) {
+				t.Errorf("layers above: %q, want %q", contents, tt.want)
+			}
+			saved.mu.Lock()
+			defer saved.mu.Unlock()
+			for h, n := range saved.reads {
+				if s := string(saved.layers[h]); n > 0 && !slices.Contains(tt.want, s) {
+					t.Errorf("layer %q below the build's was read %d times", s, n)
+				}
+			}
+		})
 	}
 }
