@@ -86,19 +86,28 @@ def watch_handler(scheduler, web):
                             threading.Thread(target=watchdog, args=(loop,), daemon=True, name="gateway-watchdog").start()
                 self.set_header("Content-Type", "application/x-ndjson")
                 self.set_header("Cache-Control", "no-store")
-                # The first heartbeat at a random point of the beat: the
-                # gateway's reads of all clusters' heartbeats spread evenly.
+                # The first heartbeat at a random point of the beat, so
+                # that the clusters' heartbeats spread over it. The loop
+                # ticks on the wall clock's whole seconds: every scheduler
+                # whose clock agrees with the others (NTP keeps cloud
+                # machines within a millisecond) writes in the same
+                # instant, and the gateway reads all of a second's
+                # heartbeats in one wake-up rather than one each (a
+                # process woken costs it far more than a line read). Due
+                # times stay on the monotonic clock, half a tick early so
+                # that a beat of whole seconds is not a tick late: a step
+                # of the wall clock moves a tick, never a heartbeat.
                 last, due = None, time.monotonic() + random.uniform(0, beat)
                 while True:
                     c, now = counts(scheduler), time.monotonic()
                     if c != last:
                         self.write(json.dumps(c) + "\n")
-                        last, due = c, now + beat
+                        last, due = c, now + beat - 0.5
                     elif now >= due:
                         self.write("\n")
-                        due = now + beat
+                        due = now + beat - 0.5
                     else:
-                        await asyncio.sleep(1)
+                        await asyncio.sleep(1 - time.time() % 1)
                         continue
                     await self.flush()
             except Exception:

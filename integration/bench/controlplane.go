@@ -480,7 +480,7 @@ func cpDeleteCluster(ctx context.Context, hc *http.Client, base, token, name str
 // of polls. A settled cluster costs no reconcile pass of its own: its
 // scheduler streams its counts and a heartbeat every 5 minutes (the
 // stand-in child does as the gateway's preload does, the first at a
-// random point of the beat), which the core reads from one epoll set
+// random point of the beat, at a whole second), which the core reads from one epoll set
 // without a goroutine per stream; the core's sweep, every
 // cluster.poll_interval, renews this replica's leases in one statement,
 // reads the store's change count and, only when it moved, every active
@@ -1201,7 +1201,11 @@ func cpCountsChild() int {
 // cpWatch streams an idle scheduler's counts as the gateway's preload
 // does (images/scripts/bench_preload.py): the counts at once, then, as
 // they never change, an empty line every ?beat= seconds, the first at a
-// random point of the beat.
+// random point of the beat, each at a whole second of the scheduler's
+// clock. The stand-ins share this machine's clock, which real schedulers
+// do not: each gets an offset of up to cpClockSkew either way, so that
+// heartbeats due in the same second arrive spread as NTP leaves them, not
+// in one instant.
 func cpWatch(w http.ResponseWriter, r *http.Request) {
 	beat, err := strconv.ParseFloat(r.URL.Query().Get("beat"), 64)
 	if err != nil || beat < 1 {
@@ -1213,7 +1217,9 @@ func cpWatch(w http.ResponseWriter, r *http.Request) {
 	f := w.(http.Flusher)
 	f.Flush()
 	period := time.Duration(beat * float64(time.Second))
-	t := time.NewTimer(mrand.N(period))
+	skew := time.Duration(mrand.Int64N(int64(2*cpClockSkew))) - cpClockSkew
+	at := cpTick(time.Now().Add(mrand.N(period)), skew)
+	t := time.NewTimer(time.Until(at))
 	defer t.Stop()
 	for {
 		select {
@@ -1225,8 +1231,27 @@ func cpWatch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.Flush()
-		t.Reset(period)
+		// As the preload: due half a tick early, so that a beat of whole
+		// seconds is not a tick late.
+		at = cpTick(at.Add(period-time.Second/2), skew)
+		t.Reset(time.Until(at))
 	}
+}
+
+// cpClockSkew bounds how far a stand-in scheduler's clock is from the
+// gateway's: a millisecond, what NTP (chrony with the cloud's own time
+// service) keeps cloud machines within.
+const cpClockSkew = time.Millisecond
+
+// cpTick is the first whole second at or after t of a clock that is skew
+// ahead of this one, in this one's time.
+func cpTick(t time.Time, skew time.Duration) time.Time {
+	s := t.Add(skew)
+	n := s.Truncate(time.Second)
+	if n.Before(s) {
+		n = n.Add(time.Second)
+	}
+	return n.Add(-skew)
 }
 
 // startCounts starts the counts child and returns its base URL.

@@ -35,3 +35,26 @@ func TestHeartbeatSetting(t *testing.T) {
 		})
 	}
 }
+
+// The stand-in schedulers' heartbeats fall on whole seconds of their own
+// clocks, each off from this one by its skew.
+func TestTick(t *testing.T) {
+	base := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		at   time.Duration // after base
+		skew time.Duration
+		want time.Duration
+	}{
+		{0, 0, 0},
+		{time.Nanosecond, 0, time.Second},
+		{400 * time.Millisecond, 0, time.Second},
+		{400 * time.Millisecond, time.Millisecond, time.Second - time.Millisecond},
+		{400 * time.Millisecond, -time.Millisecond, time.Second + time.Millisecond},
+		{time.Second - time.Millisecond, time.Millisecond, time.Second - time.Millisecond},
+		{time.Second + 2*time.Millisecond, time.Millisecond, 2*time.Second - time.Millisecond},
+	} {
+		if got := cpTick(base.Add(tc.at), tc.skew).Sub(base); got != tc.want {
+			t.Errorf("cpTick(+%v, skew %v) = +%v, want +%v", tc.at, tc.skew, got, tc.want)
+		}
+	}
+}

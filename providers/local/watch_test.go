@@ -173,3 +173,50 @@ func openWatch(ctx context.Context, t *testing.T, client *http.Client, url strin
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// The preload's heartbeats fall on the wall clock's whole seconds, so
+// that the gateway reads all the heartbeats of one second in one
+// wake-up: a watch opened half way through a second still gets them just
+// after whole seconds.
+func TestHealthWatchBeatsOnWholeSeconds(t *testing.T) {
+	const cluster = "ticks"
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	_, cert, dash, _ := startTLSScheduler(ctx, t, cluster)
+	pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
+	client := &http.Client{Transport: pool.Transport(cluster, cert.CertPEM)}
+	url := dash + "/clusters/" + cluster + "/gateway-health/watch?beat=1"
+	openWatch(ctx, t, client, url).Body.Close() // the dashboard is up
+
+	// Half way through a second: a loop ticking from the watch's start
+	// would write its heartbeats about half a second after whole seconds.
+	now := time.Now()
+	time.Sleep(now.Truncate(time.Second).Add(1500 * time.Millisecond).Sub(now))
+	resp := openWatch(ctx, t, client, url)
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "{") {
+		t.Fatalf("no counts line first: %q, %v", lines.Text(), lines.Err())
+	}
+	var after []time.Duration // each heartbeat's arrival, after the last whole second
+	for len(after) < 4 && lines.Scan() {
+		if strings.TrimSpace(lines.Text()) != "" {
+			continue // counts (a client came or went)
+		}
+		at := time.Now()
+		after = append(after, at.Sub(at.Truncate(time.Second)))
+	}
+	if len(after) < 4 {
+		t.Fatalf("the stream ended after %d heartbeats: %v", len(after), lines.Err())
+	}
+	// A loaded machine may wake the scheduler's loop late now and then.
+	early := 0
+	for _, d := range after {
+		if d < 400*time.Millisecond {
+			early++
+		}
+	}
+	if early < 3 {
+		t.Errorf("heartbeats arrived %v after whole seconds, want most within 400ms", after)
+	}
+}
