@@ -197,6 +197,7 @@ type Core struct {
 	polled                map[string]*settled        // those of settled not yet on the due heaps: streams not live, polled schedulers
 	settles               uint64                     // clusters settled so far
 	settlesChecked        uint64                     // settles when the sweep last compared settled with a read of the leases
+	settledCompared       time.Time                  // when it did
 	silenceDue, expiryDue dueHeap                    // the rest, by deadline (due.go)
 	failures              map[string]int             // failed passes in a row, per cluster (retry.go)
 }

@@ -1,6 +1,11 @@
 package scheduler
 
-import "github.com/gatewayhq/gateway/providers"
+import (
+	"context"
+	"time"
+
+	"github.com/gatewayhq/gateway/providers"
+)
 
 // LoseFollowUp takes a settled cluster from the sweep without queueing a
 // pass for it: what a pass whose follow-up was lost leaves behind, which
@@ -47,4 +52,48 @@ func (c *Core) SettledVersion(name string) int64 {
 		return s.cl.Version
 	}
 	return 0
+}
+
+// AgeLeaseRead makes the sweep's kept read of the leases older than
+// leaseRescanEvery, after which a count that is not exact is not trusted.
+func (c *Core) AgeLeaseRead() {
+	c.leasesMu.Lock()
+	defer c.leasesMu.Unlock()
+	c.leases.at = c.leases.at.Add(-leaseRescanEvery - time.Second)
+}
+
+// SweepLeases is the sweep's read of the leases; it says whether the
+// store was read anew.
+func (c *Core) SweepLeases(ctx context.Context) (bool, error) {
+	_, scanned, err := c.sweepLeases(ctx)
+	return scanned, err
+}
+
+// AgeResync makes the sweep's last comparison of the settled clusters
+// with a read older than leaseRescanEvery, and returns when it now says
+// that was.
+func (c *Core) AgeResync() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settledCompared = c.settledCompared.Add(-leaseRescanEvery - time.Second)
+	return c.settledCompared
+}
+
+// SettledCompared is when the sweep last compared the settled clusters
+// with a read of the leases.
+func (c *Core) SettledCompared() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settledCompared
+}
+
+// LeaseNames are the clusters of the sweep's last read of the leases.
+func (c *Core) LeaseNames() []string {
+	c.leasesMu.Lock()
+	defer c.leasesMu.Unlock()
+	names := make([]string, len(c.leases.list))
+	for i, l := range c.leases.list {
+		names[i] = l.Name
+	}
+	return names
 }

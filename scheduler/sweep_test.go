@@ -401,3 +401,36 @@ func TestResyncFindsLostFollowUp(t *testing.T) {
 		return v == want.Version, fmt.Sprintf("settled at version %d, the store has %d", v, want.Version)
 	})
 }
+
+// TestExactCountKeepsLeaseRead: on a store whose change count moves with
+// every cluster write (SQLite's triggers), the sweep keeps its read of
+// the leases however old it is while the count stands, and reads anew as
+// soon as a write moves it; over the kept read, the resync still runs at
+// least every minute, its safety net kept.
+func TestExactCountKeepsLeaseRead(t *testing.T) {
+	h := newHarness(t, func(c *scheduler.Config) { c.LeaseTTL = 400 * time.Millisecond })
+	h.start()
+	cl := h.create("alice", 0)
+	h.waitSettled(cl.Name, 0)
+	eventually(t, waitLimit, "the sweep to keep its read of the leases", func() (bool, string) {
+		return h.core.LeasesKept(), "reading anew"
+	})
+	if !h.st.ChangesExact() {
+		t.Fatal("the harness's SQLite store does not say its count is exact")
+	}
+	h.core.AgeLeaseRead()
+	if scanned, err := h.core.SweepLeases(h.ctx); err != nil || scanned {
+		t.Errorf("a read older than a minute, nothing changed: read anew %v (%v), want it kept", scanned, err)
+	}
+	aged := h.core.AgeResync()
+	eventually(t, waitLimit, "the resync to run over the kept read", func() (bool, string) {
+		at := h.core.SettledCompared()
+		return at.After(aged.Add(time.Minute)), "last compared " + at.String()
+	})
+
+	bob := h.create("bob", 0)
+	eventually(t, waitLimit, "a read of the leases with "+bob.Name, func() (bool, string) {
+		names := h.core.LeaseNames()
+		return slices.Contains(names, bob.Name), fmt.Sprintf("the read has %q", names)
+	})
+}

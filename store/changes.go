@@ -18,9 +18,11 @@ import (
 // cluster while the number stays put.
 //
 // A caller that gets v and then reads the clusters table sees every write
-// whose bump made a number <= v. On SQLite the bump is part of the write's
-// transaction, so two calls returning the same number mean that no write
-// to clusters committed in between. On PostgreSQL the bump follows the
+// whose bump made a number <= v. On SQLite the bump is made by triggers on
+// the clusters table (migration 0015), in the writing statement's own
+// transaction and whoever writes (a replica of another release too), so
+// two calls returning the same number mean that no write to clusters
+// committed in between: see ChangesExact. On PostgreSQL the bump follows the
 // commit (see commitChange): two equal numbers may straddle a write that
 // had committed but not yet bumped, which moves the number right after, so
 // a poller notices it one call late rather than never. A write whose
@@ -41,22 +43,27 @@ func (s *DB) Changes(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// ChangesExact reports whether Changes moves with every write to the
+// clusters table that another replica needs to see, whoever makes it, in
+// the write's own transaction (SQLite), so that an unchanged number is
+// proof that nothing changed. On PostgreSQL it is not: a write whose
+// process dies between its commit and its bump never moves it, and writes
+// of a release that keeps no count do not either.
+func (s *DB) ChangesExact() bool { return s.dialect != postgres }
+
 // changeBumpTimeout bounds PostgreSQL's bump after a commit, which runs
 // even if the caller's context has ended: the write took place.
 const changeBumpTimeout = 5 * time.Second
 
 // commitChange commits tx, which wrote the clusters table, and moves the
-// number of Changes. SQLite moves it in the transaction: one writer at a
-// time, so it is exact and free. PostgreSQL moves its sequence once the
-// commit is done: a counter row in the transaction would serialise the
-// cluster writes of every replica, and bumping only after the commit is
-// what lets a reader of the number trust that the writes it counts are
-// visible.
+// number of Changes. On SQLite the table's triggers moved it in the
+// transaction: one writer at a time, so it is exact and free. PostgreSQL
+// moves its sequence once the commit is done: a counter row in the
+// transaction would serialise the cluster writes of every replica, and
+// bumping only after the commit is what lets a reader of the number trust
+// that the writes it counts are visible.
 func (s *DB) commitChange(ctx context.Context, tx *sql.Tx) error {
 	if s.dialect != postgres {
-		if _, err := tx.ExecContext(ctx, `UPDATE store_changes SET seq = seq + 1 WHERE id = 1`); err != nil {
-			return fmt.Errorf("changes counter: %w", err)
-		}
 		return tx.Commit()
 	}
 	if err := tx.Commit(); err != nil {
@@ -78,39 +85,19 @@ func (s *DB) bumpCommitted(ctx context.Context) {
 
 // execChange runs query, one statement that may write the clusters table,
 // and returns the number of rows it changed; Changes moves when that is
-// not zero. On SQLite the statement gets a transaction of its own, to
-// carry the bump (the write queue serves it at its BEGIN, as it served the
-// lone statement).
+// not zero (on SQLite by the table's triggers, in the statement's own
+// transaction; on PostgreSQL after it).
 func (s *DB) execChange(ctx context.Context, query string, args ...any) (int64, error) {
-	if s.dialect == postgres {
-		res, err := s.db.ExecContext(ctx, query, args...)
-		if err != nil {
-			return 0, err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, err
-		}
-		if n > 0 {
-			s.bumpCommitted(ctx)
-		}
-		return n, nil
-	}
-	tx, err := s.begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	res, err := tx.ExecContext(ctx, query, args...)
+	res, err := s.db.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err
 	}
 	n, err := res.RowsAffected()
-	if err != nil || n == 0 {
-		return 0, err // nothing to keep: the deferred rollback ends it
-	}
-	if err := s.commitChange(ctx, tx); err != nil {
+	if err != nil {
 		return 0, err
+	}
+	if n > 0 && s.dialect == postgres {
+		s.bumpCommitted(ctx)
 	}
 	return n, nil
 }

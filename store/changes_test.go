@@ -251,3 +251,55 @@ func TestChangesAfterUpgrade(t *testing.T) {
 		}
 	})
 }
+
+// TestChangesOtherWriters: on SQLite the count is the clusters table's
+// own (triggers), so it moves with writes made behind the store's back, as
+// a replica of another release makes them, and stays for a holder's
+// renewal of its own lease; ChangesExact says so. On PostgreSQL it is
+// moved by the store after its commits only, and ChangesExact says not.
+func TestChangesOtherWriters(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, url string) {
+		db, _ := openTestDB(t, url)
+		ctx := context.Background()
+		mustCreate(t, db, newCluster("c1", "ann"))
+		mustCreate(t, db, newCluster("c2", "ann"))
+		if isPostgres(url) {
+			if db.ChangesExact() {
+				t.Fatal("ChangesExact on PostgreSQL, whose count follows commits")
+			}
+			return
+		}
+		if !db.ChangesExact() {
+			t.Fatal("ChangesExact false on SQLite")
+		}
+		raw := rawDB(t, url)
+		tests := []struct {
+			name    string
+			query   string
+			changes bool
+		}{
+			{"a new version", `UPDATE clusters SET version = version + 1, desired_workers = 4 WHERE name = 'c1'`, true},
+			{"a lease taken", `UPDATE clusters SET lease_holder = 'x', lease_expires = 5 WHERE name = 'c1'`, true},
+			{"the holder renewing", `UPDATE clusters SET lease_expires = 9 WHERE name = 'c1'`, false},
+			{"a lease given up", `UPDATE clusters SET lease_holder = '', lease_expires = 0 WHERE name = 'c1'`, true},
+			{"a status", `UPDATE clusters SET status = 'FAILED' WHERE name = 'c2'`, true},
+			{"a row removed", `DELETE FROM clusters WHERE name = 'c2'`, true},
+			{"no row matched", `UPDATE clusters SET version = version + 1 WHERE name = 'nope'`, false},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				before := mustChanges(t, db)
+				if _, err := raw.ExecContext(ctx, tt.query); err != nil {
+					t.Fatal(err)
+				}
+				after := mustChanges(t, db)
+				switch {
+				case tt.changes && after <= before:
+					t.Errorf("Changes went from %d to %d, want it greater", before, after)
+				case !tt.changes && after != before:
+					t.Errorf("Changes went from %d to %d, want it unchanged", before, after)
+				}
+			})
+		}
+	})
+}
