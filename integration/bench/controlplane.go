@@ -618,7 +618,7 @@ func benchControlPlane(ctx context.Context, o Options) ([]Result, error) {
 		limit = 3 // 10x more clusters: the same criterion, sublinear, scaled to the quick run's range
 	}
 	why := "what is left per cluster is its share of the once-a-minute passes (the reaper's provider listing, the members' " +
-		"backstop listing and comparison, the lease rescan), a heartbeat read every " + g.beat.String() + " from the epoll set, and the " +
+		"backstop listing and comparison, the lease rescan where the change count is not exact), a heartbeat read every " + g.beat.String() + " (gathered on whole seconds) from the epoll set, and the " +
 		"garbage collector's marking of each cluster's records"
 	if perPassBy[last] > 4*perPassBy[first] {
 		why = "the cost per cluster grows with the number of clusters: some per-sweep work scans more than it should"
