@@ -146,20 +146,27 @@ func TestChanges(t *testing.T) {
 		ctx := context.Background()
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				before := mustChanges(t, db)
-				if err := tt.do(ctx, db); err != nil {
-					t.Fatal(err)
-				}
-				after := mustChanges(t, db)
-				switch {
-				case tt.changes && after <= before:
-					t.Errorf("Changes went from %d to %d, want it greater", before, after)
-				case !tt.changes && after != before:
-					t.Errorf("Changes went from %d to %d, want it unchanged", before, after)
-				}
+				checkChanges(t, db, tt.changes, func() error { return tt.do(ctx, db) })
 			})
 		}
 	})
+}
+
+// checkChanges runs do and checks that Changes moved up (changes) or
+// stayed where it was.
+func checkChanges(t *testing.T, db *store.DB, changes bool, do func() error) {
+	t.Helper()
+	before := mustChanges(t, db)
+	if err := do(); err != nil {
+		t.Fatal(err)
+	}
+	after := mustChanges(t, db)
+	switch {
+	case changes && after <= before:
+		t.Errorf("Changes went from %d to %d, want it greater", before, after)
+	case !changes && after != before:
+		t.Errorf("Changes went from %d to %d, want it unchanged", before, after)
+	}
 }
 
 func acquire(ctx context.Context, db *store.DB, cluster, holder string, ttl time.Duration, want bool) error {
@@ -288,17 +295,10 @@ func TestChangesOtherWriters(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				before := mustChanges(t, db)
-				if _, err := raw.ExecContext(ctx, tt.query); err != nil {
-					t.Fatal(err)
-				}
-				after := mustChanges(t, db)
-				switch {
-				case tt.changes && after <= before:
-					t.Errorf("Changes went from %d to %d, want it greater", before, after)
-				case !tt.changes && after != before:
-					t.Errorf("Changes went from %d to %d, want it unchanged", before, after)
-				}
+				checkChanges(t, db, tt.changes, func() error {
+					_, err := raw.ExecContext(ctx, tt.query)
+					return err
+				})
 			})
 		}
 	})

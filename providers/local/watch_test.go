@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
@@ -31,8 +32,7 @@ func TestHealthWatchStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
-	client := &http.Client{Transport: pool.Transport(cluster, cert.CertPEM)}
+	client := watchClient(cluster, cert)
 	resp := openWatch(ctx, t, client, dash+"/clusters/"+cluster+"/gateway-health/watch?beat=1")
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-ndjson") {
@@ -88,14 +88,10 @@ func TestHealthWatchEndsWhenLoopBlocks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	_, cert, dash, _ := startTLSScheduler(ctx, t, cluster)
-	pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
-	client := &http.Client{Transport: pool.Transport(cluster, cert.CertPEM)}
+	client := watchClient(cluster, cert)
 	resp := openWatch(ctx, t, client, dash+"/clusters/"+cluster+"/gateway-health/watch?beat=3600&stall=1")
 	defer resp.Body.Close()
-	lines := bufio.NewScanner(resp.Body)
-	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "{") {
-		t.Fatalf("no counts line first: %q, %v", lines.Text(), lines.Err())
-	}
+	lines := countsFirst(t, resp)
 
 	block, _ := pem.Decode(cert.KeyPEM)
 	key := sha256.Sum256(block.Bytes)
@@ -154,6 +150,24 @@ func TestHealthWatchEndsWhenLoopBlocks(t *testing.T) {
 	}
 }
 
+// watchClient is the gateway's client for the cluster's dashboard: TLS
+// checked against its certificate.
+func watchClient(cluster string, cert pki.Pair) *http.Client {
+	pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
+	return &http.Client{Transport: pool.Transport(cluster, cert.CertPEM)}
+}
+
+// countsFirst reads the watch's first line, which must be the counts, and
+// returns the scanner for the rest.
+func countsFirst(t *testing.T, resp *http.Response) *bufio.Scanner {
+	t.Helper()
+	lines := bufio.NewScanner(resp.Body)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "{") {
+		t.Fatalf("no counts line first: %q, %v", lines.Text(), lines.Err())
+	}
+	return lines
+}
+
 // openWatch opens a watch at url, trying again while the dashboard is not
 // up yet (it may start a moment after the scheduler).
 func openWatch(ctx context.Context, t *testing.T, client *http.Client, url string) *http.Response {
@@ -183,8 +197,7 @@ func TestHealthWatchBeatsOnWholeSeconds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	_, cert, dash, _ := startTLSScheduler(ctx, t, cluster)
-	pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
-	client := &http.Client{Transport: pool.Transport(cluster, cert.CertPEM)}
+	client := watchClient(cluster, cert)
 	url := dash + "/clusters/" + cluster + "/gateway-health/watch?beat=1"
 	openWatch(ctx, t, client, url).Body.Close() // the dashboard is up
 
@@ -194,10 +207,7 @@ func TestHealthWatchBeatsOnWholeSeconds(t *testing.T) {
 	time.Sleep(now.Truncate(time.Second).Add(1500 * time.Millisecond).Sub(now))
 	resp := openWatch(ctx, t, client, url)
 	defer resp.Body.Close()
-	lines := bufio.NewScanner(resp.Body)
-	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "{") {
-		t.Fatalf("no counts line first: %q, %v", lines.Text(), lines.Err())
-	}
+	lines := countsFirst(t, resp)
 	var after []time.Duration // each heartbeat's arrival, after the last whole second
 	for len(after) < 4 && lines.Scan() {
 		if strings.TrimSpace(lines.Text()) != "" {
