@@ -114,7 +114,7 @@ type dashFixture struct {
 	gwPool *x509.CertPool
 }
 
-// startDashboard wires the dashboard proxy the way internal/gateway does:
+// startDashboard wires the dashboard proxy the way the server package does:
 // behind the proxy Server's HTTP listener, under DashboardPrefix of a mux.
 func startDashboard(t *testing.T) *dashFixture {
 	t.Helper()

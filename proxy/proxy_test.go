@@ -245,7 +245,7 @@ func pingPong(_ *backend, tc *tls.Conn, _ net.Conn) {
 }
 
 // ---------------------------------------------------------------------------
-// The proxy under test, wired the way internal/gateway wires it.
+// The proxy under test, wired the way the server package wires it.
 
 type harness struct {
 	srv       *Server
@@ -1254,7 +1254,7 @@ func TestRegressionRefusePlainResets(t *testing.T) {
 	}
 }
 
-// internal/gateway.Run calls HTTPListener (in the http.Server goroutine) and
+// server.Run calls HTTPListener (in the http.Server goroutine) and
 // Serve concurrently; both lazily create s.http without synchronisation.
 func TestRegressionHTTPListenerRace(t *testing.T) {
 	for range 20 {

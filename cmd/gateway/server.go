@@ -21,7 +21,7 @@ import (
 	"github.com/gatewayhq/gateway/client"
 	"github.com/gatewayhq/gateway/internal/config"
 	"github.com/gatewayhq/gateway/internal/crashpoint"
-	"github.com/gatewayhq/gateway/internal/gateway"
+	"github.com/gatewayhq/gateway/server"
 )
 
 // serverFlags binds the server flags to their configuration keys.
@@ -102,7 +102,7 @@ and new-cluster and dashboard repeat it.`,
 	}
 	sf := addServerFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return runServer(cmd, sf, true, func(g *gateway.Gateway, cfg *config.Config) error {
+		return runServer(cmd, sf, true, func(g *server.Gateway, cfg *config.Config) error {
 			return devBanner(cmd, g, cfg)
 		})
 	}
@@ -111,7 +111,7 @@ and new-cluster and dashboard repeat it.`,
 
 // runServer loads the configuration, builds the gateway, lets ready report
 // on it, and serves until the command's context ends.
-func runServer(cmd *cobra.Command, sf *serverFlags, dev bool, ready func(*gateway.Gateway, *config.Config) error) error {
+func runServer(cmd *cobra.Command, sf *serverFlags, dev bool, ready func(*server.Gateway, *config.Config) error) error {
 	cfg, err := sf.load(dev)
 	if err != nil {
 		return err
@@ -128,7 +128,7 @@ func runServer(cmd *cobra.Command, sf *serverFlags, dev bool, ready func(*gatewa
 		log.Warn("crash test mode: this process kills itself at a crash point", "spec", os.Getenv(crashpoint.EnvVar))
 	}
 	base := crashpoint.With(cmd.Context(), points)
-	g, err := gateway.New(base, cfg, log, buildVersion())
+	g, err := server.New(base, cfg, log, buildVersion())
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func runServer(cmd *cobra.Command, sf *serverFlags, dev bool, ready func(*gatewa
 	return readyErr
 }
 
-func devBanner(cmd *cobra.Command, g *gateway.Gateway, cfg *config.Config) error {
+func devBanner(cmd *cobra.Command, g *server.Gateway, cfg *config.Config) error {
 	// Sign the CLI in as the dev user through the embedded issuer's real
 	// device flow, approved here as a person would approve it in the
 	// browser: the CLI then holds real ID and refresh tokens.
@@ -166,8 +166,8 @@ func devBanner(cmd *cobra.Command, g *gateway.Gateway, cfg *config.Config) error
 	if err != nil {
 		return fmt.Errorf("sign the CLI in as the dev user: %w", err)
 	}
-	users := make([]string, 0, len(gateway.DevUsers()))
-	for _, u := range gateway.DevUsers() {
+	users := make([]string, 0, len(server.DevUsers()))
+	for _, u := range server.DevUsers() {
 		users = append(users, u.Username)
 	}
 	// One line, only when dashboards cannot work: Debian's Dask has no bokeh.

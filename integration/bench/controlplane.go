@@ -40,7 +40,7 @@ import (
 // The control-plane figures (5: API, 7: scale) run the gateway's real
 // store (SQLite, the default deployment), scheduling core with its
 // reconcile loop, quota service, API-token authentication and API, wired
-// as internal/gateway does it, in this process. Only the provider is a
+// as the server package does it, in this process. Only the provider is a
 // fake (cpProvider): it answers at once, as if machines started
 // instantly, so that what is measured is the control plane's own cost.
 // The schedulers' HTTP servers, which stream their counts to the core
@@ -747,7 +747,7 @@ func (g *cpGateway) measureIdle(ctx context.Context, window, step time.Duration)
 // ---- the gateway's control plane, in process ----
 
 // cpGateway is the store, core, quota service and API, assembled as
-// internal/gateway does, with the fake provider.
+// the server package does, with the fake provider.
 type cpGateway struct {
 	log      *slog.Logger
 	db       *store.DB

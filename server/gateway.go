@@ -1,6 +1,6 @@
-// Package gateway assembles the server: store, provider, scheduling core,
+// Package server is the composition root: it assembles the server: store, provider, scheduling core,
 // route table, API and the public listener, and runs them until shutdown.
-package gateway
+package server
 
 import (
 	"context"
