@@ -50,5 +50,5 @@ func (a Access) apply(u *User, c *store.UserClaims, now time.Time) {
 
 // ClaimsRecorder keeps each OIDC user's latest claims (store.DB).
 type ClaimsRecorder interface {
-	RecordUserClaims(ctx context.Context, c *store.UserClaims, refresh time.Duration) (bool, error)
+	RecordUserClaims(ctx context.Context, c *store.UserClaims) (bool, error)
 }

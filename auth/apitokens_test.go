@@ -37,7 +37,7 @@ func TestAPITokens(t *testing.T) {
 		t.Errorf("bob revoked alice's token: %v", err)
 	}
 	// alice's groups come from her latest login, not from the tokens.
-	if _, err := db.RecordUserClaims(ctx, &store.UserClaims{ID: "alice", Name: "alice", Groups: []string{"ops"}, ClaimsAt: now}, time.Minute); err != nil {
+	if _, err := db.RecordUserClaims(ctx, &store.UserClaims{ID: "alice", Name: "alice", Groups: []string{"ops"}, ClaimsAt: now}); err != nil {
 		t.Fatal(err)
 	}
 	a := NewAPITokens(db, nil, []string{"ops"})

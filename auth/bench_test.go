@@ -203,7 +203,7 @@ func BenchmarkSessionFromRequest(b *testing.B) {
 				b.Fatal(err)
 			}
 			sessions.SetStore(db, Access{AdminGroups: []string{"ops"}})
-			if _, err := db.RecordUserClaims(ctx, &store.UserClaims{ID: "oidc:alice", Name: "alice", Groups: []string{"ops"}, ClaimsAt: time.Now()}, time.Minute); err != nil {
+			if _, err := db.RecordUserClaims(ctx, &store.UserClaims{ID: "oidc:alice", Name: "alice", Groups: []string{"ops"}, ClaimsAt: time.Now()}); err != nil {
 				b.Fatal(err)
 			}
 			c, err := sessions.Start(ctx, User{ID: "oidc:alice", Name: "alice"}, "login")

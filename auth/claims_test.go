@@ -164,3 +164,87 @@ func TestStoredCredentialsFollowLogins(t *testing.T) {
 		}
 	})
 }
+
+// TestOlderIDTokenCannotRestoreGroups (issue 32, finding 3): the claims an
+// API token follows are those of the latest issued ID token, not of the
+// latest one seen. Y1 (users) is used and an API token made; X (admins) is
+// issued but kept; Y2 (users) is issued after X and used; then X is used:
+// the API token must not become admin. Y2 and X are used through the same
+// gateway and through two replicas on one store.
+func TestOlderIDTokenCannotRestoreGroups(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, url string) {
+		for _, replicas := range []bool{false, true} {
+			name := "one gateway"
+			if replicas {
+				name = "two replicas"
+			}
+			t.Run(name, func(t *testing.T) {
+				ctx := context.Background()
+				ti := newTestIssuer(t)
+				t0 := time.Now().Truncate(time.Second)
+				now := t0
+				clock := func() time.Time { return now }
+				db, err := store.Open(ctx, url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				db.SetClock(clock)
+				// Each subtest is a user of its own: the databases are shared.
+				sub := NewToken("sub-")[:16]
+				newOIDC := func() *OIDC {
+					o, err := NewOIDC(ctx, OIDCConfig{Issuer: ti.srv.URL, ClientID: "gateway", AdminGroups: []string{"admins"}, Now: clock, Users: db})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return o
+				}
+				first, second := newOIDC(), newOIDC()
+				if !replicas {
+					second = first
+				}
+				idToken := func(iat time.Time, group string) string {
+					return ti.sign(t, ti.claims(iat, map[string]any{"sub": sub, "groups": []string{group}, "exp": iat.Add(time.Hour).Unix()}))
+				}
+				use := func(o *OIDC, raw string) {
+					t.Helper()
+					if _, err := o.Authenticate(ctx, raw); err != nil {
+						t.Fatal(err)
+					}
+				}
+				y1 := idToken(t0, "users")
+				x := idToken(t0.Add(time.Minute), "admins")
+				y2 := idToken(t0.Add(2*time.Minute), "users")
+
+				use(first, y1)
+				secret := NewToken(APITokenPrefix)
+				if err := db.CreateToken(ctx, &store.APIToken{ID: "tok-" + sub, Owner: "oidc:" + sub, OwnerName: "alice", Name: "ci",
+					Hash: HashToken(secret), ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
+					t.Fatal(err)
+				}
+				tokens := NewAPITokens(db, nil, []string{"admins"})
+				tokens.SetClock(clock)
+				admin := func() bool {
+					t.Helper()
+					tokens.Forget()
+					u, err := tokens.Authenticate(ctx, secret)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return u.Admin
+				}
+				now = t0.Add(2 * time.Minute)
+				use(first, y2)
+				if admin() {
+					t.Fatal("the API token is admin after logins in group users only")
+				}
+				now = t0.Add(3 * time.Minute)
+				use(second, x)
+				if admin() {
+					c, _ := db.GetUserClaims(ctx, "oidc:"+sub)
+					t.Errorf("after X (admins, issued at +1m) was used following Y2 (users, issued at +2m), the API token is admin: the stored claims are %v as of %v", c.Groups, c.ClaimsAt.Sub(t0))
+				}
+			})
+		}
+	})
+}

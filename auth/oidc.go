@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,12 +40,6 @@ type OIDCConfig struct {
 	Users ClaimsRecorder
 }
 
-// claimsRefresh is how old recorded claims may grow before a login with
-// the same claims writes them again: logins do not write at every request,
-// and the record's age (which Access limits) stays this close to the
-// latest login.
-const claimsRefresh = 5 * time.Minute
-
 // OIDC authenticates ID tokens issued by one OpenID Connect provider. Keys
 // come from the provider's JWKS and are fetched again when a token names an
 // unknown key, so key rotation needs no restart.
@@ -55,16 +48,11 @@ type OIDC struct {
 	provider *oidc.Provider
 	verifier *oidc.IDTokenVerifier
 
-	mu       sync.Mutex
-	cache    map[[32]byte]cachedUser // verified tokens, until they expire
-	recorded map[string]recordedClaims
-}
-
-// recordedClaims is what this process last wrote for a user, so that a
-// login with the same claims does not even reach the store.
-type recordedClaims struct {
-	name, email, groups string
-	at                  time.Time
+	mu    sync.Mutex
+	cache map[[32]byte]cachedUser // verified tokens, until they expire
+	// recorded is, per user, an issue time the store's claims are known to
+	// be at least as new as: a token issued no later needs no store call.
+	recorded map[string]time.Time
 }
 
 type cachedUser struct {
@@ -117,7 +105,7 @@ func NewOIDC(ctx context.Context, cfg OIDCConfig) (*OIDC, error) {
 			}
 		}
 	}
-	o := &OIDC{cfg: cfg, provider: p, cache: map[[32]byte]cachedUser{}, recorded: map[string]recordedClaims{}}
+	o := &OIDC{cfg: cfg, provider: p, cache: map[[32]byte]cachedUser{}, recorded: map[string]time.Time{}}
 	// Our own key set, not go-oidc's RemoteKeySet, which fetches the keys
 	// again for every token it cannot verify (forged ones included).
 	ks := newKeySet(meta.JWKSURL, cfg.HTTPClient, cfg.KeyRefetchInterval, cfg.Now)
@@ -184,7 +172,7 @@ func (o *OIDC) Authenticate(ctx context.Context, token string) (*User, error) {
 		return nil, err
 	}
 	u.Expires = idt.Expiry
-	if err := o.record(ctx, u, idt.IssuedAt, now); err != nil {
+	if err := o.record(ctx, u, idt.IssuedAt); err != nil {
 		return nil, err
 	}
 	o.mu.Lock()
@@ -199,40 +187,39 @@ func (o *OIDC) Authenticate(ctx context.Context, token string) (*User, error) {
 	return u, nil
 }
 
-// record keeps u's claims for their API tokens and sessions, as of the
-// token's issue time (when the provider asserted them).
-func (o *OIDC) record(ctx context.Context, u *User, issued, now time.Time) error {
+// record keeps u's claims for their API tokens and sessions, ordered by the
+// token's issue time (when the provider asserted them), never by when this
+// gateway saw the token: the store keeps the claims of the latest issued
+// token, and a token issued no later than the ones recorded is not written.
+// Writes are saved by that alone: each new ID token is written once, by the
+// first replica that sees it, and never again.
+func (o *OIDC) record(ctx context.Context, u *User, issued time.Time) error {
 	if o.cfg.Users == nil {
 		return nil
 	}
-	if issued.IsZero() || issued.After(now) {
-		issued = now
+	if issued.IsZero() {
+		// Without iat (which OpenID Connect requires) there is no order: such
+		// claims could undo newer ones, so they count for this token only.
+		return nil
 	}
-	groups := slices.Clone(u.Groups)
-	slices.Sort(groups)
-	rc := recordedClaims{name: u.Name, email: u.Email, groups: strings.Join(groups, "\x00"), at: issued}
 	o.mu.Lock()
 	last, ok := o.recorded[u.Owner()]
 	o.mu.Unlock()
-	if ok && last.name == rc.name && last.email == rc.email && last.groups == rc.groups && issued.Sub(last.at) < claimsRefresh {
-		return nil
+	if ok && !issued.After(last) {
+		return nil // the store holds claims issued at least as late
 	}
-	if ok && issued.Before(last.at) {
-		return nil // an older token than the latest login: nothing newer to say
-	}
-	wrote, err := o.cfg.Users.RecordUserClaims(ctx, &store.UserClaims{ID: u.Owner(), Name: u.Name, Email: u.Email, Groups: u.Groups, ClaimsAt: issued}, claimsRefresh)
-	if err != nil {
+	if _, err := o.cfg.Users.RecordUserClaims(ctx, &store.UserClaims{ID: u.Owner(), Name: u.Name, Email: u.Email, Groups: u.Groups, ClaimsAt: issued}); err != nil {
 		// Not ErrInvalid: the token is good, the store is not answering.
 		return fmt.Errorf("auth: record the claims of %s: %w", u.Name, err)
 	}
-	if !wrote {
-		return nil // the store holds these claims, as of a time only it knows
-	}
+	// Written or not, the store now holds claims issued at least this late.
 	o.mu.Lock()
 	if len(o.recorded) >= maxCachedTokens {
 		clear(o.recorded) // a bound; the store has the truth
 	}
-	o.recorded[u.Owner()] = rc
+	if issued.After(o.recorded[u.Owner()]) {
+		o.recorded[u.Owner()] = issued
+	}
 	o.mu.Unlock()
 	return nil
 }

@@ -235,10 +235,16 @@ func (s *DB) RevokeSessions(ctx context.Context, owner string) (int, error) {
 }
 
 // RecordUserClaims keeps what the identity provider says about a user at a
-// login. It writes only when the claims changed or the stored ones are
-// older than refresh, and never lets older claims (an earlier ID token
-// still in use) replace newer ones. It reports whether it wrote.
-func (s *DB) RecordUserClaims(ctx context.Context, c *UserClaims, refresh time.Duration) (bool, error) {
+// login, ordered by the ID token's issue time (c.ClaimsAt, its iat): it
+// writes only claims issued after the stored ones, whether or not they
+// changed, so an earlier ID token still in use can never replace newer
+// claims, even one with the same claims as a later token. A token seen
+// again (by another replica, or once more here) is not written. It reports
+// whether it wrote.
+func (s *DB) RecordUserClaims(ctx context.Context, c *UserClaims) (bool, error) {
+	if c.ClaimsAt.IsZero() {
+		return false, fmt.Errorf("store: record claims of %s: no issue time to order them by", c.ID)
+	}
 	groups := slices.Clone(c.Groups)
 	slices.Sort(groups)
 	groups = slices.Compact(groups)
@@ -246,16 +252,14 @@ func (s *DB) RecordUserClaims(ctx context.Context, c *UserClaims, refresh time.D
 		groups = []string{}
 	}
 	g, _ := json.Marshal(groups)
-	at := c.ClaimsAt
-	if at.IsZero() {
-		at = s.now()
-	}
+	// Not "unless unchanged within a few minutes": skipping a newer token
+	// with the same claims would leave the stored issue time behind it, and
+	// an older token with other claims, used later, would then look newer.
 	res, err := s.db.ExecContext(ctx, s.rebind(`INSERT INTO user_claims (id, name, email, groups, claims_at, updated_at) VALUES (?,?,?,?,?,?)
 ON CONFLICT (id) DO UPDATE SET name = excluded.name, email = excluded.email, groups = excluded.groups,
     claims_at = excluded.claims_at, updated_at = excluded.updated_at
-WHERE excluded.claims_at >= user_claims.claims_at AND (excluded.name <> user_claims.name OR excluded.email <> user_claims.email
-    OR excluded.groups <> user_claims.groups OR excluded.claims_at >= user_claims.claims_at + ?)`),
-		c.ID, c.Name, c.Email, string(g), millis(at), millis(s.now()), refresh.Milliseconds())
+WHERE excluded.claims_at > user_claims.claims_at`),
+		c.ID, c.Name, c.Email, string(g), millis(c.ClaimsAt), millis(s.now()))
 	if err != nil {
 		return false, fmt.Errorf("store: record claims of %s: %w", c.ID, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,18 +145,19 @@ func TestSessions(t *testing.T) {
 	})
 }
 
-// TestUserClaims: the latest login's claims are kept per user; they are
-// written only when they change or are older than the refresh interval,
-// never replaced by older ones, and come along with tokens and sessions.
+// TestUserClaims: the claims of the latest issued ID token are kept per
+// user, ordered by the token's issue time: a newer token is written even
+// with the same claims (else an older token with other claims, used later,
+// would look newer), an older or the same token never is; they come along
+// with tokens and sessions.
 func TestUserClaims(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, url string) {
 		db, clk := openTestDB(t, url)
 		ctx := context.Background()
-		const refresh = 5 * time.Minute
 		t0 := clk.Now()
 		record := func(name string, groups []string, at time.Time) bool {
 			t.Helper()
-			wrote, err := db.RecordUserClaims(ctx, &store.UserClaims{ID: "oidc:a", Name: name, Email: "a@example.com", Groups: groups, ClaimsAt: at}, refresh)
+			wrote, err := db.RecordUserClaims(ctx, &store.UserClaims{ID: "oidc:a", Name: name, Email: "a@example.com", Groups: groups, ClaimsAt: at})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,11 +176,13 @@ func TestUserClaims(t *testing.T) {
 			at     time.Time
 			wrote  bool
 		}{
-			{"same claims a minute later", []string{"data", "ops"}, t0.Add(time.Minute), false},
-			{"same claims, groups in another order", []string{"ops", "data"}, t0.Add(2 * time.Minute), false},
-			{"same claims after the refresh interval", []string{"ops", "data"}, t0.Add(refresh), true},
-			{"changed groups", []string{"data"}, t0.Add(refresh + time.Second), true},
-			{"an older token with more groups", []string{"data", "ops"}, t0.Add(time.Minute), false},
+			{"the same token again", []string{"ops", "data"}, t0, false},
+			{"the same claims issued a second later", []string{"ops", "data"}, t0.Add(time.Second), true},
+			{"the same claims issued two minutes later", []string{"data", "ops"}, t0.Add(2 * time.Minute), true},
+			// Issued between the two above, used after them (issue 32, 3).
+			{"an older token with other groups", []string{"admins"}, t0.Add(time.Minute), false},
+			{"changed groups", []string{"data"}, t0.Add(3 * time.Minute), true},
+			{"an older token with more groups", []string{"data", "ops"}, t0.Add(2*time.Minute + time.Second), false},
 		}
 		for _, s := range steps {
 			if got := record("alice", s.groups, s.at); got != s.wrote {
@@ -186,8 +190,11 @@ func TestUserClaims(t *testing.T) {
 			}
 		}
 		c, _ = db.GetUserClaims(ctx, "oidc:a")
-		if !slices.Equal(c.Groups, []string{"data"}) || !c.ClaimsAt.Equal(t0.Add(refresh+time.Second)) {
+		if !slices.Equal(c.Groups, []string{"data"}) || !c.ClaimsAt.Equal(t0.Add(3*time.Minute)) {
 			t.Errorf("claims after the steps: %+v", c)
+		}
+		if _, err := db.RecordUserClaims(ctx, &store.UserClaims{ID: "oidc:a", Groups: []string{"admins"}}); err == nil || !strings.Contains(err.Error(), "no issue time") {
+			t.Errorf("claims without an issue time: %v", err)
 		}
 		if _, err := db.GetUserClaims(ctx, "oidc:nobody"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("unknown user: %v", err)
