@@ -33,7 +33,7 @@ func TestConfigPrintRedacts(t *testing.T) {
 	}
 	for _, want := range []string{
 		"pip_index_url: https://builder:REDACTED@pypi.corp.example/simple/",
-		"url: postgres://REDACTED@db.corp.example:5432/gateway?sslmode=verify-full&password=REDACTED",
+		"url: postgres://db.corp.example:5432/REDACTED",
 		"issuer: https://idp.example/realms/team",
 		"Action=x",
 	} {

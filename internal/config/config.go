@@ -722,16 +722,27 @@ func structToMap(v reflect.Value) map[string]any {
 	return out
 }
 
-// redact hides a secret but keeps what is safe to show: the non-secret
-// parts of a URL.
+// redact hides the value of a key marked secret. Of a URL it keeps the
+// scheme and the host, which say where it points; everything after them
+// is hidden, not only what RedactURL recognises as a credential: a secret
+// URL may carry its secret anywhere (a webhook's is in its path, a
+// database's user name may be a token).
 func redact(s string) string {
 	if s == "" {
 		return ""
 	}
-	if strings.Contains(s, "://") {
-		return RedactURL(s)
+	if !strings.Contains(s, "://") {
+		return redactedMark
 	}
-	return redactedMark
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return redactedMark
+	}
+	kept := (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
+	if kept == strings.TrimSuffix(strings.TrimSpace(s), "/") {
+		return kept // nothing but where it points
+	}
+	return kept + "/" + redactedMark
 }
 
 // redactedMark replaces what is hidden.

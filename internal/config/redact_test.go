@@ -163,6 +163,55 @@ func TestRedactedEveryKey(t *testing.T) {
 	})
 }
 
+// TestRedactedSecretURLs: a key marked secret whose value is a URL prints
+// its scheme and host only (issue 32, finding 4: bench.alert_webhook's
+// path, where a webhook keeps its secret, was printed whole). Every secret
+// key, every place a URL may carry a secret.
+func TestRedactedSecretURLs(t *testing.T) {
+	var probe Config
+	var secrets []string
+	for _, f := range stringFields(t, reflect.ValueOf(&probe).Elem(), "") {
+		if f.secret {
+			secrets = append(secrets, f.key)
+		}
+	}
+	if len(secrets) < 6 {
+		t.Fatalf("found %d secret keys: %v; the walk misses some", len(secrets), secrets)
+	}
+	for _, tc := range []struct {
+		name, value, hidden, shown string
+	}{
+		{"a webhook's path", "https://hooks.example/T000/B000/XXXXsecret", "XXXXsecret", "https://hooks.example/REDACTED"},
+		{"a token as the user name", "https://ghp-token@index.example/simple", "ghp-token", "https://index.example/REDACTED"},
+		{"a database's user, name and query", "postgres://gw-user:pw@db.example:5432/gwdb?sslmode=require", "gw-user", "postgres://db.example:5432/REDACTED"},
+		{"a query parameter of any name", "https://hooks.example/?k=q-secret", "q-secret", "https://hooks.example/REDACTED"},
+		{"a fragment", "https://hooks.example#f-secret", "f-secret", "https://hooks.example/REDACTED"},
+		{"an opaque part", "https://hooks.example:8443/services/opaque-secret/", "opaque-secret", "https://hooks.example:8443/REDACTED"},
+		{"no host", "sqlite:///var/lib/gateway/gw-secret.db", "gw-secret", "REDACTED"},
+		{"a URL that does not parse", "https://hooks.example/%zz-secret", "zz-secret", "REDACTED"},
+		{"scheme and host alone", "https://hooks.example/", "", "https://hooks.example"},
+	} {
+		for _, key := range secrets {
+			t.Run(tc.name+"/"+key, func(t *testing.T) {
+				var c Config
+				for _, f := range stringFields(t, reflect.ValueOf(&c).Elem(), "") {
+					if f.key == key {
+						put(f, tc.value, "mapsecret")
+					}
+				}
+				out := printed(t, &c)
+				if tc.hidden != "" && strings.Contains(out, tc.hidden) {
+					t.Errorf("%s = %s: %q is printed:\n%s", key, tc.value, tc.hidden, out)
+				}
+				leaf := key[strings.LastIndex(key, ".")+1:]
+				if want := leaf + ": " + tc.shown + "\n"; !strings.Contains(out, want) {
+					t.Errorf("%s = %s: %q is not printed:\n%s", key, tc.value, want, out)
+				}
+			})
+		}
+	}
+}
+
 // printed is what `gateway config print` writes for c.
 func printed(t *testing.T, c *Config) string {
 	t.Helper()
