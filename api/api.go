@@ -225,7 +225,9 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			msg := "authentication required: send \"Authorization: Bearer <token>\" (run: gateway login)"
 			if !errors.Is(err, auth.ErrNoCredentials) {
 				if !errors.Is(err, auth.ErrInvalid) {
-					if s.databaseDown(w, r, err) { // credentials are checked against the store
+					// Credentials are checked against the store; the caller
+					// is nobody yet, so is not told where it is.
+					if s.databaseDownTo(w, r, err, false) {
 						return
 					}
 					s.log.Error("authentication error", "err", err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -66,7 +67,21 @@ type healthCheckJSON struct {
 	Time   string `json:"time,omitempty"`
 }
 
+// health answers dask-gateway's health check. Anyone may ask, so anyone
+// gets the status alone (200 pass, 503 fail); what failed, and where (the
+// data directory of a full disk, PostgreSQL's host), goes only to an admin
+// who authenticates the request, and to the metrics port (HealthDetails).
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	s.writeHealth(w, r, s.adminCaller(r))
+}
+
+// HealthDetails answers as /api/health does for an admin, whoever asks:
+// for the metrics listener, which serves the operator alone.
+func (s *Server) HealthDetails() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.writeHealth(w, r, true) })
+}
+
+func (s *Server) writeHealth(w http.ResponseWriter, r *http.Request, details bool) {
 	if s.dbHealth.db == nil {
 		writeJSON(w, http.StatusOK, healthJSON{Status: "pass"})
 		return
@@ -74,8 +89,16 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	err := s.dbHealth.check(r.Context())
 	at := time.Now().UTC().Format(time.RFC3339)
 	if err == nil {
-		writeJSON(w, http.StatusOK, healthJSON{Status: "pass",
-			Checks: map[string][]healthCheckJSON{"database": {{Status: "pass", Time: at}}}})
+		h := healthJSON{Status: "pass"}
+		if details {
+			h.Checks = map[string][]healthCheckJSON{"database": {{Status: "pass", Time: at}}}
+		}
+		writeJSON(w, http.StatusOK, h)
+		return
+	}
+	w.Header().Set("Retry-After", "5")
+	if !details {
+		writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "fail"})
 		return
 	}
 	msg := err.Error()
@@ -83,14 +106,43 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if !errors.As(err, &ue) {
 		msg = "the database does not answer; the gateway's log has the details"
 	}
-	w.Header().Set("Retry-After", "5")
 	writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "fail", Output: msg,
 		Checks: map[string][]healthCheckJSON{"database": {{Status: "fail", Output: msg, Time: at}}}})
+}
+
+// adminCaller reports whether r carries the credential of an admin. A
+// request without one, or with one that fails (while the database is away,
+// stored credentials cannot be checked), is anonymous: an endpoint that
+// needs no login never answers 401. Failures count against the address as
+// anywhere else, so this is no way around the failure limit.
+func (s *Server) adminCaller(r *http.Request) bool {
+	if r.Header.Get("Authorization") == "" {
+		return false
+	}
+	ip := remoteIP(r)
+	if s.limiter != nil && s.limiter.Blocked(ip) {
+		return false
+	}
+	u, err := Authenticate(r, s.auth)
+	if err != nil {
+		if errors.Is(err, auth.ErrInvalid) && !errors.Is(err, auth.ErrEnded) && s.limiter != nil {
+			s.limiter.Fail(ip)
+		}
+		return false
+	}
+	return u.Admin
 }
 
 // databaseDown answers 503 database_unavailable when err means the store
 // cannot be reached or written, reporting whether it did.
 func (s *Server) databaseDown(w http.ResponseWriter, r *http.Request, err error) bool {
+	return s.databaseDownTo(w, r, err, true)
+}
+
+// databaseDownTo is databaseDown for a caller who may (authenticated) or
+// may not (the credential could not be checked) be told where the
+// database is and what failed.
+func (s *Server) databaseDownTo(w http.ResponseWriter, r *http.Request, err error, details bool) bool {
 	var u error
 	if s.dbHealth.db != nil {
 		u = s.dbHealth.db.Unavailable(err)
@@ -103,7 +155,10 @@ func (s *Server) databaseDown(w http.ResponseWriter, r *http.Request, err error)
 	s.log.Warn("request failed: the database is unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 	w.Header().Set("Retry-After", "5")
 	msg := u.Error()
-	if !errors.Is(u, store.ErrDiskFull) {
+	if !details {
+		msg = "the database is unavailable"
+	}
+	if !errors.Is(u, store.ErrDiskFull) || !details {
 		msg += " (try again)" // a full disk needs someone first
 	}
 	WriteError(w, http.StatusServiceUnavailable, "database_unavailable", msg)

@@ -59,28 +59,59 @@ var pgDown = &store.UnavailableError{
 }
 
 // TestHealthReportsTheDatabase: /api/health passes while the database
-// answers and fails with 503 and the draft's shape while it does not,
-// saying why without authentication and without secrets; a flood of
-// checks pings the database about once.
+// answers and fails with 503 while it does not. Anyone gets the status
+// alone; what failed and where (a full disk's directory, PostgreSQL's host)
+// goes to an admin's request and to the metrics port's handler, never to
+// an anonymous caller, a user, or a failed credential (issue 32, finding
+// 6), and never a secret. A flood of checks pings the database about once.
 func TestHealthReportsTheDatabase(t *testing.T) {
 	db := newPingDB(t)
 	core := &fakeCore{clusters: map[string]*store.Cluster{}, scaled: map[string]int{}}
-	s := New(Config{Version: "test"}, core, auth.NewStaticTokens(nil), nil, nil)
+	a := auth.NewStaticTokens(map[string]auth.User{
+		"admin-token-000000": {Name: "root", Admin: true},
+		"alice-token-000000": {Name: "alice"},
+	})
+	s := New(Config{Version: "test"}, core, a, nil, nil)
 	s.SetDatabase(db)
 	srv := httptest.NewServer(s)
 	defer srv.Close()
+	metrics := httptest.NewServer(s.HealthDetails())
+	defer metrics.Close()
 
-	get := func() (int, healthJSON, http.Header) {
+	audiences := []struct {
+		name    string
+		srv     *httptest.Server
+		token   string
+		details bool
+	}{
+		{"anonymous", srv, "", false},
+		{"a user", srv, "alice-token-000000", false},
+		{"a wrong token", srv, "wrong-token-000000", false},
+		{"an admin", srv, "admin-token-000000", true},
+		{"the metrics port", metrics, "", true},
+	}
+	get := func(srv *httptest.Server, token string) (int, healthJSON, http.Header, string) {
 		t.Helper()
-		code, h, body := do(t, srv, "GET", "/api/health", "", "")
+		code, h, body := do(t, srv, "GET", "/api/health", token, "")
 		var out healthJSON
 		if err := json.Unmarshal(body, &out); err != nil {
 			t.Fatalf("health body %q: %v", body, err)
 		}
-		return code, out, h
+		return code, out, h, string(body)
 	}
-	if code, out, _ := get(); code != 200 || out.Status != "pass" || out.Checks["database"][0].Status != "pass" {
-		t.Fatalf("health with the database up: %d %+v", code, out)
+	expire := func() {
+		s.dbHealth.mu.Lock()
+		s.dbHealth.checked = s.dbHealth.checked.AddDate(0, 0, -1) // as if the cache had expired
+		s.dbHealth.mu.Unlock()
+	}
+	for _, au := range audiences {
+		code, out, _, body := get(au.srv, au.token)
+		if code != 200 || out.Status != "pass" {
+			t.Fatalf("%s: health with the database up: %d %s", au.name, code, body)
+		}
+		if got := len(out.Checks["database"]) == 1 && out.Checks["database"][0].Status == "pass"; got != au.details {
+			t.Errorf("%s: health with the database up shows its checks: %v, want %v (%s)", au.name, got, au.details, body)
+		}
 	}
 
 	// A flood of checks within the cache's life costs one ping at most.
@@ -102,42 +133,52 @@ func TestHealthReportsTheDatabase(t *testing.T) {
 	}
 
 	cases := []struct {
-		name string
-		err  error
-		want string
+		name     string
+		err      error
+		want     string   // in the details
+		internal []string // never to those who get no details
 	}{
-		{"PostgreSQL down", pgDown, "cannot reach PostgreSQL at 127.0.0.1:5432: connection refused"},
-		{"disk full", &store.UnavailableError{DiskFull: true, Msg: "the database's disk is full (/var/lib/gateway): free space there"}, "disk is full (/var/lib/gateway)"},
+		{"PostgreSQL down", pgDown, "cannot reach PostgreSQL at 127.0.0.1:5432: connection refused", []string{"127.0.0.1", "5432", "PostgreSQL", "database"}},
+		{"disk full", &store.UnavailableError{DiskFull: true, Msg: "the database's disk is full (/var/lib/gateway): free space there"}, "disk is full (/var/lib/gateway)", []string{"/var/lib/gateway", "disk", "database"}},
 		// An error the store did not describe may carry anything: it is
-		// not shown.
-		{"unexplained", errors.New("dial postgres://gw:s3cret@db:5432: boom"), "the gateway's log has the details"},
+		// not shown, even to admins.
+		{"unexplained", errors.New("dial postgres://gw:s3cret@db:5432: boom"), "the gateway's log has the details", []string{"db:5432", "log"}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			db.set(c.err)
-			s.dbHealth.mu.Lock()
-			s.dbHealth.checked = s.dbHealth.checked.AddDate(0, 0, -1) // as if the cache had expired
-			s.dbHealth.mu.Unlock()
-			code, out, h := get()
-			if code != http.StatusServiceUnavailable || out.Status != "fail" || h.Get("Retry-After") == "" {
-				t.Fatalf("health with the database down: %d %+v %v", code, out, h)
-			}
-			checks := out.Checks["database"]
-			if len(checks) != 1 || checks[0].Status != "fail" || !strings.Contains(checks[0].Output, c.want) {
-				t.Errorf("database check %+v, want fail with %q", checks, c.want)
-			}
-			if strings.Contains(fmt.Sprint(out), "s3cret") {
-				t.Errorf("health leaks a secret: %+v", out)
-			}
-		})
+		for _, au := range audiences {
+			t.Run(c.name+"/"+au.name, func(t *testing.T) {
+				db.set(c.err)
+				expire()
+				code, out, h, body := get(au.srv, au.token)
+				if code != http.StatusServiceUnavailable || out.Status != "fail" || h.Get("Retry-After") == "" {
+					t.Fatalf("health with the database down: %d %s %v", code, body, h)
+				}
+				if strings.Contains(body, "s3cret") {
+					t.Errorf("health leaks a secret: %s", body)
+				}
+				if !au.details {
+					if strings.TrimSpace(body) != `{"status":"fail"}` {
+						t.Errorf("health tells %s more than its status: %s", au.name, body)
+					}
+					for _, in := range c.internal {
+						if strings.Contains(body, in) {
+							t.Errorf("health tells %s %q: %s", au.name, in, body)
+						}
+					}
+					return
+				}
+				checks := out.Checks["database"]
+				if len(checks) != 1 || checks[0].Status != "fail" || !strings.Contains(checks[0].Output, c.want) {
+					t.Errorf("database check %+v, want fail with %q", checks, c.want)
+				}
+			})
+		}
 	}
 
 	db.set(nil)
-	s.dbHealth.mu.Lock()
-	s.dbHealth.checked = s.dbHealth.checked.AddDate(0, 0, -1)
-	s.dbHealth.mu.Unlock()
-	if code, out, _ := get(); code != 200 || out.Status != "pass" {
-		t.Fatalf("health once the database is back: %d %+v", code, out)
+	expire()
+	if code, out, _, body := get(srv, ""); code != 200 || out.Status != "pass" || strings.TrimSpace(body) != `{"status":"pass"}` {
+		t.Fatalf("health once the database is back: %d %+v %s", code, out, body)
 	}
 }
 
@@ -186,7 +227,8 @@ func TestStoreOutageIs503(t *testing.T) {
 	}{
 		{"PostgreSQL down", fmt.Errorf("scheduler: %w", pgDown), nil, 503, "cannot reach PostgreSQL at 127.0.0.1:5432"},
 		{"disk full", fmt.Errorf("scheduler: store: create cluster: %w", full), nil, 503, "disk is full (/data)"},
-		{"credentials unreadable", nil, fmt.Errorf("auth: look up token: %w", pgDown), 503, "cannot reach PostgreSQL"},
+		// The caller is nobody yet: not told where the database is.
+		{"credentials unreadable", nil, fmt.Errorf("auth: look up token: %w", pgDown), 503, "the database is unavailable (try again)"},
 		{"another failure", errors.New("scheduler: something else"), nil, 500, "internal error"},
 	}
 	for _, c := range cases {
@@ -206,6 +248,9 @@ func TestStoreOutageIs503(t *testing.T) {
 				_ = json.Unmarshal(body, &e)
 				if code != c.wantCode || !strings.Contains(e.Error, c.wantText) {
 					t.Errorf("%s %s: %d %s, want %d with %q", r.method, r.path, code, body, c.wantCode, c.wantText)
+				}
+				if c.authErr != nil && strings.Contains(string(body), "127.0.0.1") {
+					t.Errorf("%s %s: a caller whose credential could not be checked is told where the database is: %s", r.method, r.path, body)
 				}
 				if c.wantCode == 503 && (e.Code != "database_unavailable" || h.Get("Retry-After") == "") {
 					t.Errorf("%s %s: code %q, Retry-After %q", r.method, r.path, e.Code, h.Get("Retry-After"))

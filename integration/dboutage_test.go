@@ -147,9 +147,17 @@ type healthAnswer struct {
 	raw    string
 }
 
-func getHealth(base string) (healthAnswer, error) {
-	c := &http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(base + "/api/health")
+// getHealth asks url (the public /api/health, or the metrics port's
+// /health) with token, if any.
+func getHealth(url, token string) (healthAnswer, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return healthAnswer{}, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		return healthAnswer{}, err
 	}
@@ -170,6 +178,27 @@ func getHealth(base string) (healthAnswer, error) {
 		h.db, h.output = d[0].Status, d[0].Output
 	}
 	return h, nil
+}
+
+// checkHealthAudiences checks, while the database is down, that the
+// public /api/health tells an anonymous caller only that it fails, and
+// that an admin's request and the metrics port's /health say what failed,
+// with detail in it (issue 32, finding 6).
+func checkHealthAudiences(t *testing.T, e *env, metrics, token, detail string) {
+	t.Helper()
+	anon, err := getHealth(e.url+"/api/health", "")
+	if err != nil || anon.code != http.StatusServiceUnavailable || strings.TrimSpace(anon.raw) != `{"status":"fail"}` {
+		t.Errorf("anonymous health with the database down: %+v %v, want 503 {\"status\":\"fail\"} and nothing more", anon, err)
+	}
+	for _, who := range []struct{ name, url, token string }{
+		{"an admin", e.url + "/api/health", token},
+		{"the metrics port", metrics, ""},
+	} {
+		h, err := getHealth(who.url, who.token)
+		if err != nil || h.code != http.StatusServiceUnavailable || h.db != "fail" || !strings.Contains(h.output, detail) {
+			t.Errorf("health for %s with the database down: %+v %v, want 503 with the database check failing and naming %s", who.name, h, err, detail)
+		}
+	}
 }
 
 // apiCall makes one authenticated API request and returns its status and
@@ -209,8 +238,9 @@ func readGatewayID(t *testing.T, e *env) string {
 func TestDatabaseOutage(t *testing.T) {
 	requireRoot(t, "TestDatabaseOutage starts and stops a PostgreSQL server of its own, which")
 	pg := startOwnPostgres(t)
+	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	e := newEnv(t, "GATEWAY_DATABASE_URL="+pg.url, "GATEWAY_CLUSTER_POLL_INTERVAL=300ms",
-		"GATEWAY_CLUSTER_REAP_GRACE=5s", "GATEWAY_CLUSTER_REAP_INTERVAL=1s")
+		"GATEWAY_CLUSTER_REAP_GRACE=5s", "GATEWAY_CLUSTER_REAP_INTERVAL=1s", "GATEWAY_METRICS_LISTEN="+metrics)
 	e.startGateway()
 	gatewayID := readGatewayID(t, e)
 	token := e.token()
@@ -244,12 +274,13 @@ func TestDatabaseOutage(t *testing.T) {
 	downAt := time.Now()
 	t.Logf("PostgreSQL stopped in %s", downAt.Sub(stopping).Round(time.Millisecond))
 
-	// While it is down: health fails naming the server; a request that
-	// needs the store is 503 database_unavailable.
+	// While it is down: health fails, naming the server to admins and on
+	// the metrics port only; a request that needs the store is 503
+	// database_unavailable.
 	var failedHealth healthAnswer
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		h, err := getHealth(e.url)
+		h, err := getHealth("http://"+metrics+"/health", "")
 		if err != nil {
 			t.Fatalf("health while PostgreSQL is down: %v", err)
 		}
@@ -263,6 +294,7 @@ func TestDatabaseOutage(t *testing.T) {
 		!strings.Contains(failedHealth.output, fmt.Sprintf("cannot reach PostgreSQL at 127.0.0.1:%d", pg.port)) {
 		t.Errorf("health while PostgreSQL is down: %+v, want 503 with the database check failing and naming 127.0.0.1:%d", failedHealth, pg.port)
 	}
+	checkHealthAudiences(t, e, "http://"+metrics+"/health", token, fmt.Sprintf("cannot reach PostgreSQL at 127.0.0.1:%d", pg.port))
 	out, cliErr := e.gw("list")
 	if cliErr == nil || !strings.Contains(out, "database is unavailable") || !strings.Contains(out, "cannot reach PostgreSQL") {
 		t.Errorf("gateway list while PostgreSQL is down: %v\n%s", cliErr, out)
@@ -282,7 +314,7 @@ func TestDatabaseOutage(t *testing.T) {
 	var healthy, serving time.Duration
 	deadline = back.Add(60 * time.Second)
 	for time.Now().Before(deadline) && (healthy == 0 || serving == 0) {
-		if h, err := getHealth(e.url); healthy == 0 && err == nil && h.code == http.StatusOK {
+		if h, err := getHealth(e.url+"/api/health", ""); healthy == 0 && err == nil && h.code == http.StatusOK {
 			healthy = time.Since(back)
 		}
 		if code, _, err := apiCall(e.url, token, "GET", "/api/v1/clusters/", ""); serving == 0 && err == nil && code == http.StatusOK {
@@ -366,7 +398,8 @@ func TestSQLiteFullDisk(t *testing.T) {
 		}
 	})
 	dbPath := filepath.Join(mnt, "gateway.db")
-	e := newEnv(t, "GATEWAY_DATABASE_URL=sqlite://"+dbPath, "GATEWAY_CLUSTER_POLL_INTERVAL=300ms")
+	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	e := newEnv(t, "GATEWAY_DATABASE_URL=sqlite://"+dbPath, "GATEWAY_CLUSTER_POLL_INTERVAL=300ms", "GATEWAY_METRICS_LISTEN="+metrics)
 	e.startGateway()
 	gatewayID := readGatewayID(t, e)
 	token := e.token()
@@ -405,11 +438,9 @@ func TestSQLiteFullDisk(t *testing.T) {
 	if refused == "" {
 		t.Fatalf("20 creates succeeded on a full disk\n--- gateway log:\n%s", lastLines(e.gwLog.String(), 30))
 	}
-	// Health says so, and other writes are refused the same way.
-	h, err := getHealth(e.url)
-	if err != nil || h.code != http.StatusServiceUnavailable || h.db != "fail" || !strings.Contains(h.output, diskMsg) {
-		t.Errorf("health on a full disk: %+v %v, want 503 naming %s", h, err, mnt)
-	}
+	// Health says so (where, to admins and on the metrics port only), and
+	// other writes are refused the same way.
+	checkHealthAudiences(t, e, "http://"+metrics+"/health", token, diskMsg)
 	code, body, err := apiCall(e.url, token, "POST", "/api/v1/clusters/"+first.Name+"/scale", `{"count":2}`)
 	if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, diskMsg) {
 		t.Errorf("scale on a full disk: %d %s %v", code, body, err)
@@ -425,7 +456,7 @@ func TestSQLiteFullDisk(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		h, err := getHealth(e.url)
+		h, err := getHealth(e.url+"/api/health", "")
 		if err == nil && h.code == http.StatusOK {
 			break
 		}

@@ -51,6 +51,7 @@ type Gateway struct {
 	devIssuer     *devissuer.Issuer
 	devServer     *http.Server
 	metricsServer *http.Server
+	metricsAddr   net.Addr // nil: no metrics listener
 
 	// PublicURL is where clients reach this gateway.
 	PublicURL string
@@ -217,10 +218,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(dashboardAuth(authn, sessions, limiter)))
 	mux.Handle("/", apiSrv)
 	if cfg.MetricsListen != "" {
-		mln, err := g.serveMetrics(cfg.MetricsListen)
+		mln, err := g.serveMetrics(cfg.MetricsListen, apiSrv.HealthDetails())
 		if err != nil {
 			return nil, err
 		}
+		g.metricsAddr = mln.Addr()
 		log.Info("metrics", "url", "http://"+mln.Addr().String()+"/metrics")
 	}
 	var handler http.Handler = mux
@@ -275,6 +277,9 @@ func (g *Gateway) tlsConfig() (*tls.Config, error) {
 
 // Addr is the bound public address.
 func (g *Gateway) Addr() net.Addr { return g.ln.Addr() }
+
+// MetricsAddr is the bound metrics address, nil without metrics_listen.
+func (g *Gateway) MetricsAddr() net.Addr { return g.metricsAddr }
 
 // Run serves until ctx ends, then shuts down: it stops accepting, drains
 // HTTP requests, stops the reconcile loop, and stops or leaves the local

@@ -65,14 +65,17 @@ func (g *Gateway) metricsRegistry() *prometheus.Registry {
 }
 
 // serveMetrics serves /metrics on its own listener: operational data for
-// the operator's monitoring, not for the gateway's users.
-func (g *Gateway) serveMetrics(addr string) (net.Listener, error) {
+// the operator's monitoring, not for the gateway's users. /health there is
+// /api/health with its details (which check failed, the data directory,
+// PostgreSQL's host), which the public port tells admins only.
+func (g *Gateway) serveMetrics(addr string, health http.Handler) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: metrics: listen on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(g.metricsRegistry(), promhttp.HandlerOpts{}))
+	mux.Handle("GET /health", health)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	g.metricsServer = srv

@@ -39,7 +39,7 @@ type Config struct {
 	ReplicaID string `mapstructure:"replica_id" doc:"this process among replicas sharing one database (default: made once per data_dir); a restart keeps its leases"`
 	Dev       bool   `mapstructure:"dev" doc:"development mode: plain HTTP allowed, dev credentials (set by gateway dev)"`
 	// MetricsListen serves Prometheus metrics on their own port.
-	MetricsListen string `mapstructure:"metrics_listen" doc:"address of the Prometheus /metrics listener (empty: none)"`
+	MetricsListen string `mapstructure:"metrics_listen" doc:"address of the Prometheus /metrics listener, which also serves /health with the details /api/health tells admins only (empty: none)"`
 
 	Database struct {
 		URL string `mapstructure:"url" secret:"true" doc:"sqlite:///path/to/gateway.db (default: in data_dir)"`
