@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/internal/crosssite"
 	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
@@ -204,6 +205,14 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 		if s.limiter != nil && s.limiter.Blocked(ip) {
 			w.Header().Set("Retry-After", "60")
 			WriteError(w, http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from your address; wait a minute")
+			return
+		}
+		if r.Header.Get("Authorization") != "" && crosssite.Ambient(r) && !ambientMayAuthenticate(r, s.cfg.PublicURL) {
+			// Basic credentials, which a browser that has them sends to
+			// any page's request: held to the API cookie's rule.
+			s.log.Info("cross-site request with Basic credentials refused", "remote", ip, "method", r.Method, "path", r.URL.Path,
+				"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
+			WriteError(w, http.StatusForbidden, "cross_site", "cross-site request refused: send the token as \"Authorization: Bearer <token>\", or from the gateway's own pages")
 			return
 		}
 		u, err := Authenticate(r, s.auth)

@@ -102,16 +102,17 @@ func (c *apiCookie) open(v string) (string, error) {
 // cookie may authenticate this request.
 func (c *apiCookie) credential(r *http.Request, publicURL string) (string, bool) {
 	ck, err := r.Cookie(apiCookieName)
-	if err != nil || !cookieMayAuthenticate(r, publicURL) {
+	if err != nil || !ambientMayAuthenticate(r, publicURL) {
 		return "", false
 	}
 	tok, err := c.open(ck.Value)
 	return tok, err == nil
 }
 
-// cookieMayAuthenticate says whether a request is one no other site's page
-// can make with the user's cookies.
-func cookieMayAuthenticate(r *http.Request, publicURL string) bool {
+// ambientMayAuthenticate says whether a request is one no other site's
+// page can make with the credentials a browser attaches by itself: the
+// API cookie, and Basic credentials (crosssite.Ambient).
+func ambientMayAuthenticate(r *http.Request, publicURL string) bool {
 	if crosssite.Reason(r, publicURL) != "" {
 		return false
 	}

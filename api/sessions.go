@@ -116,7 +116,7 @@ func (s *Server) redeemTicket(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if !sameOrigin(r) {
+	if !s.sameOrigin(r) {
 		s.log.Info("cross-site sign-in refused", "remote", remoteIP(r), "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
 		pageError(w, r, http.StatusForbidden, "cross_site", "Sign-in refused", "sign in from the gateway's own page", "Open the sign-in link itself (from gateway dashboard NAME) and click the button there.")
 		return
@@ -151,13 +151,13 @@ func (s *Server) redeemTicket(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// sameOrigin accepts requests that browsers mark as coming from this
-// origin (or from no page at all), and refuses cross-site ones
-// (crosssite.Reason, against the request's Host). Sec-Fetch-Site is trusted
-// even with "Origin: null", which browsers send on a form POST from a page
-// whose Referrer-Policy is no-referrer (a proxy in front of the gateway
-// may add that header).
-func sameOrigin(r *http.Request) bool { return crosssite.Reason(r, "") == "" }
+// sameOrigin accepts requests that browsers mark as coming from the
+// gateway's public origin (or from no page at all), and refuses cross-site
+// ones (crosssite.Reason: scheme, host and port). Sec-Fetch-Site is
+// trusted even with "Origin: null", which browsers send on a form POST
+// from a page whose Referrer-Policy is no-referrer (a proxy in front of the
+// gateway may add that header).
+func (s *Server) sameOrigin(r *http.Request) bool { return crosssite.Reason(r, s.cfg.PublicURL) == "" }
 
 // logout ends the browser's session in the store (so a copy of the cookie
 // is worthless too) and clears the cookie. It is a POST from this origin
@@ -167,7 +167,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if !sameOrigin(r) {
+	if !s.sameOrigin(r) {
 		pageError(w, r, http.StatusForbidden, "cross_site", "Sign-out refused", "sign out from the gateway's own pages", "Open /auth/logout on the gateway and click the button there.")
 		return
 	}

@@ -68,18 +68,24 @@ func (a browserAnswer) jsonCode() string {
 
 func (ss *sessionServer) send(t *testing.T, method, path string, hdr map[string]string, form url.Values) browserAnswer {
 	t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
+	return ss.sendBody(t, method, path, hdr, form.Encode())
+}
+
+// sendBody is send with any body ("": none).
+func (ss *sessionServer) sendBody(t *testing.T, method, path string, hdr map[string]string, body string) browserAnswer {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(method, ss.srv.URL+path, body)
+	req, err := http.NewRequest(method, ss.srv.URL+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	resp, err := (&http.Client{Transport: ss.srv.Client().Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,13 @@ type sessionServer struct {
 // also has API tokens "rw" and "ro" (returned).
 func newSessionServer(t *testing.T) (*sessionServer, map[string]string) {
 	t.Helper()
+	return newSessionServerOver(t, false)
+}
+
+// newSessionServerOver is newSessionServer, over HTTPS when tls is set:
+// then the gateway's public URL is the server's, and the API cookie is on.
+func newSessionServerOver(t *testing.T, tls bool) (*sessionServer, map[string]string) {
+	t.Helper()
 	ctx := context.Background()
 	sessions, db := authtest.StoredSessions(t)
 	secrets := map[string]string{}
@@ -45,11 +52,24 @@ func newSessionServer(t *testing.T) (*sessionServer, map[string]string) {
 	// authenticator's refusal, which for gw_ tokens must be the store's.
 	a := auth.Chain{auth.NewStaticTokens(map[string]auth.User{"alice-token-000000": {Name: "alice"}, "bob-token-00000000": {Name: "bob"}}), auth.NewAPITokens(db, nil, nil)}
 	ss := &sessionServer{db: db, sessions: sessions}
-	api := New(Config{Version: "test"}, core, a, sessions, nil)
+	ss.srv = httptest.NewUnstartedServer(nil)
+	cfg := Config{Version: "test"}
+	if tls {
+		cfg.PublicURL = "https://" + ss.srv.Listener.Addr().String()
+	}
+	api := New(cfg, core, a, sessions, nil)
 	api.SetTokenStore(db)
 	api.SetSessionStore(db)
 	api.SetFailureLimiter(auth.NewFailureLimiter(sessionServerFailureLimit))
-	ss.srv = httptest.NewServer(api)
+	ss.srv.Config.Handler = api
+	if tls {
+		if err := api.SetAPICookie(make([]byte, 32), true); err != nil {
+			t.Fatal(err)
+		}
+		ss.srv.StartTLS()
+	} else {
+		ss.srv.Start()
+	}
 	t.Cleanup(ss.srv.Close)
 	return ss, secrets
 }
@@ -61,7 +81,7 @@ func (ss *sessionServer) signIn(t *testing.T, token string) *http.Cookie {
 	_, form := ss.link(t, token)
 	req, _ := http.NewRequest("POST", ss.srv.URL+"/auth/ticket", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	resp, err := (&http.Client{Transport: ss.srv.Client().Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

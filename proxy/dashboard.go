@@ -40,6 +40,9 @@ type Dashboard struct {
 	rp     *httputil.ReverseProxy
 	pool   *routes.Pool
 	fwd    *forwarder // plain GET and HEAD; rp the rest
+	// publicURL is the gateway's origin for the cross-site check; empty:
+	// the request's own.
+	publicURL string
 }
 
 // DashboardHandler returns the dashboard proxy.
@@ -61,7 +64,7 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 	})
 	s.routes.OnGone(pool.Drop)
 	bufs := &copyBuffers{}
-	d := &Dashboard{authn: authn, log: s.log, login: s.loginRedirect, pool: pool}
+	d := &Dashboard{authn: authn, log: s.log, login: s.loginRedirect, pool: pool, publicURL: s.publicURL}
 	d.fwd = &forwarder{dialer: dialer, tlsTimeout: s.cfg.DialTimeout, headerTimeout: 60 * time.Second,
 		idleTimeout: 90 * time.Second, maxIdle: 64, now: time.Now, bufs: bufs, idle: map[string][]*backendConn{},
 		onBackendError: d.backendError}
@@ -168,11 +171,10 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		dashError(w, r, http.StatusUnauthorized, msg)
 		return
 	}
-	if why := crossSite(r); why != "" {
-		// A session cookie rides along on any page's requests to the
-		// gateway: another site's page must not post to a dashboard or
-		// open its websocket as the user. Bearer tokens are not sent by
-		// browsers on their own, so those requests are not checked.
+	if why := d.crossSite(r); why != "" {
+		// A session cookie, and Basic credentials once given, ride along
+		// on any page's requests to the gateway: another site's page must
+		// not post to a dashboard or open its websocket as the user.
 		d.log.Info("refusing a cross-site dashboard request", "path", r.URL.Path, "method", r.Method, "why", why)
 		dashError(w, r, http.StatusForbidden, "cross-site request refused: "+why)
 		return
@@ -205,13 +207,15 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.rp.ServeHTTP(w, r)
 }
 
-// crossSite says why a request authenticated by the session cookie must
-// not be passed on ("" if it may): a request with an unsafe method, or a
-// websocket upgrade, that a browser marks as coming from another origin
-// than the request's Host (crosssite.Reason).
-func crossSite(r *http.Request) string {
-	if r.Header.Get("Authorization") != "" {
-		return "" // authenticated by a token, which no other page can make a browser send
+// crossSite says why a request must not be passed on ("" if it may): one
+// with an unsafe method, or a websocket upgrade, that a browser marks as
+// coming from another origin than the gateway's public one
+// (crosssite.Reason), unless its credential is a bearer token, which no
+// other site's page can make a browser send. A session cookie and Basic
+// credentials are sent by the browser on its own (crosssite.Ambient).
+func (d *Dashboard) crossSite(r *http.Request) string {
+	if !crosssite.Ambient(r) {
+		return ""
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
@@ -219,7 +223,7 @@ func crossSite(r *http.Request) string {
 			return ""
 		}
 	}
-	return crosssite.Reason(r, "")
+	return crosssite.Reason(r, d.publicURL)
 }
 
 // dashError answers the proxy's own errors: a page a person can read when

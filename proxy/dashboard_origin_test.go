@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,13 +16,18 @@ import (
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
-// sessionAuthn is testAuthn plus a browser session: the session cookie
-// with the value "alice-session" is alice's.
+// sessionAuthn is testAuthn plus a browser session and Basic credentials:
+// the session cookie with the value "alice-session" is alice's, and so is
+// Basic with alice's token as the password (as dask-gateway's client and
+// curl -u send it).
 func sessionAuthn(r *http.Request) (*auth.User, error) {
 	if r.Header.Get("Authorization") == "" {
 		if c, err := r.Cookie(auth.SessionCookie); err == nil && c.Value == "alice-session" {
 			return &auth.User{Name: "alice"}, nil
 		}
+	}
+	if _, pw, ok := r.BasicAuth(); ok && pw == "alice-token" {
+		return &auth.User{Name: "alice"}, nil
 	}
 	return testAuthn(r)
 }
@@ -29,7 +35,15 @@ func sessionAuthn(r *http.Request) (*auth.User, error) {
 // startDashboardProxy serves the dashboard proxy (plain HTTP) over rt.
 func startDashboardProxy(t *testing.T, rt *routes.Table, authn Authenticator) *harness {
 	t.Helper()
+	return startDashboardProxyAt(t, rt, authn, "")
+}
+
+// startDashboardProxyAt is startDashboardProxy for a gateway whose public
+// URL is publicURL ("": none).
+func startDashboardProxyAt(t *testing.T, rt *routes.Table, authn Authenticator, publicURL string) *harness {
+	t.Helper()
 	return startProxy(t, Config{AllowPlainHTTP: true, DialTimeout: 2 * time.Second}, rt, func(s *Server) http.Handler {
+		s.SetPublicURL(publicURL)
 		mux := http.NewServeMux()
 		mux.Handle(DashboardPrefix, s.DashboardHandler(authn))
 		return mux
@@ -74,16 +88,17 @@ func rawRequest(t *testing.T, addr, method, path string, hdr map[string]string) 
 
 // Regression test for issue 14 finding 8: the cookie-authenticated
 // dashboard proxy checked no Origin, so another site's page could post to
-// a dashboard or open its websocket as the signed-in user.
+// a dashboard or open its websocket as the signed-in user. Issue 32,
+// finding 7: Basic credentials, which a browser also sends by itself once
+// it has them, skipped the check (any Authorization header did), and the
+// scheme was not compared (an https gateway took http://<its host:port>).
+// Only a bearer token skips it. Run against the request's own origin, and
+// against a public URL in https behind which TLS ended (a load balancer).
 func TestDashboardRefusesCrossSiteCookieRequests(t *testing.T) {
-	c1 := startDashBackend(t, "c1")
-	rt := routes.New()
-	rt.SetRoute("c1", "alice", "127.0.0.1:1", c1.url(), nil)
-	p := startDashboardProxy(t, rt, sessionAuthn)
-	self := "http://" + p.addr
-
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("x:alice-token"))
 	creds := map[string]map[string]string{
 		"cookie": {"Cookie": auth.SessionCookie + "=alice-session"},
+		"basic":  {"Authorization": basic},
 		"bearer": {"Authorization": "Bearer alice-token"},
 	}
 	requests := map[string]struct {
@@ -95,50 +110,71 @@ func TestDashboardRefusesCrossSiteCookieRequests(t *testing.T) {
 		"POST":    {http.MethodPost, map[string]string{"Content-Type": "application/json"}, http.StatusOK},
 		"upgrade": {http.MethodGet, map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}, http.StatusSwitchingProtocols},
 	}
-	origins := []struct {
-		name    string
-		hdr     map[string]string
-		foreign bool
-	}{
-		{"same origin", map[string]string{"Origin": self}, false},
-		{"same origin, other case", map[string]string{"Origin": strings.ToUpper(self)}, false},
-		{"foreign origin", map[string]string{"Origin": "https://evil.example"}, true},
-		{"same host, other port", map[string]string{"Origin": "http://127.0.0.1:1"}, true},
-		{"null origin", map[string]string{"Origin": "null"}, true},
-		{"no origin", nil, false},
-		{"Sec-Fetch-Site same-origin", map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": self}, false},
-		{"Sec-Fetch-Site none", map[string]string{"Sec-Fetch-Site": "none"}, false},
-		{"Sec-Fetch-Site same-site", map[string]string{"Sec-Fetch-Site": "same-site", "Origin": "http://sub.127.0.0.1"}, true},
-		{"Sec-Fetch-Site cross-site", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, true},
-		{"Sec-Fetch-Site cross-site, Origin faked same", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": self}, true},
-	}
-	for _, cred := range []string{"cookie", "bearer"} {
-		for _, rq := range []string{"GET", "POST", "upgrade"} {
-			for _, o := range origins {
-				t.Run(cred+"/"+rq+"/"+o.name, func(t *testing.T) {
-					r := requests[rq]
-					hdr := map[string]string{}
-					for _, m := range []map[string]string{creds[cred], r.hdr, o.hdr} {
-						for k, v := range m {
-							hdr[k] = v
-						}
-					}
-					before := len(c1.requests())
-					want := r.allowed
-					refuse := cred == "cookie" && rq != "GET" && o.foreign
-					if refuse {
-						want = http.StatusForbidden
-					}
-					if got := rawRequest(t, p.addr, r.method, "/clusters/c1/x", hdr); got != want {
-						t.Fatalf("status %d, want %d", got, want)
-					}
-					forwarded := len(c1.requests()) - before
-					if refuse && forwarded != 0 || !refuse && forwarded != 1 {
-						t.Fatalf("the dashboard got %d requests", forwarded)
-					}
-				})
+	for _, setup := range []struct{ name, publicURL string }{
+		{"request's origin", ""},
+		{"https public URL", "https://gw.example:8443"},
+	} {
+		t.Run(setup.name, func(t *testing.T) {
+			c1 := startDashBackend(t, "c1")
+			rt := routes.New()
+			rt.SetRoute("c1", "alice", "127.0.0.1:1", c1.url(), nil)
+			p := startDashboardProxyAt(t, rt, sessionAuthn, setup.publicURL)
+			self := setup.publicURL
+			if self == "" {
+				self = "http://" + p.addr
 			}
-		}
+			scheme, hostport, _ := strings.Cut(self, "://")
+			host, _, _ := strings.Cut(hostport, ":")
+			otherScheme := map[string]string{"http": "https", "https": "http"}[scheme]
+			origins := []struct {
+				name    string
+				hdr     map[string]string
+				foreign bool
+			}{
+				{"same origin", map[string]string{"Origin": self}, false},
+				{"same origin, other case", map[string]string{"Origin": strings.ToUpper(self)}, false},
+				{"foreign origin", map[string]string{"Origin": "https://evil.example"}, true},
+				{"same host, other port", map[string]string{"Origin": scheme + "://" + host + ":1"}, true},
+				{"same host and port, other scheme", map[string]string{"Origin": otherScheme + "://" + hostport}, true},
+				{"null origin", map[string]string{"Origin": "null"}, true},
+				{"no origin", nil, false},
+				{"no origin, own Referer", map[string]string{"Referer": self + "/clusters/c1/status"}, false},
+				{"no origin, foreign Referer", map[string]string{"Referer": "https://evil.example/"}, true},
+				{"Sec-Fetch-Site same-origin", map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": self}, false},
+				{"Sec-Fetch-Site none", map[string]string{"Sec-Fetch-Site": "none"}, false},
+				{"Sec-Fetch-Site same-site", map[string]string{"Sec-Fetch-Site": "same-site", "Origin": "http://sub.127.0.0.1"}, true},
+				{"Sec-Fetch-Site cross-site", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, true},
+				{"Sec-Fetch-Site cross-site, Origin faked same", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": self}, true},
+			}
+			for _, cred := range []string{"cookie", "basic", "bearer"} {
+				for _, rq := range []string{"GET", "POST", "upgrade"} {
+					for _, o := range origins {
+						t.Run(cred+"/"+rq+"/"+o.name, func(t *testing.T) {
+							r := requests[rq]
+							hdr := map[string]string{}
+							for _, m := range []map[string]string{creds[cred], r.hdr, o.hdr} {
+								for k, v := range m {
+									hdr[k] = v
+								}
+							}
+							before := len(c1.requests())
+							want := r.allowed
+							refuse := cred != "bearer" && rq != "GET" && o.foreign
+							if refuse {
+								want = http.StatusForbidden
+							}
+							if got := rawRequest(t, p.addr, r.method, "/clusters/c1/x", hdr); got != want {
+								t.Fatalf("status %d, want %d", got, want)
+							}
+							forwarded := len(c1.requests()) - before
+							if refuse && forwarded != 0 || !refuse && forwarded != 1 {
+								t.Fatalf("the dashboard got %d requests", forwarded)
+							}
+						})
+					}
+				}
+			}
+		})
 	}
 }
 

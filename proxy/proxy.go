@@ -115,11 +115,18 @@ type Server struct {
 	parker *park.Set[*pair] // idle pairs, parked without goroutines
 
 	loginRedirect func(next string) string
+	publicURL     string // for the dashboards' cross-site check (SetPublicURL)
 }
 
 // SetLoginRedirect makes dashboards send browsers without a session to
 // login(next) instead of answering 401. Call before DashboardHandler.
 func (s *Server) SetLoginRedirect(login func(next string) string) { s.loginRedirect = login }
+
+// SetPublicURL names the gateway's public origin ("https://host[:port]"),
+// which dashboard requests a browser makes with its own credentials must
+// come from (see crosssite.Reason); unset, the request's own origin.
+// Call before DashboardHandler.
+func (s *Server) SetPublicURL(u string) { s.publicURL = u }
 
 // New makes a listener around an HTTP handler.
 func New(cfg Config, rt *routes.Table) *Server {

@@ -215,6 +215,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		apiSrv.SetEnvs(g.envs)
 	}
 	g.proxy.SetLoginRedirect(api.LoginURL)
+	g.proxy.SetPublicURL(g.PublicURL)
 	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(dashboardAuth(authn, sessions, limiter)))
 	mux.Handle("/", apiSrv)
 	if cfg.MetricsListen != "" {

@@ -36,6 +36,15 @@ func TestReason(t *testing.T) {
 		{"public URL with its default port written out", "https://public.example:443/", map[string]string{"Origin": "https://public.example"}, ""},
 		{"public URL, opaque origin", "https://public.example", map[string]string{"Origin": "null"}, "not this gateway"},
 		{"public URL, Sec-Fetch-Site decides", "https://public.example", map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": "null"}, ""},
+		// Issue 32, finding 7: the request's own origin has a scheme too
+		// (this request came over TLS).
+		{"own origin over http on an https request", "", map[string]string{"Origin": "http://" + host}, "Origin http://gw.example:8443 is not this gateway"},
+		{"public URL: other port", "https://gw.example:8443", map[string]string{"Origin": "https://gw.example:9443"}, "not this gateway"},
+		{"no Origin, own Referer", "", map[string]string{"Referer": "https://" + host + "/auth/logout"}, ""},
+		{"no Origin, Referer of another site", "", map[string]string{"Referer": "https://evil.example/page"}, "Referer https://evil.example/page is not this gateway"},
+		{"no Origin, Referer of another scheme", "https://gw.example:8443", map[string]string{"Referer": "http://gw.example:8443/"}, "Referer http://gw.example:8443/ is not this gateway"},
+		{"no Origin, Referer of another port", "", map[string]string{"Referer": "https://gw.example:1/"}, "not this gateway"},
+		{"Origin decides over Referer", "", map[string]string{"Origin": "https://evil.example", "Referer": "https://" + host + "/"}, "Origin https://evil.example"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest("POST", "https://"+host+"/x", nil)
@@ -50,5 +59,54 @@ func TestReason(t *testing.T) {
 				t.Errorf("reason %q, want one with %q", got, tc.refused)
 			}
 		})
+	}
+}
+
+// TestReasonSchemeOfTheRequest: without a public URL, the request's own
+// origin is https when it came over TLS and http when not.
+func TestReasonSchemeOfTheRequest(t *testing.T) {
+	for _, tc := range []struct {
+		url, origin string
+		refused     bool
+	}{
+		{"https://gw.example/x", "https://gw.example", false},
+		{"https://gw.example/x", "http://gw.example", true},
+		{"http://gw.example/x", "http://gw.example", false},
+		{"http://gw.example/x", "https://gw.example", true},
+	} {
+		r := httptest.NewRequest("POST", tc.url, nil)
+		r.Header.Set("Origin", tc.origin)
+		if got := Reason(r, ""); (got != "") != tc.refused {
+			t.Errorf("%s from %s: reason %q, want refused %v", tc.url, tc.origin, got, tc.refused)
+		}
+	}
+}
+
+// TestAmbient: only a bearer token, which a browser never attaches by
+// itself, is exempt from the cross-site check.
+func TestAmbient(t *testing.T) {
+	for _, tc := range []struct {
+		authorization string
+		ambient       bool
+	}{
+		{"", true}, // a cookie, if anything
+		{"Basic eDpnd190b2tlbg==", true},
+		{"basic eDpnd190b2tlbg==", true},
+		{"Digest username=x", true},
+		{"Negotiate YII=", true},
+		{"NTLM TlRM", true},
+		{"Bearer gw_token", false},
+		{"bearer gw_token", false},
+		{"token cluster-token", false},
+		{"jupyterhub hub-token", false},
+		{"gw_token", true}, // no scheme: not a bearer token
+	} {
+		r := httptest.NewRequest("POST", "https://gw.example/x", nil)
+		if tc.authorization != "" {
+			r.Header.Set("Authorization", tc.authorization)
+		}
+		if got := Ambient(r); got != tc.ambient {
+			t.Errorf("Authorization %q: ambient %v, want %v", tc.authorization, got, tc.ambient)
+		}
 	}
 }
