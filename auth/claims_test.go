@@ -11,6 +11,19 @@ import (
 	"github.com/gatewayhq/gateway/store"
 )
 
+// issuerAndStore is a test issuer and the store at url, on clock.
+func issuerAndStore(t *testing.T, url string, clock func() time.Time) (*testIssuer, *store.DB) {
+	t.Helper()
+	ti := newTestIssuer(t)
+	db, err := store.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.SetClock(clock)
+	return ti, db
+}
+
 // TestStoredCredentialsFollowLogins: API tokens and browser sessions take
 // groups, and the admin rights that follow, from the user's latest OIDC
 // login, not from the moment they were made. Someone removed from the admin
@@ -20,15 +33,9 @@ import (
 func TestStoredCredentialsFollowLogins(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, url string) {
 		ctx := context.Background()
-		ti := newTestIssuer(t)
 		now := time.Now().Truncate(time.Second)
 		clock := func() time.Time { return now }
-		db, err := store.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		db.SetClock(clock)
+		ti, db := issuerAndStore(t, url, clock)
 		const maxAge = 24 * time.Hour
 		newOIDC := func() *OIDC {
 			o, err := NewOIDC(ctx, OIDCConfig{Issuer: ti.srv.URL, ClientID: "gateway", AdminGroups: []string{"ops"}, Now: clock, Users: db})
@@ -180,16 +187,10 @@ func TestOlderIDTokenCannotRestoreGroups(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				ctx := context.Background()
-				ti := newTestIssuer(t)
 				t0 := time.Now().Truncate(time.Second)
 				now := t0
 				clock := func() time.Time { return now }
-				db, err := store.Open(ctx, url)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				db.SetClock(clock)
+				ti, db := issuerAndStore(t, url, clock)
 				// Each subtest is a user of its own: the databases are shared.
 				sub := NewToken("sub-")[:16]
 				newOIDC := func() *OIDC {

@@ -181,17 +181,19 @@ func getHealth(url, token string) (healthAnswer, error) {
 }
 
 // checkHealthAudiences checks, while the database is down, that the
-// public /api/health tells an anonymous caller only that it fails, and
-// that an admin's request and the metrics port's /health say what failed,
-// with detail in it (issue 32, finding 6).
-func checkHealthAudiences(t *testing.T, e *env, metrics, token, detail string) {
+// public /api/health tells an anonymous caller and a user only that it
+// fails, and that an admin's request and the metrics port's /health say
+// what failed, with detail in it (issue 32, finding 6).
+func checkHealthAudiences(t *testing.T, e *env, metrics, userToken, adminToken, detail string) {
 	t.Helper()
-	anon, err := getHealth(e.url+"/api/health", "")
-	if err != nil || anon.code != http.StatusServiceUnavailable || strings.TrimSpace(anon.raw) != `{"status":"fail"}` {
-		t.Errorf("anonymous health with the database down: %+v %v, want 503 {\"status\":\"fail\"} and nothing more", anon, err)
+	for _, who := range []struct{ name, token string }{{"anonymous", ""}, {"a user", userToken}} {
+		h, err := getHealth(e.url+"/api/health", who.token)
+		if err != nil || h.code != http.StatusServiceUnavailable || strings.TrimSpace(h.raw) != `{"status":"fail"}` {
+			t.Errorf("health for %s with the database down: %+v %v, want 503 {\"status\":\"fail\"} and nothing more", who.name, h, err)
+		}
 	}
 	for _, who := range []struct{ name, url, token string }{
-		{"an admin", e.url + "/api/health", token},
+		{"an admin", e.url + "/api/health", adminToken},
 		{"the metrics port", metrics, ""},
 	} {
 		h, err := getHealth(who.url, who.token)
@@ -199,6 +201,18 @@ func checkHealthAudiences(t *testing.T, e *env, metrics, token, detail string) {
 			t.Errorf("health for %s with the database down: %+v %v, want 503 with the database check failing and naming %s", who.name, h, err, detail)
 		}
 	}
+}
+
+// adminIDToken logs the dev issuer's admin in and uses the ID token once,
+// so that this gateway has verified it (and can again while the database
+// is away).
+func adminIDToken(t *testing.T, e *env) string {
+	t.Helper()
+	tok := e.userEnv(t, "admin").token()
+	if code, body, err := apiCall(e.url, tok, "GET", "/api/v1/whoami", ""); err != nil || code != http.StatusOK || !strings.Contains(body, `"admin":true`) {
+		t.Fatalf("admin whoami: %d %s %v", code, body, err)
+	}
+	return tok
 }
 
 // apiCall makes one authenticated API request and returns its status and
@@ -244,6 +258,7 @@ func TestDatabaseOutage(t *testing.T) {
 	e.startGateway()
 	gatewayID := readGatewayID(t, e)
 	token := e.token()
+	adminToken := adminIDToken(t, e)
 
 	// Three clusters before the outage, to be scaled and stopped during it.
 	want := map[string]int{} // cluster -> workers wanted; -1: stopped
@@ -294,7 +309,7 @@ func TestDatabaseOutage(t *testing.T) {
 		!strings.Contains(failedHealth.output, fmt.Sprintf("cannot reach PostgreSQL at 127.0.0.1:%d", pg.port)) {
 		t.Errorf("health while PostgreSQL is down: %+v, want 503 with the database check failing and naming 127.0.0.1:%d", failedHealth, pg.port)
 	}
-	checkHealthAudiences(t, e, "http://"+metrics+"/health", token, fmt.Sprintf("cannot reach PostgreSQL at 127.0.0.1:%d", pg.port))
+	checkHealthAudiences(t, e, "http://"+metrics+"/health", token, adminToken, fmt.Sprintf("cannot reach PostgreSQL at 127.0.0.1:%d", pg.port))
 	out, cliErr := e.gw("list")
 	if cliErr == nil || !strings.Contains(out, "database is unavailable") || !strings.Contains(out, "cannot reach PostgreSQL") {
 		t.Errorf("gateway list while PostgreSQL is down: %v\n%s", cliErr, out)
@@ -403,6 +418,7 @@ func TestSQLiteFullDisk(t *testing.T) {
 	e.startGateway()
 	gatewayID := readGatewayID(t, e)
 	token := e.token()
+	adminToken := adminIDToken(t, e)
 
 	want := map[string]int{}
 	var first struct{ Name string }
@@ -440,7 +456,7 @@ func TestSQLiteFullDisk(t *testing.T) {
 	}
 	// Health says so (where, to admins and on the metrics port only), and
 	// other writes are refused the same way.
-	checkHealthAudiences(t, e, "http://"+metrics+"/health", token, diskMsg)
+	checkHealthAudiences(t, e, "http://"+metrics+"/health", token, adminToken, diskMsg)
 	code, body, err := apiCall(e.url, token, "POST", "/api/v1/clusters/"+first.Name+"/scale", `{"count":2}`)
 	if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, diskMsg) {
 		t.Errorf("scale on a full disk: %d %s %v", code, body, err)
