@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
@@ -93,20 +94,8 @@ func (s *Server) quotaError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// QuotaEntryJSON is one subject's entry, with the source of each limit.
-type QuotaEntryJSON struct {
-	Subject   string            `json:"subject"`
-	Limits    quota.Limits      `json:"limits"`            // stored over config over built-in
-	Sources   map[string]string `json:"sources"`           // limit -> "built-in", "config" or "api"
-	Builtin   *quota.Limits     `json:"builtin,omitempty"` // the built-in defaults, on the default entry
-	Config    *quota.Limits     `json:"config,omitempty"`
-	Stored    *quota.Limits     `json:"stored,omitempty"`
-	UpdatedAt *time.Time        `json:"updated_at,omitempty"`
-	UpdatedBy string            `json:"updated_by,omitempty"`
-}
-
-func entryJSON(e quota.Entry) QuotaEntryJSON {
-	out := QuotaEntryJSON{Subject: string(e.Subject), Limits: e.Limits(), Sources: e.Origins(), Builtin: e.Builtin, Config: e.Config, Stored: e.Stored, UpdatedBy: e.UpdatedBy}
+func entryJSON(e quota.Entry) apitype.QuotaEntryJSON {
+	out := apitype.QuotaEntryJSON{Subject: string(e.Subject), Limits: e.Limits(), Sources: e.Origins(), Builtin: e.Builtin, Config: e.Config, Stored: e.Stored, UpdatedBy: e.UpdatedBy}
 	if !e.UpdatedAt.IsZero() {
 		t := e.UpdatedAt.UTC()
 		out.UpdatedAt = &t
@@ -120,7 +109,7 @@ func (s *Server) adminListQuotas(w http.ResponseWriter, r *http.Request) {
 		s.quotaError(w, r, err)
 		return
 	}
-	out := make([]QuotaEntryJSON, 0, len(entries))
+	out := make([]apitype.QuotaEntryJSON, 0, len(entries))
 	for _, e := range entries {
 		out = append(out, entryJSON(e))
 	}
@@ -288,24 +277,12 @@ func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request) {
 		s.coreError(w, r, err)
 		return
 	}
-	out := make([]AuditJSON, 0, len(entries))
+	out := make([]apitype.AuditJSON, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, AuditJSON{ID: e.ID, At: e.At.UTC(), Actor: e.Actor, ActorID: e.ActorID, Action: e.Action, Target: e.Target,
+		out = append(out, apitype.AuditJSON{ID: e.ID, At: e.At.UTC(), Actor: e.Actor, ActorID: e.ActorID, Action: e.Action, Target: e.Target,
 			Before: rawOrNull(e.Before), After: rawOrNull(e.After)})
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// AuditJSON is one audit log entry.
-type AuditJSON struct {
-	ID      int64           `json:"id"`
-	At      time.Time       `json:"at"`
-	Actor   string          `json:"actor"`
-	ActorID string          `json:"actor_id"`
-	Action  string          `json:"action"`
-	Target  string          `json:"target"`
-	Before  json.RawMessage `json:"before"`
-	After   json.RawMessage `json:"after"`
 }
 
 func rawOrNull(s string) json.RawMessage {
@@ -330,28 +307,6 @@ func parseDate(s string) (time.Time, error) {
 	return t, nil
 }
 
-// UsageRow is one line of a usage report: one user, or one cluster.
-type UsageRow struct {
-	User           string             `json:"user"`
-	UserID         string             `json:"user_id"`
-	Cluster        string             `json:"cluster,omitempty"`
-	Clusters       int                `json:"clusters"`
-	Running        bool               `json:"running"` // some of the time is still being counted
-	VCPUHours      float64            `json:"vcpu_hours"`
-	MemoryGiBHours float64            `json:"memory_gib_hours"`
-	GPUHours       float64            `json:"gpu_hours"`
-	GPUHoursByType map[string]float64 `json:"gpu_hours_by_type"`
-	CostUSD        float64            `json:"estimated_cost_usd"`
-}
-
-// UsageReport is the answer of the usage routes.
-type UsageReport struct {
-	Since time.Time  `json:"since"`
-	Until time.Time  `json:"until"`
-	By    string     `json:"by"`
-	Rows  []UsageRow `json:"rows"`
-}
-
 func usageWindow(r *http.Request, now time.Time) (since, until time.Time, err error) {
 	if since, err = parseDate(r.URL.Query().Get("since")); err != nil {
 		return since, until, fmt.Errorf("since: %w", err)
@@ -371,8 +326,8 @@ func usageWindow(r *http.Request, now time.Time) (since, until time.Time, err er
 	return since, until, nil
 }
 
-func buildReport(ivs []store.Interval, since, until time.Time, by string) UsageReport {
-	rows := map[string]*UsageRow{}
+func buildReport(ivs []store.Interval, since, until time.Time, by string) apitype.UsageReport {
+	rows := map[string]*apitype.UsageRow{}
 	clusters := map[string]map[string]bool{}
 	var keys []string
 	for _, iv := range ivs {
@@ -382,7 +337,7 @@ func buildReport(ivs []store.Interval, since, until time.Time, by string) UsageR
 		}
 		row := rows[key]
 		if row == nil {
-			row = &UsageRow{User: iv.OwnerName, UserID: iv.Owner, GPUHoursByType: map[string]float64{}}
+			row = &apitype.UsageRow{User: iv.OwnerName, UserID: iv.Owner, GPUHoursByType: map[string]float64{}}
 			if by == "cluster" {
 				row.Cluster = iv.Cluster
 			}
@@ -402,7 +357,7 @@ func buildReport(ivs []store.Interval, since, until time.Time, by string) UsageR
 		}
 		row.CostUSD += t.Cost
 	}
-	out := UsageReport{Since: since.UTC(), Until: until.UTC(), By: by, Rows: []UsageRow{}}
+	out := apitype.UsageReport{Since: since.UTC(), Until: until.UTC(), By: by, Rows: []apitype.UsageRow{}}
 	for _, k := range keys {
 		out.Rows = append(out.Rows, *rows[k])
 	}
@@ -448,7 +403,7 @@ func (s *Server) adminUsage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rep)
 }
 
-func writeCSV(w http.ResponseWriter, rep UsageReport) {
+func writeCSV(w http.ResponseWriter, rep apitype.UsageReport) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	cw := csv.NewWriter(w)
@@ -541,7 +496,7 @@ func (s *Server) myUsage(w http.ResponseWriter, r *http.Request) {
 	if len(total.Rows) > 0 {
 		out["total"] = total.Rows[0]
 	} else {
-		out["total"] = UsageRow{User: who.Name, UserID: who.ID, GPUHoursByType: map[string]float64{}}
+		out["total"] = apitype.UsageRow{User: who.Name, UserID: who.ID, GPUHoursByType: map[string]float64{}}
 	}
 	budgets := map[string]any{}
 	if b := eff.Limits.MonthlyVCPUHours; b != nil {

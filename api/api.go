@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/quota"
@@ -149,21 +150,12 @@ func (s *Server) routes() {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Error is the body of every error answer. "error" carries the human
-// message because dask-gateway's client shows that field to its user;
-// "code" is the stable, machine-readable part.
-type Error struct {
-	Error   string `json:"error"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 // WriteError writes an error answer.
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gateway"`)
 	}
-	writeJSON(w, status, Error{Error: msg, Code: code, Message: msg})
+	writeJSON(w, status, apitype.Error{Error: msg, Code: code, Message: msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -463,12 +455,8 @@ func (s *Server) instanceTypes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-type createRequest struct {
-	ClusterOptions map[string]json.RawMessage `json:"cluster_options"`
-}
-
 func (s *Server) createCluster(w http.ResponseWriter, r *http.Request) {
-	var req createRequest
+	var req apitype.CreateClusterRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -620,9 +608,9 @@ func (s *Server) clusterEvents(w http.ResponseWriter, r *http.Request) {
 		s.coreError(w, r, err)
 		return
 	}
-	out := make([]EventJSON, 0, len(evs))
+	out := make([]apitype.EventJSON, 0, len(evs))
 	for _, e := range evs {
-		out = append(out, EventJSON{Time: e.At.UTC(), Kind: e.Kind, Message: e.Message})
+		out = append(out, apitype.EventJSON{Time: e.At.UTC(), Kind: e.Kind, Message: e.Message})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/stats"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -55,106 +56,8 @@ func (s *Server) benchEnabled(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// BenchEnvJSON is one environment of a run.
-type BenchEnvJSON struct {
-	Label    string            `json:"label"` // A, B, or A2 (the second set of A in an A/A run)
-	Name     string            `json:"name,omitempty"`
-	Hash     string            `json:"hash,omitempty"`
-	Image    string            `json:"image,omitempty"`
-	Packages map[string]string `json:"packages,omitempty"`
-}
-
-// BenchRunJSON is one run of a suite. On POST, owner, status, times and
-// samples are the gateway's to set and are ignored.
-type BenchRunJSON struct {
-	ID             string            `json:"id"`
-	Owner          string            `json:"owner,omitempty"`
-	OwnerName      string            `json:"owner_name,omitempty"`
-	Suite          string            `json:"suite"`
-	Envs           []BenchEnvJSON    `json:"envs"`
-	Tests          []string          `json:"tests,omitempty"`
-	Shape          json.RawMessage   `json:"shape,omitempty"`
-	Provider       string            `json:"provider,omitempty"`
-	Region         string            `json:"region,omitempty"`
-	GatewayVersion string            `json:"gateway_version,omitempty"`
-	Options        json.RawMessage   `json:"options,omitempty"`
-	ScheduleID     string            `json:"schedule_id,omitempty"`
-	Status         string            `json:"status"`
-	Error          string            `json:"error,omitempty"`
-	StartedAt      time.Time         `json:"started_at"`
-	FinishedAt     *time.Time        `json:"finished_at,omitempty"`
-	Samples        []BenchSampleJSON `json:"samples,omitempty"`
-}
-
-// BenchSampleJSON is one repeat of one test on one environment. Memory
-// and traffic are bytes.
-type BenchSampleJSON struct {
-	RunID         string    `json:"run_id,omitempty"`
-	Test          string    `json:"test"`
-	Env           string    `json:"env"` // A, B or A2
-	Repeat        int       `json:"repeat"`
-	WallSeconds   float64   `json:"wall_seconds"`
-	PeakManaged   int64     `json:"peak_managed"`
-	PeakUnmanaged int64     `json:"peak_unmanaged"`
-	AvgManaged    int64     `json:"avg_managed"`
-	AvgUnmanaged  int64     `json:"avg_unmanaged"`
-	Spilled       int64     `json:"spilled"`
-	Transferred   int64     `json:"transferred"`
-	CPUSeconds    float64   `json:"cpu_seconds"`
-	Status        string    `json:"status"` // ok, failed or timeout
-	Error         string    `json:"error,omitempty"`
-	At            time.Time `json:"at,omitzero"`
-}
-
-// BenchPointJSON is a sample in a test's history.
-type BenchPointJSON struct {
-	BenchSampleJSON
-	Owner        string    `json:"owner"`
-	Suite        string    `json:"suite"`
-	EnvName      string    `json:"env_name"`
-	EnvHash      string    `json:"env_hash"`
-	RunStartedAt time.Time `json:"run_started_at"`
-}
-
-// BenchSamplesRequest is the body of POST .../samples.
-type BenchSamplesRequest struct {
-	Samples []BenchSampleJSON `json:"samples"`
-}
-
-// BenchFinishRequest is the body of POST .../finish.
-type BenchFinishRequest struct {
-	Status string `json:"status"` // ok, failed or cancelled
-	Error  string `json:"error,omitempty"`
-}
-
-// BenchFindingJSON is the check of one test.
-type BenchFindingJSON struct {
-	Suite          string    `json:"suite"`
-	Test           string    `json:"test"`
-	Run            string    `json:"run"` // the latest run
-	RunStartedAt   time.Time `json:"run_started_at"`
-	Baseline       int       `json:"baseline_samples"`
-	Latest         int       `json:"latest_samples"`
-	BaselineMedian *float64  `json:"baseline_median"`
-	LatestMedian   *float64  `json:"latest_median"`
-	Change         *float64  `json:"change"` // +0.12 is 12 % slower
-	P              *float64  `json:"p"`
-	Regressed      bool      `json:"regressed"`
-	Note           string    `json:"note,omitempty"` // why it was not checked
-}
-
-// BenchCheckJSON is the answer of a regression check.
-type BenchCheckJSON struct {
-	Env         string             `json:"env"`
-	Window      string             `json:"window"`
-	Threshold   float64            `json:"threshold"`
-	Alpha       float64            `json:"alpha"`
-	Regressions int                `json:"regressions"`
-	Findings    []BenchFindingJSON `json:"findings"`
-}
-
-func benchRunJSON(r *store.BenchRun) BenchRunJSON {
-	out := BenchRunJSON{ID: r.ID, Owner: r.Owner, OwnerName: r.OwnerName, Suite: r.Suite, Tests: r.Tests,
+func benchRunJSON(r *store.BenchRun) apitype.BenchRunJSON {
+	out := apitype.BenchRunJSON{ID: r.ID, Owner: r.Owner, OwnerName: r.OwnerName, Suite: r.Suite, Tests: r.Tests,
 		Shape: json.RawMessage(r.Shape), Provider: r.Provider, Region: r.Region, GatewayVersion: r.GatewayVersion,
 		Options: json.RawMessage(r.Options), ScheduleID: r.ScheduleID, Status: r.Status, Error: r.Error, StartedAt: r.StartedAt.UTC()}
 	if !r.FinishedAt.IsZero() {
@@ -162,13 +65,13 @@ func benchRunJSON(r *store.BenchRun) BenchRunJSON {
 		out.FinishedAt = &f
 	}
 	for _, e := range r.Envs {
-		out.Envs = append(out.Envs, BenchEnvJSON(e))
+		out.Envs = append(out.Envs, apitype.BenchEnvJSON(e))
 	}
 	return out
 }
 
-func benchSampleJSON(m store.BenchSample) BenchSampleJSON {
-	return BenchSampleJSON{RunID: m.RunID, Test: m.Test, Env: m.Env, Repeat: m.Repeat, WallSeconds: m.WallSeconds,
+func benchSampleJSON(m store.BenchSample) apitype.BenchSampleJSON {
+	return apitype.BenchSampleJSON{RunID: m.RunID, Test: m.Test, Env: m.Env, Repeat: m.Repeat, WallSeconds: m.WallSeconds,
 		PeakManaged: m.PeakManaged, PeakUnmanaged: m.PeakUnmanaged, AvgManaged: m.AvgManaged, AvgUnmanaged: m.AvgUnmanaged,
 		Spilled: m.Spilled, Transferred: m.Transferred, CPUSeconds: m.CPUSeconds, Status: m.Status, Error: m.Error, At: m.At.UTC()}
 }
@@ -216,7 +119,7 @@ func (s *Server) visibleRun(w http.ResponseWriter, r *http.Request, read bool) (
 
 func (s *Server) createBenchRun(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
-	var req BenchRunJSON
+	var req apitype.BenchRunJSON
 	if !decode(w, r, &req) {
 		return
 	}
@@ -244,7 +147,7 @@ func (s *Server) addBenchSamples(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req BenchSamplesRequest
+	var req apitype.BenchSamplesRequest
 	if !decodeLimit(w, r, &req, 4<<20, "request body over 4 MiB; send samples in smaller batches") {
 		return
 	}
@@ -274,7 +177,7 @@ func (s *Server) finishBenchRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req BenchFinishRequest
+	var req apitype.BenchFinishRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -301,7 +204,7 @@ func (s *Server) getBenchRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := benchRunJSON(run)
-	out.Samples = make([]BenchSampleJSON, 0, len(samples))
+	out.Samples = make([]apitype.BenchSampleJSON, 0, len(samples))
 	for _, m := range samples {
 		out.Samples = append(out.Samples, benchSampleJSON(m))
 	}
@@ -350,7 +253,7 @@ func (s *Server) listBenchRuns(w http.ResponseWriter, r *http.Request) {
 		s.benchError(w, r, err)
 		return
 	}
-	out := make([]BenchRunJSON, 0, len(runs))
+	out := make([]apitype.BenchRunJSON, 0, len(runs))
 	for _, run := range runs {
 		out = append(out, benchRunJSON(run))
 	}
@@ -420,9 +323,9 @@ func (s *Server) benchHistory(w http.ResponseWriter, r *http.Request) {
 		s.benchError(w, r, err)
 		return
 	}
-	out := make([]BenchPointJSON, 0, len(points))
+	out := make([]apitype.BenchPointJSON, 0, len(points))
 	for _, p := range points {
-		out = append(out, BenchPointJSON{BenchSampleJSON: benchSampleJSON(p.BenchSample), Owner: p.Owner, Suite: p.Suite,
+		out = append(out, apitype.BenchPointJSON{BenchSampleJSON: benchSampleJSON(p.BenchSample), Owner: p.Owner, Suite: p.Suite,
 			EnvName: p.EnvName, EnvHash: p.EnvHash, RunStartedAt: p.StartedAt.UTC()})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -484,8 +387,8 @@ const BenchAlpha = 0.05
 // on wall time of successful samples; tests of different suites are kept
 // apart). A scheduled run calls it after it finishes to decide on an
 // alert.
-func BenchCheck(ctx context.Context, src BenchHistorySource, owner, env string, window time.Duration, threshold float64) (BenchCheckJSON, error) {
-	out := BenchCheckJSON{Env: env, Window: window.String(), Threshold: threshold, Alpha: BenchAlpha, Findings: []BenchFindingJSON{}}
+func BenchCheck(ctx context.Context, src BenchHistorySource, owner, env string, window time.Duration, threshold float64) (apitype.BenchCheckJSON, error) {
+	out := apitype.BenchCheckJSON{Env: env, Window: window.String(), Threshold: threshold, Alpha: BenchAlpha, Findings: []apitype.BenchFindingJSON{}}
 	newest, err := src.BenchHistory(ctx, store.BenchHistoryFilter{Owner: owner, Env: env, Limit: 1})
 	if err != nil || len(newest) == 0 {
 		return out, err
@@ -505,7 +408,7 @@ func BenchCheck(ctx context.Context, src BenchHistorySource, owner, env string, 
 	}
 	for _, f := range stats.FindRegressions(obs, window, threshold, BenchAlpha) {
 		suite, test, _ := strings.Cut(f.Test, "\x00")
-		j := BenchFindingJSON{Suite: suite, Test: test, Run: f.Run, RunStartedAt: f.At.UTC(), Baseline: f.Baseline, Latest: f.Latest,
+		j := apitype.BenchFindingJSON{Suite: suite, Test: test, Run: f.Run, RunStartedAt: f.At.UTC(), Baseline: f.Baseline, Latest: f.Latest,
 			BaselineMedian: finite(f.BaselineMedian), LatestMedian: finite(f.LatestMedian), Change: finite(f.Change), P: finite(f.P),
 			Regressed: f.Regressed, Note: f.Reason}
 		if f.Regressed {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/internal/testdb"
 	"github.com/gatewayhq/gateway/store"
@@ -61,7 +62,7 @@ func TestBenchResultsAPI(t *testing.T) {
 		if code != 201 {
 			t.Fatalf("create: %d %s", code, body)
 		}
-		var run BenchRunJSON
+		var run apitype.BenchRunJSON
 		if err := json.Unmarshal(body, &run); err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +104,7 @@ func TestBenchResultsAPI(t *testing.T) {
 		}
 		for _, tok := range []string{benchAlice, benchRoot, benchRO} {
 			code, _, body := do(t, srv, "GET", "/api/v1/bench/runs/"+run.ID, tok, "")
-			var got BenchRunJSON
+			var got apitype.BenchRunJSON
 			if code != 200 || json.Unmarshal(body, &got) != nil {
 				t.Fatalf("get as %s: %d %s", tok, code, body)
 			}
@@ -145,7 +146,7 @@ func TestBenchResultsAPI(t *testing.T) {
 			}
 		}
 		code, _, body = do(t, srv, "GET", "/api/v1/bench/history?test=bench_sum&env=base", benchAlice, "")
-		var pts []BenchPointJSON
+		var pts []apitype.BenchPointJSON
 		if json.Unmarshal(body, &pts) != nil || len(pts) != 1 || pts[0].RunID != run.ID || pts[0].EnvName != "base" || pts[0].Suite != "smoke" ||
 			pts[0].WallSeconds != 1.5 || pts[0].Owner != "alice" {
 			t.Errorf("history point: %d %s", code, body)
@@ -158,12 +159,12 @@ func TestBenchResultsAPI(t *testing.T) {
 func TestBenchAPIErrors(t *testing.T) {
 	srv, st := benchServer(t, "sqlite://"+t.TempDir()+"/g.db")
 	_, _, body := do(t, srv, "POST", "/api/v1/bench/runs", benchAlice, benchRunBody)
-	var run BenchRunJSON
+	var run apitype.BenchRunJSON
 	if err := json.Unmarshal(body, &run); err != nil {
 		t.Fatal(err)
 	}
 	_, _, body = do(t, srv, "POST", "/api/v1/bench/runs", benchAlice, benchRunBody)
-	var done BenchRunJSON
+	var done apitype.BenchRunJSON
 	_ = json.Unmarshal(body, &done)
 	if code, _, body := do(t, srv, "POST", "/api/v1/bench/runs/"+done.ID+"/finish", benchAlice, `{"status":"failed","error":"cluster died"}`); code != 200 {
 		t.Fatalf("finish: %d %s", code, body)
@@ -310,7 +311,7 @@ func TestBenchCheckRegressions(t *testing.T) {
 		}, "bench_flat")
 
 		code, _, body := do(t, srv, "GET", "/api/v1/bench/check?env=prod&window=7d&threshold=10%25", benchAlice, "")
-		var res BenchCheckJSON
+		var res apitype.BenchCheckJSON
 		if code != 200 || json.Unmarshal(body, &res) != nil {
 			t.Fatalf("check: %d %s", code, body)
 		}

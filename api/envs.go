@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
@@ -28,61 +29,20 @@ var (
 	ErrEnvConflict = errors.New("environment conflict")
 )
 
-// EnvStatus is what the environment routes answer.
-type EnvStatus struct {
-	Hash  string `json:"hash"`
-	Image string `json:"image,omitempty"`
-	// Digest is the image's manifest digest, when known.
-	Digest string `json:"digest,omitempty"`
-	// State is building, ready or failed.
-	State string `json:"state"`
-	// Built is false when the image already existed (nothing was built
-	// for this request).
-	Built bool     `json:"built"`
-	Steps []string `json:"steps,omitempty"`
-	Error string   `json:"error,omitempty"`
-	// Versions are the image's versions of the checked packages.
-	Versions map[string]string `json:"versions,omitempty"`
-}
-
-// EnvRequest asks for the image of an environment. Code holds the user
-// code parts' zip files by name (base64 in JSON); it may be left out until
-// the gateway answers code_required.
-type EnvRequest struct {
-	Spec images.Spec       `json:"spec"`
-	Code map[string][]byte `json:"code,omitempty"`
-}
-
-// PublishedEnv is an environment an admin published under a name.
-type PublishedEnv struct {
-	Name        string            `json:"name"`
-	Image       string            `json:"image"`
-	Description string            `json:"description,omitempty"`
-	Versions    map[string]string `json:"versions,omitempty"`
-}
-
 // Envs is what the API needs of the environment service.
 type Envs interface {
-	Ensure(ctx context.Context, who quota.Who, spec images.Spec, code map[string][]byte) (EnvStatus, error)
-	Status(ctx context.Context, who quota.Who, hash string) (EnvStatus, error)
+	Ensure(ctx context.Context, who quota.Who, spec images.Spec, code map[string][]byte) (apitype.EnvStatus, error)
+	Status(ctx context.Context, who quota.Who, hash string) (apitype.EnvStatus, error)
 	Logs(ctx context.Context, who quota.Who, hash string) ([]byte, error)
-	Published(ctx context.Context) ([]PublishedEnv, error)
+	Published(ctx context.Context) ([]apitype.PublishedEnv, error)
 	// MaxCodeBytes bounds the user code of one environment.
 	MaxCodeBytes() int64
-}
-
-// PublishEnvRequest publishes an environment under a name: the image of a
-// built environment (Env, its hash or a unique prefix of it), or an image.
-type PublishEnvRequest struct {
-	Env         string `json:"env,omitempty"`
-	Image       string `json:"image,omitempty"`
-	Description string `json:"description,omitempty"`
 }
 
 // EnvPublisher is what the admin routes need of an environment service
 // that lets admins publish environments at run time.
 type EnvPublisher interface {
-	Publish(ctx context.Context, by store.Actor, name string, req PublishEnvRequest) (PublishedEnv, error)
+	Publish(ctx context.Context, by store.Actor, name string, req apitype.PublishEnvRequest) (apitype.PublishedEnv, error)
 	Unpublish(ctx context.Context, by store.Actor, name string) error
 }
 
@@ -114,7 +74,7 @@ func (s *Server) listEnvs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if envs == nil {
-		envs = []PublishedEnv{}
+		envs = []apitype.PublishedEnv{}
 	}
 	writeJSON(w, http.StatusOK, envs)
 }
@@ -122,7 +82,7 @@ func (s *Server) listEnvs(w http.ResponseWriter, r *http.Request) {
 func (s *Server) ensureEnv(w http.ResponseWriter, r *http.Request) {
 	// Code travels base64-encoded: 4/3 of its size, plus the spec.
 	limit := s.envs.MaxCodeBytes()/3*4 + 4<<20
-	var req EnvRequest
+	var req apitype.EnvRequest
 	if !decodeLimit(w, r, &req, limit, fmt.Sprintf("the environment's code is larger than this gateway's limit of %d MiB", s.envs.MaxCodeBytes()>>20)) {
 		return
 	}
@@ -171,7 +131,7 @@ func (s *Server) adminPublishEnv(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req PublishEnvRequest
+	var req apitype.PublishEnvRequest
 	if !decodeLimit(w, r, &req, 64<<10, "the request is larger than 64 KiB") {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -23,19 +24,6 @@ type TokenStore interface {
 // SetTokenStore enables the API token endpoints.
 func (s *Server) SetTokenStore(ts TokenStore) { s.tokens = ts }
 
-// TokenJSON describes a token; the secret itself appears only once, in the
-// answer that creates it.
-type TokenJSON struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	ReadOnly  bool       `json:"read_only"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	LastUsed  *time.Time `json:"last_used_at"`
-	Revoked   bool       `json:"revoked"`
-	Token     string     `json:"token,omitempty"`
-}
-
 func optTime(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -44,8 +32,8 @@ func optTime(t time.Time) *time.Time {
 	return &u
 }
 
-func tokenJSON(t *store.APIToken) TokenJSON {
-	return TokenJSON{ID: t.ID, Name: t.Name, ReadOnly: t.ReadOnly, CreatedAt: t.CreatedAt.UTC(),
+func tokenJSON(t *store.APIToken) apitype.TokenJSON {
+	return apitype.TokenJSON{ID: t.ID, Name: t.Name, ReadOnly: t.ReadOnly, CreatedAt: t.CreatedAt.UTC(),
 		ExpiresAt: optTime(t.ExpiresAt), LastUsed: optTime(t.LastUsed), Revoked: !t.RevokedAt.IsZero()}
 }
 
@@ -122,7 +110,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 		s.coreError(w, r, err)
 		return
 	}
-	out := make([]TokenJSON, 0, len(ts))
+	out := make([]apitype.TokenJSON, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, tokenJSON(t))
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/internal/testdocker"
@@ -45,7 +45,7 @@ func TestImagePolicy(t *testing.T) {
 	published := images.Spec{Python: "3.12", Platform: "linux/amd64"}
 	pubHash := mustHashOf(t, published)
 	db := sqliteStore(t)
-	svc := newService(t, db, cb, withPublished(api.PublishedEnv{Name: "team", Image: "reg/team:1"}, api.PublishedEnv{Name: "shared", Image: cb.Ref(pubHash)}),
+	svc := newService(t, db, cb, withPublished(apitype.PublishedEnv{Name: "team", Image: "reg/team:1"}, apitype.PublishedEnv{Name: "shared", Image: cb.Ref(pubHash)}),
 		func(c *Config) { c.DefaultImage = "gateway-test/dask:bookworm-1" }, withAllowed(t, "ghcr.io/myorg/*", "python:3.1?"))
 	st, err := svc.Ensure(ctx, alice, ready, nil)
 	if err != nil {

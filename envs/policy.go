@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/quota"
@@ -57,11 +57,11 @@ func validName(name string) bool {
 }
 
 // ParsePublished reads images.environments.
-func ParsePublished(entries []map[string]any) ([]api.PublishedEnv, error) {
-	var out []api.PublishedEnv
+func ParsePublished(entries []map[string]any) ([]apitype.PublishedEnv, error) {
+	var out []apitype.PublishedEnv
 	seen := map[string]bool{}
 	for i, e := range entries {
-		var p api.PublishedEnv
+		var p apitype.PublishedEnv
 		for k, v := range e {
 			s, ok := v.(string)
 			if !ok {

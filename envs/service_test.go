@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/internal/testdb"
@@ -128,7 +129,7 @@ func newService(t *testing.T, db Store, b Builder, edit ...func(*Config)) *Servi
 	return svc
 }
 
-func withPublished(p ...api.PublishedEnv) func(*Config) {
+func withPublished(p ...apitype.PublishedEnv) func(*Config) {
 	return func(c *Config) { c.Published = p }
 }
 
@@ -245,7 +246,7 @@ func TestServiceResolve(t *testing.T) {
 	team := images.Spec{Python: "3.11", Platform: "linux/amd64", Packages: []images.Package{{Name: "dask", Version: "2024.8.0"}}}
 	fb := newFakeBuilder()
 	fb.images["reg/team:1"], fb.images["reg/other:2"] = team, team
-	svc := newService(t, sqliteStore(t), fb, withPublished(api.PublishedEnv{Name: "team", Image: "reg/team:1"}), withAllowed(t, "reg/*", "down.example/*"))
+	svc := newService(t, sqliteStore(t), fb, withPublished(apitype.PublishedEnv{Name: "team", Image: "reg/team:1"}), withAllowed(t, "reg/*", "down.example/*"))
 	building, err := svc.Ensure(ctx, alice, images.Spec{Python: "3.12", Platform: "linux/amd64"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -429,7 +430,7 @@ func TestPublishedVersionsAreCached(t *testing.T) {
 	team := images.Spec{Python: "3.11", Platform: "linux/amd64", Packages: []images.Package{{Name: "dask", Version: "2024.8.0"}}}
 	cb := &countingBuilder{fakeBuilder: newFakeBuilder()}
 	cb.images["reg/team:1"] = team
-	svc := newService(t, sqliteStore(t), cb, withPublished(api.PublishedEnv{Name: "gone", Image: "reg/gone:1"}, api.PublishedEnv{Name: "team", Image: "reg/team:1"}))
+	svc := newService(t, sqliteStore(t), cb, withPublished(apitype.PublishedEnv{Name: "gone", Image: "reg/gone:1"}, apitype.PublishedEnv{Name: "team", Image: "reg/team:1"}))
 	for range 3 {
 		got, err := svc.Published(ctx)
 		if err != nil || len(got) != 2 || got[1].Versions["dask"] != "2024.8.0" || len(got[0].Versions) != 0 {

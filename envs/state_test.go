@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/internal/testdb"
@@ -196,7 +197,7 @@ func TestPublish(t *testing.T) {
 		spec := images.Spec{Python: "3.11", Platform: "linux/amd64", Packages: []images.Package{{Name: "dask", Version: "2024.8.0"}}}
 		other := images.Spec{Python: "3.12", Platform: "linux/amd64"}
 		fa, fb := newFakeBuilder(), newFakeBuilder()
-		cfgPub := withPublished(api.PublishedEnv{Name: "base", Image: "reg/base:1"})
+		cfgPub := withPublished(apitype.PublishedEnv{Name: "base", Image: "reg/base:1"})
 		a := newService(t, openStore(t, url), fa, cfgPub, func(c *Config) { c.ReplicaID = "r-a" })
 		b := newService(t, openStore(t, url), fb, cfgPub, func(c *Config) { c.ReplicaID = "r-b" })
 		st, err := a.Ensure(ctx, alice, spec, nil)
@@ -212,20 +213,20 @@ func TestPublish(t *testing.T) {
 		errCases := []struct {
 			name string
 			env  string
-			req  api.PublishEnvRequest
+			req  apitype.PublishEnvRequest
 			want error
 			msg  string
 		}{
-			{"not ready", "team", api.PublishEnvRequest{Env: building.Hash}, api.ErrEnvConflict, "is building, not ready"},
-			{"a bad name", "a/b", api.PublishEnvRequest{Image: "reg/x:1"}, api.ErrEnvInvalid, "no spaces"},
-			{"a hash as a name", st.Hash, api.PublishEnvRequest{Image: "reg/x:1"}, api.ErrEnvInvalid, "not a name"},
-			{"neither", "team", api.PublishEnvRequest{}, api.ErrEnvInvalid, "not both"},
-			{"both", "team", api.PublishEnvRequest{Image: "reg/x:1", Env: st.Hash}, api.ErrEnvInvalid, "not both"},
-			{"the config's name", "base", api.PublishEnvRequest{Image: "reg/x:1"}, api.ErrEnvConflict, "images.environments"},
-			{"an unknown hash", "team", api.PublishEnvRequest{Env: strings.Repeat("0", 64)}, api.ErrEnvNotFound, "no build"},
-			{"a short prefix", "team", api.PublishEnvRequest{Env: st.Hash[:7]}, api.ErrEnvInvalid, "not an environment hash"},
-			{"not hex", "team", api.PublishEnvRequest{Env: "zzzzzzzzzz"}, api.ErrEnvInvalid, "not an environment hash"},
-			{"an image ID", "team", api.PublishEnvRequest{Image: "46d0"}, api.ErrEnvInvalid, "image ID"},
+			{"not ready", "team", apitype.PublishEnvRequest{Env: building.Hash}, api.ErrEnvConflict, "is building, not ready"},
+			{"a bad name", "a/b", apitype.PublishEnvRequest{Image: "reg/x:1"}, api.ErrEnvInvalid, "no spaces"},
+			{"a hash as a name", st.Hash, apitype.PublishEnvRequest{Image: "reg/x:1"}, api.ErrEnvInvalid, "not a name"},
+			{"neither", "team", apitype.PublishEnvRequest{}, api.ErrEnvInvalid, "not both"},
+			{"both", "team", apitype.PublishEnvRequest{Image: "reg/x:1", Env: st.Hash}, api.ErrEnvInvalid, "not both"},
+			{"the config's name", "base", apitype.PublishEnvRequest{Image: "reg/x:1"}, api.ErrEnvConflict, "images.environments"},
+			{"an unknown hash", "team", apitype.PublishEnvRequest{Env: strings.Repeat("0", 64)}, api.ErrEnvNotFound, "no build"},
+			{"a short prefix", "team", apitype.PublishEnvRequest{Env: st.Hash[:7]}, api.ErrEnvInvalid, "not an environment hash"},
+			{"not hex", "team", apitype.PublishEnvRequest{Env: "zzzzzzzzzz"}, api.ErrEnvInvalid, "not an environment hash"},
+			{"an image ID", "team", apitype.PublishEnvRequest{Image: "46d0"}, api.ErrEnvInvalid, "image ID"},
 		}
 		for _, c := range errCases {
 			if _, err := a.Publish(ctx, root, c.env, c.req); !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
@@ -237,14 +238,14 @@ func TestPublish(t *testing.T) {
 		}
 
 		a.Updated(build.Status{Hash: st.Hash, Ref: st.Image, State: build.StateReady, Built: true, Contents: spec})
-		p, err := a.Publish(ctx, root, "team", api.PublishEnvRequest{Env: st.Hash[:10], Description: "the team's"})
+		p, err := a.Publish(ctx, root, "team", apitype.PublishEnvRequest{Env: st.Hash[:10], Description: "the team's"})
 		if err != nil || p.Image != st.Image {
 			t.Fatalf("publish by prefix: %+v %v", p, err)
 		}
-		if _, err := b.Publish(ctx, root, "team", api.PublishEnvRequest{Image: "reg/x:1"}); !errors.Is(err, api.ErrEnvConflict) || !strings.Contains(err.Error(), "unpublish it first") {
+		if _, err := b.Publish(ctx, root, "team", apitype.PublishEnvRequest{Image: "reg/x:1"}); !errors.Is(err, api.ErrEnvConflict) || !strings.Contains(err.Error(), "unpublish it first") {
 			t.Errorf("a name taken on the other replica: %v", err)
 		}
-		if _, err := b.Publish(ctx, root, "tools", api.PublishEnvRequest{Image: "ghcr.io/myorg/tools:1"}); err != nil {
+		if _, err := b.Publish(ctx, root, "tools", apitype.PublishEnvRequest{Image: "ghcr.io/myorg/tools:1"}); err != nil {
 			t.Fatal(err)
 		}
 		list, err := b.Published(ctx)
@@ -345,7 +346,7 @@ func TestStoreUnavailable(t *testing.T) {
 	if _, _, _, err := svc.Resolve(ctx, alice, st.Image, ""); err == nil || errors.Is(err, scheduler.ErrInvalid) {
 		t.Errorf("Resolve with the store down: %v", err)
 	}
-	if _, err := svc.Publish(ctx, store.Actor{Name: "root"}, "x", api.PublishEnvRequest{Image: "reg/x:1"}); err == nil {
+	if _, err := svc.Publish(ctx, store.Actor{Name: "root"}, "x", apitype.PublishEnvRequest{Image: "reg/x:1"}); err == nil {
 		t.Error("Publish with the store down")
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/client"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/capture"
@@ -133,10 +133,10 @@ func (s *softwareFlags) options(ctx context.Context, cmd *cobra.Command, c *clie
 
 // buildEnv asks the gateway for the environment's image and follows its
 // build, if one is needed, until it is ready.
-func buildEnv(ctx context.Context, c *client.Client, env capture.Env, timeout time.Duration, progress io.Writer) (api.EnvStatus, error) {
+func buildEnv(ctx context.Context, c *client.Client, env capture.Env, timeout time.Duration, progress io.Writer) (apitype.EnvStatus, error) {
 	hash, err := env.Spec.Hash()
 	if err != nil {
-		return api.EnvStatus{}, err
+		return apitype.EnvStatus{}, err
 	}
 	fmt.Fprintf(progress, "Environment %s: Python %s, %d packages, %d code parts\n", hash[:16], env.Spec.Python, len(env.Spec.Packages), len(env.Spec.Code))
 	// The code goes only when the gateway must build: the common case is
@@ -148,7 +148,7 @@ func buildEnv(ctx context.Context, c *client.Client, env capture.Env, timeout ti
 		st, err = c.EnsureEnv(ctx, env.Spec, env.Code)
 	}
 	if err != nil {
-		return api.EnvStatus{}, err
+		return apitype.EnvStatus{}, err
 	}
 	if st.State == "ready" && !st.Built {
 		fmt.Fprintf(progress, "Image %s (already built)\n", st.Image)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
@@ -41,17 +42,17 @@ func (*imageCore) Limits() scheduler.Limits {
 // envs is a gateway that knows one published environment and no builds.
 type envs struct{}
 
-func (envs) Ensure(context.Context, quota.Who, images.Spec, map[string][]byte) (api.EnvStatus, error) {
-	return api.EnvStatus{}, fmt.Errorf("%w: it has no Docker engine", api.ErrNoBuilder)
+func (envs) Ensure(context.Context, quota.Who, images.Spec, map[string][]byte) (apitype.EnvStatus, error) {
+	return apitype.EnvStatus{}, fmt.Errorf("%w: it has no Docker engine", api.ErrNoBuilder)
 }
-func (envs) Status(_ context.Context, _ quota.Who, hash string) (api.EnvStatus, error) {
-	return api.EnvStatus{}, fmt.Errorf("%w: %s", api.ErrEnvNotFound, hash)
+func (envs) Status(_ context.Context, _ quota.Who, hash string) (apitype.EnvStatus, error) {
+	return apitype.EnvStatus{}, fmt.Errorf("%w: %s", api.ErrEnvNotFound, hash)
 }
 func (envs) Logs(_ context.Context, _ quota.Who, hash string) ([]byte, error) {
 	return nil, fmt.Errorf("%w: no build log of %s for you", api.ErrEnvNotFound, hash)
 }
-func (envs) Published(context.Context) ([]api.PublishedEnv, error) {
-	return []api.PublishedEnv{{Name: "team", Image: "reg/team:1", Description: "the team's", Versions: map[string]string{"python": "3.11", "dask": "2024.8.0"}}}, nil
+func (envs) Published(context.Context) ([]apitype.PublishedEnv, error) {
+	return []apitype.PublishedEnv{{Name: "team", Image: "reg/team:1", Description: "the team's", Versions: map[string]string{"python": "3.11", "dask": "2024.8.0"}}}, nil
 }
 func (envs) MaxCodeBytes() int64 { return 1 << 20 }
 
