@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gatewayhq/gateway/api/apitype"
-	"github.com/gatewayhq/gateway/stats"
+	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -260,42 +259,6 @@ func (s *Server) listBenchRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// ParseWindow reads a length of time as Go writes it (36h, 90m) or in
-// days or weeks (7d, 2w).
-func ParseWindow(v string) (time.Duration, error) {
-	bad := fmt.Errorf("window %q: want a length of time such as 7d, 2w or 36h", v)
-	v = strings.TrimSpace(v)
-	for suffix, unit := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
-		if n, ok := strings.CutSuffix(v, suffix); ok {
-			f, err := strconv.ParseFloat(n, 64)
-			if err != nil || f <= 0 || f > 3660 {
-				return 0, bad
-			}
-			return time.Duration(f * float64(unit)), nil
-		}
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, bad
-	}
-	return d, nil
-}
-
-// ParseThreshold reads a relative change as a percentage (10%) or a
-// fraction (0.1).
-func ParseThreshold(v string) (float64, error) {
-	t := strings.TrimSpace(v)
-	pct := strings.HasSuffix(t, "%")
-	f, err := strconv.ParseFloat(strings.TrimSuffix(t, "%"), 64)
-	if pct {
-		f /= 100
-	}
-	if err != nil || math.IsNaN(f) || f <= 0 || f > 100 {
-		return 0, fmt.Errorf("threshold %q: want a positive percentage such as 10%% (or a fraction such as 0.1)", v)
-	}
-	return f, nil
-}
-
 func (s *Server) benchHistory(w http.ResponseWriter, r *http.Request) {
 	owner, err := benchOwner(r)
 	if err != nil {
@@ -311,7 +274,7 @@ func (s *Server) benchHistory(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("since"); v != "" {
 		if t, err := time.Parse(time.RFC3339, v); err == nil {
 			f.Since = t
-		} else if d, err := ParseWindow(v); err == nil {
+		} else if d, err := bench.ParseWindow(v); err == nil {
 			f.Since = time.Now().Add(-d)
 		} else {
 			WriteError(w, http.StatusUnprocessableEntity, "invalid_request", fmt.Sprintf("since %q: want an RFC 3339 time or a length of time such as 30d", v))
@@ -350,18 +313,18 @@ func (s *Server) benchCheck(w http.ResponseWriter, r *http.Request) {
 	window, threshold := 7*24*time.Hour, 0.10
 	var err error
 	if v := q.Get("window"); v != "" {
-		if window, err = ParseWindow(v); err != nil {
+		if window, err = bench.ParseWindow(v); err != nil {
 			WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
 			return
 		}
 	}
 	if v := q.Get("threshold"); v != "" {
-		if threshold, err = ParseThreshold(v); err != nil {
+		if threshold, err = bench.ParseThreshold(v); err != nil {
 			WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
 			return
 		}
 	}
-	res, err := BenchCheck(r.Context(), s.bench, owner, env, window, threshold)
+	res, err := bench.Check(r.Context(), s.bench, owner, env, window, threshold)
 	if err != nil {
 		s.benchError(w, r, err)
 		return
@@ -371,58 +334,4 @@ func (s *Server) benchCheck(w http.ResponseWriter, r *http.Request) {
 		res.Window = "7d"
 	}
 	writeJSON(w, http.StatusOK, res)
-}
-
-// BenchHistorySource reads benchmark history (a *store.DB).
-type BenchHistorySource interface {
-	BenchHistory(ctx context.Context, f store.BenchHistoryFilter) ([]store.BenchPoint, error)
-}
-
-// BenchAlpha is the significance level of regression checks.
-const BenchAlpha = 0.05
-
-// BenchCheck checks an owner's history of an environment (name or hash)
-// for regressions: each test's latest run against the runs of that
-// environment that started within window before it (stats.FindRegressions
-// on wall time of successful samples; tests of different suites are kept
-// apart). A scheduled run calls it after it finishes to decide on an
-// alert.
-func BenchCheck(ctx context.Context, src BenchHistorySource, owner, env string, window time.Duration, threshold float64) (apitype.BenchCheckJSON, error) {
-	out := apitype.BenchCheckJSON{Env: env, Window: window.String(), Threshold: threshold, Alpha: BenchAlpha, Findings: []apitype.BenchFindingJSON{}}
-	newest, err := src.BenchHistory(ctx, store.BenchHistoryFilter{Owner: owner, Env: env, Limit: 1})
-	if err != nil || len(newest) == 0 {
-		return out, err
-	}
-	// Samples are taken after their run starts: every sample of a run that
-	// started in the window is at or after its start.
-	points, err := src.BenchHistory(ctx, store.BenchHistoryFilter{Owner: owner, Env: env, Since: newest[0].StartedAt.Add(-window)})
-	if err != nil {
-		return out, err
-	}
-	var obs []stats.Obs
-	for _, p := range points {
-		if p.Status != store.SampleOK {
-			continue
-		}
-		obs = append(obs, stats.Obs{Test: p.Suite + "\x00" + p.Test, Run: p.RunID, At: p.StartedAt, Value: p.WallSeconds})
-	}
-	for _, f := range stats.FindRegressions(obs, window, threshold, BenchAlpha) {
-		suite, test, _ := strings.Cut(f.Test, "\x00")
-		j := apitype.BenchFindingJSON{Suite: suite, Test: test, Run: f.Run, RunStartedAt: f.At.UTC(), Baseline: f.Baseline, Latest: f.Latest,
-			BaselineMedian: finite(f.BaselineMedian), LatestMedian: finite(f.LatestMedian), Change: finite(f.Change), P: finite(f.P),
-			Regressed: f.Regressed, Note: f.Reason}
-		if f.Regressed {
-			out.Regressions++
-		}
-		out.Findings = append(out.Findings, j)
-	}
-	return out, nil
-}
-
-// finite makes NaN (no value) JSON's null.
-func finite(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/internal/testdb"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -225,29 +226,6 @@ func TestBenchAPIErrors(t *testing.T) {
 	}
 }
 
-func TestParseWindowAndThreshold(t *testing.T) {
-	for in, want := range map[string]time.Duration{"7d": 7 * 24 * time.Hour, "2w": 14 * 24 * time.Hour, "36h": 36 * time.Hour, "1.5d": 36 * time.Hour} {
-		if got, err := ParseWindow(in); err != nil || got != want {
-			t.Errorf("ParseWindow(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "d", "-1d", "0h", "7 days", "1e9d"} {
-		if _, err := ParseWindow(in); err == nil {
-			t.Errorf("ParseWindow(%q) accepted", in)
-		}
-	}
-	for in, want := range map[string]float64{"10%": 0.1, "0.25": 0.25, " 5% ": 0.05} {
-		if got, err := ParseThreshold(in); err != nil || math.Abs(got-want) > 1e-12 {
-			t.Errorf("ParseThreshold(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "%", "0%", "-10%", "ten", "NaN"} {
-		if _, err := ParseThreshold(in); err == nil {
-			t.Errorf("ParseThreshold(%q) accepted", in)
-		}
-	}
-}
-
 // storeNightly stores nights of runs of suite "nightly" on environment
 // "prod" for owner, five samples of each test a night, drawn by value.
 func storeNightly(t *testing.T, st *store.DB, owner string, start time.Time, nights int, value func(test string, night int, r *rand.Rand) float64, tests ...string) {
@@ -330,12 +308,12 @@ func TestBenchCheckRegressions(t *testing.T) {
 			}
 		}
 		// A threshold above the step flags nothing.
-		res, err := BenchCheck(context.Background(), st, "alice", "prod", 7*24*time.Hour, 0.5)
+		res, err := bench.Check(context.Background(), st, "alice", "prod", 7*24*time.Hour, 0.5)
 		if err != nil || res.Regressions != 0 {
 			t.Errorf("threshold 50%%: %+v %v", res, err)
 		}
 		// Bob's own check finds his.
-		res, err = BenchCheck(context.Background(), st, "bob", "prod", 7*24*time.Hour, 0.1)
+		res, err = bench.Check(context.Background(), st, "bob", "prod", 7*24*time.Hour, 0.1)
 		if err != nil || res.Regressions != 1 {
 			t.Errorf("bob's check: %+v %v", res, err)
 		}

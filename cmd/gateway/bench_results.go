@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/client"
 	"github.com/gatewayhq/gateway/stats"
 )
@@ -46,7 +46,7 @@ results; admins see everyone's (--owner to pick one user).
 			}
 			q := client.BenchHistoryQuery{Owner: owner, Test: args[0], Env: env, Limit: limit}
 			if since != "" {
-				d, err := api.ParseWindow(since)
+				d, err := bench.ParseWindow(since)
 				if err != nil {
 					return fmt.Errorf("--since: %w", err)
 				}
@@ -391,7 +391,7 @@ view it) with bars and error bars per test and each test's history.`,
 			}
 			th := 0.10
 			if threshold != "" {
-				if th, err = api.ParseThreshold(threshold); err != nil {
+				if th, err = bench.ParseThreshold(threshold); err != nil {
 					return fmt.Errorf("--threshold: %w", err)
 				}
 			}
@@ -454,10 +454,10 @@ there are any, so that cron or CI can act on it:
 				return err
 			}
 			// Checked here too, so that a bad value is named by its flag.
-			if _, err := api.ParseWindow(window); err != nil {
+			if _, err := bench.ParseWindow(window); err != nil {
 				return fmt.Errorf("--window: %w", err)
 			}
-			if _, err := api.ParseThreshold(threshold); err != nil {
+			if _, err := bench.ParseThreshold(threshold); err != nil {
 				return fmt.Errorf("--threshold: %w", err)
 			}
 			res, err := c.BenchCheckAs(cmd.Context(), owner, env, window, threshold)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/bench/schedspec"
@@ -574,11 +573,11 @@ run by their hash. Cron times are UTC.
 			if _, err := schedspec.Next(cronExpr, time.Now()); err != nil {
 				return err
 			}
-			win, err := api.ParseWindow(window)
+			win, err := bench.ParseWindow(window)
 			if err != nil {
 				return fmt.Errorf("--window: %w", err)
 			}
-			thr, err := api.ParseThreshold(threshold)
+			thr, err := bench.ParseThreshold(threshold)
 			if err != nil {
 				return fmt.Errorf("--threshold: %w", err)
 			}
