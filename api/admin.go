@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -80,20 +79,6 @@ func whoOf(r *http.Request) quota.Who {
 	return quota.Who{ID: u.Owner(), Name: u.Name, Groups: u.Groups}
 }
 
-// quotaError maps the quota service's errors (and the core's) to answers.
-func (s *Server) quotaError(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, quota.ErrUnreadable): // wraps ErrInvalid: not the request's fault
-		s.coreError(w, r, err)
-	case errors.Is(err, quota.ErrInvalid):
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", detail(err, quota.ErrInvalid))
-	case errors.Is(err, quota.ErrNoEntry):
-		WriteError(w, http.StatusNotFound, "not_found", err.Error())
-	default:
-		s.coreError(w, r, err)
-	}
-}
-
 func entryJSON(e quota.Entry) apitype.QuotaEntryJSON {
 	out := apitype.QuotaEntryJSON{Subject: string(e.Subject), Limits: e.Limits(), Sources: e.Origins(), Builtin: e.Builtin, Config: e.Config, Stored: e.Stored, UpdatedBy: e.UpdatedBy}
 	if !e.UpdatedAt.IsZero() {
@@ -106,7 +91,7 @@ func entryJSON(e quota.Entry) apitype.QuotaEntryJSON {
 func (s *Server) adminListQuotas(w http.ResponseWriter, r *http.Request) {
 	entries, err := s.quotas.List(r.Context())
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := make([]apitype.QuotaEntryJSON, 0, len(entries))
@@ -135,7 +120,7 @@ func (s *Server) adminGetQuota(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := s.quotas.Entry(r.Context(), subj)
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := map[string]any{"entry": entryJSON(e)}
@@ -144,14 +129,14 @@ func (s *Server) adminGetQuota(w http.ResponseWriter, r *http.Request) {
 		if q := r.URL.Query().Get("groups"); q != "" {
 			groups, from = splitList(q), "the request"
 		} else if g, at, err := s.records.LastGroups(r.Context(), name); err != nil {
-			s.coreError(w, r, err)
+			s.fail(w, r, err)
 			return
 		} else if !at.IsZero() {
 			groups, from = g, "the user's latest cluster ("+at.UTC().Format(time.RFC3339)+")"
 		}
 		eff, err := s.quotas.Effective(r.Context(), quota.Who{Name: name, Groups: groups})
 		if err != nil {
-			s.quotaError(w, r, err)
+			s.fail(w, r, err)
 			return
 		}
 		out["effective"] = eff
@@ -182,12 +167,12 @@ func (s *Server) adminSetQuota(w http.ResponseWriter, r *http.Request) {
 	}
 	patch, err := quota.ParseLimits(raw)
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	e, err := s.quotas.Set(r.Context(), actorOf(r), subj, patch)
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.log.Info("quota set", "admin", actorOf(r).Name, "subject", subj)
@@ -201,7 +186,7 @@ func (s *Server) adminUnsetQuota(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := s.quotas.Unset(r.Context(), actorOf(r), subj, splitList(r.URL.Query().Get("fields")))
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.log.Info("quota unset", "admin", actorOf(r).Name, "subject", subj)
@@ -240,7 +225,7 @@ func (s *Server) adminClusters(w http.ResponseWriter, r *http.Request) {
 	}
 	cls, err := s.core.ListAll(r.Context(), statuses)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := make([]any, 0, len(cls))
@@ -253,7 +238,7 @@ func (s *Server) adminClusters(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) adminStop(w http.ResponseWriter, r *http.Request) {
 	if err := s.core.AdminStop(r.Context(), actorOf(r), r.PathValue("name")); err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -274,7 +259,7 @@ func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	entries, err := s.records.AuditLog(r.Context(), f)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := make([]apitype.AuditJSON, 0, len(entries))
@@ -392,7 +377,7 @@ func (s *Server) adminUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	ivs, err := s.records.Intervals(r.Context(), store.LedgerFilter{OwnerName: r.URL.Query().Get("user"), Since: since, Until: until})
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	rep := buildReport(ivs, since, until, by)
@@ -447,12 +432,12 @@ func (s *Server) myQuota(w http.ResponseWriter, r *http.Request) {
 	who := whoOf(r)
 	eff, err := s.quotas.Effective(r.Context(), who)
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	live, err := s.core.List(r.Context(), who.ID, store.LiveStatuses)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	use := scheduler.InUse(live)
@@ -482,12 +467,12 @@ func (s *Server) myUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	ivs, err := s.records.Intervals(r.Context(), store.LedgerFilter{Owner: who.ID, Since: since, Until: until})
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	eff, err := s.quotas.Effective(r.Context(), who)
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	total := buildReport(ivs, since, until, "user")

@@ -280,36 +280,6 @@ func detail(err, sentinel error) string {
 	return strings.TrimPrefix(err.Error(), sentinel.Error()+": ")
 }
 
-// coreError maps the core's errors to answers.
-func (s *Server) coreError(w http.ResponseWriter, r *http.Request, err error) {
-	if s.databaseDown(w, r, err) {
-		return
-	}
-	switch {
-	case errors.Is(err, scheduler.ErrNotFound):
-		WriteError(w, http.StatusNotFound, "cluster_not_found", "cluster "+r.PathValue("name")+" not found")
-	case errors.Is(err, scheduler.ErrInvalid):
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", detail(err, scheduler.ErrInvalid))
-	case errors.Is(err, quota.ErrUnreadable):
-		s.log.Error("quota entries unreadable", "err", err)
-		WriteError(w, http.StatusServiceUnavailable, "quota_unavailable", "quotas cannot be checked right now: "+err.Error())
-	case errors.Is(err, scheduler.ErrEnvMismatch):
-		WriteError(w, http.StatusConflict, "env_mismatch", err.Error())
-	case errors.Is(err, scheduler.ErrUnavailable):
-		s.log.Warn("request failed on an unavailable service", "path", r.URL.Path, "err", err)
-		WriteError(w, http.StatusServiceUnavailable, "unavailable", detail(err, scheduler.ErrUnavailable)+" (try again)")
-	case errors.Is(err, quota.ErrExceeded):
-		WriteError(w, http.StatusForbidden, "quota_exceeded", "quota exceeded: "+err.Error())
-	case errors.Is(err, scheduler.ErrConflict):
-		WriteError(w, http.StatusConflict, "conflict", detail(err, scheduler.ErrConflict))
-	case errors.Is(err, context.Canceled):
-		// the client went away
-	default:
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		WriteError(w, http.StatusInternalServerError, "internal", "internal error; the gateway's log has the details")
-	}
-}
-
 // decode reads a JSON object body of at most 1 MiB into v.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return decodeLimit(w, r, v, 1<<20, "request body over 1 MiB")
@@ -419,7 +389,7 @@ func (s *Server) options(w http.ResponseWriter, r *http.Request) {
 		// so that clients offer only what will be admitted.
 		eff, err := s.quotas.Effective(r.Context(), whoOf(r))
 		if err != nil {
-			s.quotaError(w, r, err)
+			s.fail(w, r, err)
 			return
 		}
 		if m := eff.Limits.MaxWorkersPerCluster; m != nil && float64(*m) < float64(lim.MaxWorkers) {
@@ -442,7 +412,7 @@ func (s *Server) options(w http.ResponseWriter, r *http.Request) {
 func (s *Server) instanceTypes(w http.ResponseWriter, r *http.Request) {
 	types, err := s.core.InstanceTypes(r.Context(), whoOf(r))
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	gpu := queryFlag(r, "gpu")
@@ -462,7 +432,7 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := s.core.Create(r.Context(), whoOf(r), req.ClusterOptions)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]string{"name": c.Name})
@@ -491,7 +461,7 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 		c, err = s.core.Get(r.Context(), u.Owner(), name)
 	}
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.clusterJSON(c, r.URL.Query().Get("view") == "detail", u.ReadOnly, true))
@@ -501,7 +471,7 @@ func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
 	err := s.core.Stop(r.Context(), u.Owner(), r.PathValue("name"), "stopped by "+u.Name)
 	if err != nil && !errors.Is(err, scheduler.ErrNotFound) {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	// dask-gateway answers 204 for unknown names too, so stopping is idempotent.
@@ -529,7 +499,7 @@ func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
 	}
 	msg, err := s.core.Scale(r.Context(), whoOf(r), r.PathValue("name"), n)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeClamped(w, msg)
@@ -557,7 +527,7 @@ func (s *Server) adaptCluster(w http.ResponseWriter, r *http.Request) {
 	}
 	msg, err := s.core.Adapt(r.Context(), whoOf(r), r.PathValue("name"), minimum, maximum, active)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeClamped(w, msg)
@@ -576,14 +546,14 @@ func (s *Server) clusterLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	// Check access before writing anything, so errors still get JSON.
 	if _, err := s.core.Get(r.Context(), u.Owner(), r.PathValue("name")); err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	// Stream: logs can be large. The header goes out with the first byte,
 	// so an error before any output still gets a JSON answer.
 	lw := &lazyText{w: w}
 	if err := s.core.Logs(r.Context(), u.Owner(), r.PathValue("name"), tail, lw); err != nil && !lw.started {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 	}
 }
 
@@ -605,7 +575,7 @@ func (s *Server) clusterEvents(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
 	evs, err := s.core.Events(r.Context(), u.Owner(), r.PathValue("name"))
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := make([]apitype.EventJSON, 0, len(evs))

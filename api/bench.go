@@ -75,25 +75,6 @@ func benchSampleJSON(m store.BenchSample) apitype.BenchSampleJSON {
 		Spilled: m.Spilled, Transferred: m.Transferred, CPUSeconds: m.CPUSeconds, Status: m.Status, Error: m.Error, At: m.At.UTC()}
 }
 
-// benchError answers a store error.
-func (s *Server) benchError(w http.ResponseWriter, r *http.Request, err error) {
-	if s.databaseDown(w, r, err) {
-		return
-	}
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		WriteError(w, http.StatusNotFound, "bench_run_not_found", "benchmark run "+r.PathValue("id")+" not found")
-	case errors.Is(err, store.ErrBenchInvalid):
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", storeMessage(err, store.ErrBenchInvalid))
-	case errors.Is(err, store.ErrBenchFinished):
-		WriteError(w, http.StatusConflict, "bench_run_finished", storeMessage(err, store.ErrBenchFinished))
-	case errors.Is(err, context.Canceled):
-	default:
-		s.log.Error("bench request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		WriteError(w, http.StatusInternalServerError, "internal", "internal error; the gateway's log has the details")
-	}
-}
-
 // storeMessage is a store error's message without its package prefix and
 // the sentinel that classifies it (the status code says that).
 func storeMessage(err, sentinel error) string {
@@ -110,7 +91,7 @@ func (s *Server) visibleRun(w http.ResponseWriter, r *http.Request, read bool) (
 		err = store.ErrNotFound
 	}
 	if err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return nil, false
 	}
 	return run, true
@@ -135,7 +116,7 @@ func (s *Server) createBenchRun(w http.ResponseWriter, r *http.Request) {
 		run.Envs = append(run.Envs, store.BenchEnv(e))
 	}
 	if err := s.bench.CreateBenchRun(r.Context(), run); err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, benchRunJSON(run))
@@ -165,7 +146,7 @@ func (s *Server) addBenchSamples(w http.ResponseWriter, r *http.Request) {
 			Spilled: m.Spilled, Transferred: m.Transferred, CPUSeconds: m.CPUSeconds, Status: m.Status, Error: m.Error}
 	}
 	if err := s.bench.AddBenchSamples(r.Context(), run.ID, samples); err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -181,12 +162,12 @@ func (s *Server) finishBenchRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.bench.FinishBenchRun(r.Context(), run.ID, req.Status, req.Error); err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	run, err := s.bench.GetBenchRun(r.Context(), run.ID)
 	if err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, benchRunJSON(run))
@@ -199,7 +180,7 @@ func (s *Server) getBenchRun(w http.ResponseWriter, r *http.Request) {
 	}
 	samples, err := s.bench.BenchSamples(r.Context(), run.ID)
 	if err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := benchRunJSON(run)
@@ -249,7 +230,7 @@ func (s *Server) listBenchRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	runs, err := s.bench.ListBenchRuns(r.Context(), store.BenchRunFilter{Owner: owner, Suite: r.URL.Query().Get("suite"), Limit: limit})
 	if err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := make([]apitype.BenchRunJSON, 0, len(runs))
@@ -283,7 +264,7 @@ func (s *Server) benchHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	points, err := s.bench.BenchHistory(r.Context(), f)
 	if err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := make([]apitype.BenchPointJSON, 0, len(points))
@@ -326,7 +307,7 @@ func (s *Server) benchCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := bench.Check(r.Context(), s.bench, owner, env, window, threshold)
 	if err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	res.Window = q.Get("window")

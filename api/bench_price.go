@@ -30,7 +30,7 @@ func (s *Server) benchPrice(w http.ResponseWriter, r *http.Request) {
 	}
 	shape, workers, err := p.Price(r.Context(), whoOf(r), req.ClusterOptions)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, apitype.BenchPriceJSON{Provider: shape.Provider, Region: shape.Region, Workers: workers,

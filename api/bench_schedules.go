@@ -104,7 +104,7 @@ func (s *Server) createBenchSchedule(w http.ResponseWriter, r *http.Request) {
 	b := &store.BenchSchedule{Owner: u.Owner(), OwnerName: u.Name, OwnerGroups: u.Groups, Suite: req.Suite,
 		SuiteArchive: req.Archive, Envs: names, Options: opts, Cron: req.Cron, NextRun: next}
 	if err := s.schedules.CreateBenchSchedule(r.Context(), b); err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.log.Info("bench schedule created", "id", b.ID, "owner", b.OwnerName, "suite", b.Suite, "cron", b.Cron, "next_run", b.NextRun)
@@ -119,7 +119,7 @@ func (s *Server) listBenchSchedules(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := s.schedules.ListBenchSchedules(r.Context(), owner)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := make([]apitype.BenchScheduleJSON, 0, len(list))
@@ -141,7 +141,7 @@ func (s *Server) deleteBenchSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.log.Info("bench schedule deleted", "id", r.PathValue("id"), "by", u.Name)

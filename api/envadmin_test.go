@@ -10,6 +10,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/envs"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -25,11 +26,11 @@ type publishingEnvs struct {
 func (p *publishingEnvs) Publish(_ context.Context, by store.Actor, name string, req apitype.PublishEnvRequest) (apitype.PublishedEnv, error) {
 	switch {
 	case name == "config":
-		return apitype.PublishedEnv{}, fmt.Errorf("%w: %q is published in the config (images.environments)", ErrEnvConflict, name)
+		return apitype.PublishedEnv{}, fmt.Errorf("%w: %q is published in the config (images.environments)", envs.ErrConflict, name)
 	case req.Image == "" && req.Env == "":
-		return apitype.PublishedEnv{}, fmt.Errorf("%w: give an environment (--env HASH) or an image (--image REF), not both", ErrEnvInvalid)
+		return apitype.PublishedEnv{}, fmt.Errorf("%w: give an environment (--env HASH) or an image (--image REF), not both", envs.ErrInvalid)
 	case req.Env == "unknown":
-		return apitype.PublishedEnv{}, fmt.Errorf("%w: no build of environment unknown is known", ErrEnvNotFound)
+		return apitype.PublishedEnv{}, fmt.Errorf("%w: no build of environment unknown is known", envs.ErrNotFound)
 	}
 	p.by = append(p.by, by)
 	e := apitype.PublishedEnv{Name: name, Image: req.Image, Description: req.Description}
@@ -39,7 +40,7 @@ func (p *publishingEnvs) Publish(_ context.Context, by store.Actor, name string,
 
 func (p *publishingEnvs) Unpublish(_ context.Context, by store.Actor, name string) error {
 	if _, ok := p.published[name]; !ok {
-		return fmt.Errorf("%w: no environment %q is published", ErrEnvNotFound, name)
+		return fmt.Errorf("%w: no environment %q is published", envs.ErrNotFound, name)
 	}
 	delete(p.published, name)
 	return nil

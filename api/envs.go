@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -10,23 +9,6 @@ import (
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
-)
-
-// Errors an Envs implementation wraps so that the API answers with the
-// right status.
-var (
-	// ErrEnvNotFound: no such environment, or not one of the caller's. 404.
-	ErrEnvNotFound = errors.New("environment not found")
-	// ErrCodeRequired: the image must be built and the request did not
-	// carry the user code's bytes; the client sends them again. 409.
-	ErrCodeRequired = errors.New("the environment's code is needed to build it")
-	// ErrNoBuilder: this gateway cannot build images. 501.
-	ErrNoBuilder = errors.New("this gateway builds no environments")
-	// ErrEnvInvalid: a publish request that is not one. 422.
-	ErrEnvInvalid = errors.New("invalid environment request")
-	// ErrEnvConflict: the name is taken, or the environment is not ready
-	// to be published. 409.
-	ErrEnvConflict = errors.New("environment conflict")
 )
 
 // Envs is what the API needs of the environment service.
@@ -70,7 +52,7 @@ func (s *Server) envsEnabled(h http.HandlerFunc) http.HandlerFunc {
 func (s *Server) listEnvs(w http.ResponseWriter, r *http.Request) {
 	envs, err := s.envs.Published(r.Context())
 	if err != nil {
-		s.envError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	if envs == nil {
@@ -88,7 +70,7 @@ func (s *Server) ensureEnv(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := s.envs.Ensure(r.Context(), whoOf(r), req.Spec, req.Code)
 	if err != nil {
-		s.envError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	status := http.StatusOK
@@ -101,7 +83,7 @@ func (s *Server) ensureEnv(w http.ResponseWriter, r *http.Request) {
 func (s *Server) envStatus(w http.ResponseWriter, r *http.Request) {
 	st, err := s.envs.Status(r.Context(), whoOf(r), r.PathValue("hash"))
 	if err != nil {
-		s.envError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
@@ -110,7 +92,7 @@ func (s *Server) envStatus(w http.ResponseWriter, r *http.Request) {
 func (s *Server) envLogs(w http.ResponseWriter, r *http.Request) {
 	b, err := s.envs.Logs(r.Context(), whoOf(r), r.PathValue("hash"))
 	if err != nil {
-		s.envError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -137,7 +119,7 @@ func (s *Server) adminPublishEnv(w http.ResponseWriter, r *http.Request) {
 	}
 	pub, err := p.Publish(r.Context(), actorOf(r), r.PathValue("name"), req)
 	if err != nil {
-		s.envError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, pub)
@@ -149,42 +131,8 @@ func (s *Server) adminUnpublishEnv(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := p.Unpublish(r.Context(), actorOf(r), r.PathValue("name")); err != nil {
-		s.envError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func (s *Server) envError(w http.ResponseWriter, r *http.Request, err error) {
-	if s.databaseDown(w, r, err) {
-		return
-	}
-	switch {
-	case errors.Is(err, ErrEnvNotFound):
-		WriteError(w, http.StatusNotFound, "env_not_found", err.Error())
-	case errors.Is(err, ErrCodeRequired):
-		WriteError(w, http.StatusConflict, "code_required", err.Error())
-	case errors.Is(err, images.ErrInvalidSpec):
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
-	case errors.Is(err, images.ErrUnavailable):
-		// The package index or a registry could not be reached: the same
-		// request may succeed later.
-		w.Header().Set("Retry-After", "30")
-		WriteError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
-	case errors.Is(err, ErrNoBuilder):
-		WriteError(w, http.StatusNotImplemented, "no_builder", err.Error())
-	case errors.Is(err, ErrEnvInvalid):
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", detail(err, ErrEnvInvalid))
-	case errors.Is(err, ErrEnvConflict):
-		WriteError(w, http.StatusConflict, "conflict", detail(err, ErrEnvConflict))
-	case errors.Is(err, quota.ErrExceeded):
-		// A cap on builds at once: the same request succeeds once one of
-		// the user's builds ends, hence 429 rather than the 403 of a
-		// cluster over its quota.
-		WriteError(w, http.StatusTooManyRequests, "quota_exceeded", "quota exceeded: "+err.Error())
-	case errors.Is(err, context.Canceled):
-	default:
-		s.log.Error("environment request failed", "path", r.URL.Path, "err", err)
-		WriteError(w, http.StatusInternalServerError, "internal", "internal error; the gateway's log has the details")
-	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/envs"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/quota"
 )
@@ -32,7 +33,7 @@ func (f *fakeEnvs) Ensure(_ context.Context, who quota.Who, spec images.Spec, co
 		return apitype.EnvStatus{}, err
 	}
 	if len(spec.Code) > 0 && len(code) == 0 {
-		return apitype.EnvStatus{}, fmt.Errorf("hash %s: %w", hash, ErrCodeRequired)
+		return apitype.EnvStatus{}, fmt.Errorf("hash %s: %w", hash, envs.ErrCodeRequired)
 	}
 	f.builds[hash] = who.ID
 	return apitype.EnvStatus{Hash: hash, State: "building", Built: true}, nil
@@ -40,14 +41,14 @@ func (f *fakeEnvs) Ensure(_ context.Context, who quota.Who, spec images.Spec, co
 
 func (f *fakeEnvs) Status(_ context.Context, who quota.Who, hash string) (apitype.EnvStatus, error) {
 	if f.builds[hash] != who.ID {
-		return apitype.EnvStatus{}, ErrEnvNotFound
+		return apitype.EnvStatus{}, envs.ErrNotFound
 	}
 	return apitype.EnvStatus{Hash: hash, State: "ready", Image: "reg/env:" + hash[:8]}, nil
 }
 
 func (f *fakeEnvs) Logs(_ context.Context, who quota.Who, hash string) ([]byte, error) {
 	if f.builds[hash] != who.ID {
-		return nil, ErrEnvNotFound
+		return nil, envs.ErrNotFound
 	}
 	return []byte("step 1/2\n"), nil
 }
@@ -130,7 +131,7 @@ func TestEnvRouteErrors(t *testing.T) {
 		contains string
 	}{
 		{"a provider without images", nil, 501, "environments need the docker, ec2, fargate or gce provider"},
-		{"no builder", &fakeEnvs{fail: fmt.Errorf("wrapped: %w", ErrNoBuilder)}, 501, "no_builder"},
+		{"no builder", &fakeEnvs{fail: fmt.Errorf("wrapped: %w", envs.ErrNoBuilder)}, 501, "no_builder"},
 		// Issue 16: an index or registry that cannot be reached is 503,
 		// and the same request may be retried.
 		{"the index cannot be reached", &fakeEnvs{fail: fmt.Errorf("%w: package index 127.0.0.1:9 could not be reached", images.ErrUnavailable)}, 503, "127.0.0.1:9 could not be reached"},

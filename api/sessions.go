@@ -57,7 +57,7 @@ func (s *Server) dashboardLink(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
 	name := r.PathValue("name")
 	if _, err := s.core.Get(r.Context(), u.Owner(), name); err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	next := "/clusters/" + name + "/status"
@@ -239,7 +239,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
 	ss, err := s.sessionStore.ListSessions(r.Context(), u.Owner())
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := make([]apitype.SessionJSON, 0, len(ss))
@@ -258,7 +258,7 @@ func (s *Server) revokeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.sessions.Forget()
@@ -271,7 +271,7 @@ func (s *Server) revokeSessions(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
 	n, err := s.sessionStore.RevokeSessions(r.Context(), u.Owner())
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.sessions.Forget()

@@ -94,7 +94,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	t := &store.APIToken{ID: "tok_" + auth.NewToken("")[:16], Owner: u.Owner(), OwnerName: u.Name, Name: req.Name, Hash: auth.HashToken(secret),
 		Groups: u.Groups, ReadOnly: req.ReadOnly || u.ReadOnly, CreatedAt: now, ExpiresAt: now.Add(ttl)}
 	if err := s.tokens.CreateToken(r.Context(), t); err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.log.Info("API token created", "user", u.Name, "token_id", t.ID, "name", t.Name, "read_only", t.ReadOnly)
@@ -107,7 +107,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
 	ts, err := s.tokens.ListTokens(r.Context(), u.Owner())
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := make([]apitype.TokenJSON, 0, len(ts))
@@ -125,7 +125,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	// Apply the revocation here at once; other replicas' caches last at

@@ -119,7 +119,7 @@ func (s *softwareFlags) options(ctx context.Context, cmd *cobra.Command, c *clie
 	}
 	st, err := buildEnv(ctx, c, env, s.buildTimeout, progress)
 	var ae *client.APIError
-	if !explicit && errors.As(err, &ae) && ae.Code == "no_builder" {
+	if !explicit && errors.As(err, &ae) && ae.Code == apitype.CodeNoBuilder {
 		fmt.Fprintf(progress, "Running the gateway's default image, unchecked: %s\n", ae.Error())
 		return opts, nil
 	}
@@ -143,7 +143,7 @@ func buildEnv(ctx context.Context, c *client.Client, env capture.Env, timeout ti
 	// an image that exists already.
 	st, err := c.EnsureEnv(ctx, env.Spec, nil)
 	var ae *client.APIError
-	if errors.As(err, &ae) && ae.Status == http.StatusConflict && ae.Code == "code_required" {
+	if errors.As(err, &ae) && ae.Status == http.StatusConflict && ae.Code == apitype.CodeCodeRequired {
 		fmt.Fprintf(progress, "Sending %s of code\n", capture.FormatBytes(codeSize(env.Code)))
 		st, err = c.EnsureEnv(ctx, env.Spec, env.Code)
 	}
