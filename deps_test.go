@@ -18,9 +18,11 @@ const module = "github.com/gatewayhq/gateway"
 // packages matching from may not depend on those matching forbid, directly
 // or through another package.
 type layerRule struct {
-	from   string   // a package pattern: "envs/..." is envs and everything under it
-	forbid []string // package patterns
-	except []string // patterns that forbid would match but are allowed
+	from string // a package pattern: "envs/..." is envs and everything under it, "..." every package
+	// fromExcept are packages that from matches but the rule leaves alone.
+	fromExcept []string
+	forbid     []string // package patterns
+	except     []string // patterns that forbid would match but are allowed
 	// only, when set, lists the project packages that from may import
 	// directly (any other project package is forbidden).
 	only []string
@@ -41,6 +43,10 @@ var layering = []layerRule{
 	{from: "bench/...", forbid: []string{"api/...", "scheduler/...", "server/..."}, except: []string{"api/apitype"},
 		why: "the benchmark runner talks to the gateway over the REST API (client, apitype), as users do; " +
 			"its tests may run the real API in process (bench/schedule's grants test)"},
+	{from: "...", fromExcept: []string{"cmd/...", "server/...", "api/...", "proxy/...", "integration/..."},
+		forbid: []string{"api/...", "proxy/...", "server/..."}, except: []string{"api/apitype"},
+		why: "the domain (control loop, stores, providers, images, environments, benchmarks, the client) knows neither the HTTP servers nor the composition root; " +
+			"tests may assemble the real API (bench/schedule's grants test)"},
 	{from: "scheduler/...", forbid: []string{"proxy/..."}, tests: true,
 		why: "the control loop writes routes through an interface it declares and verifies members with internal/pki; the proxy reads routes"},
 }
@@ -157,6 +163,9 @@ func rel(path string) (string, bool) {
 
 func matchAny(patterns []string, pkg string) bool {
 	for _, p := range patterns {
+		if p == "..." {
+			return true
+		}
 		if base, ok := strings.CutSuffix(p, "/..."); ok {
 			if pkg == base || strings.HasPrefix(pkg, base+"/") {
 				return true
@@ -174,7 +183,7 @@ func (r layerRule) violations(pkgs map[string]*listedPackage) []string {
 	var out []string
 	for path, p := range pkgs {
 		from, ok := rel(path)
-		if !ok || !matchAny([]string{r.from}, from) {
+		if !ok || !matchAny([]string{r.from}, from) || matchAny(r.fromExcept, from) {
 			continue
 		}
 		out = append(out, r.check(pkgs, from, p.Imports, "")...)
