@@ -479,12 +479,7 @@ func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
-	// A pointer to tell a missing count from 0; an int, not a json.Number,
-	// because json.Number also takes "2" (a string), which dask-gateway's
-	// server refuses as it refuses every other value of the wrong type.
-	var req struct {
-		Count *int `json:"count"`
-	}
+	var req apitype.ScaleRequest // Count is a pointer: see its type
 	if !decode(w, r, &req) {
 		return
 	}
@@ -506,12 +501,7 @@ func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) adaptCluster(w http.ResponseWriter, r *http.Request) {
-	// dask-gateway's client sends null for bounds it leaves to the server.
-	var req struct {
-		Minimum *int  `json:"minimum"`
-		Maximum *int  `json:"maximum"`
-		Active  *bool `json:"active"`
-	}
+	var req apitype.AdaptRequest
 	if !decode(w, r, &req) {
 		return
 	}

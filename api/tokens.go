@@ -64,11 +64,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusForbidden, "login_required", "API tokens can only be created from a login (run: gateway login), not with another token or a browser session")
 		return
 	}
-	var req struct {
-		Name      string `json:"name"`
-		ExpiresIn string `json:"expires_in"`
-		ReadOnly  bool   `json:"read_only"`
-	}
+	var req apitype.CreateTokenRequest
 	if !decode(w, r, &req) {
 		return
 	}

@@ -169,7 +169,7 @@ func (c *Client) List(ctx context.Context, statuses []string) (map[string]apityp
 
 // Scale sets the number of workers; msg is set when the request was clamped.
 func (c *Client) Scale(ctx context.Context, name string, n int) (msg string, err error) {
-	return c.clamped(ctx, name, "scale", map[string]int{"count": n})
+	return c.clamped(ctx, name, "scale", apitype.ScaleRequest{Count: &n})
 }
 
 // clamped posts a scale or adapt request and returns the message saying how
@@ -219,7 +219,7 @@ func (c *Client) DashboardLink(ctx context.Context, name string) (string, error)
 // CreateToken makes an API token; the answer holds the secret, once.
 func (c *Client) CreateToken(ctx context.Context, name, expiresIn string, readOnly bool) (*apitype.TokenJSON, error) {
 	var v apitype.TokenJSON
-	err := c.do(ctx, http.MethodPost, "/api/v1/tokens", map[string]any{"name": name, "expires_in": expiresIn, "read_only": readOnly}, &v)
+	err := c.do(ctx, http.MethodPost, "/api/v1/tokens", apitype.CreateTokenRequest{Name: name, ExpiresIn: expiresIn, ReadOnly: readOnly}, &v)
 	return &v, err
 }
 
@@ -238,7 +238,7 @@ func (c *Client) RevokeToken(ctx context.Context, id string) error {
 // Adapt turns adaptive scaling on within [minimum, maximum], or off; msg is
 // set when the bounds were clamped.
 func (c *Client) Adapt(ctx context.Context, name string, minimum, maximum int, active bool) (msg string, err error) {
-	return c.clamped(ctx, name, "adapt", map[string]any{"minimum": minimum, "maximum": maximum, "active": active})
+	return c.clamped(ctx, name, "adapt", apitype.AdaptRequest{Minimum: &minimum, Maximum: &maximum, Active: &active})
 }
 
 // InstanceTypes lists the machine types the caller may use, cheapest

@@ -57,6 +57,9 @@ func TestWireJSON(t *testing.T) {
 }
 
 var goldenJSON = map[string]string{
+	"ScaleRequest":         `{"count":2}`,
+	"AdaptRequest":         `{"minimum":1,"maximum":null,"active":true}`,
+	"CreateTokenRequest":   `{"name":"ci","expires_in":"90d","read_only":true}`,
 	"Cluster":              `{"name":"c1","status":"RUNNING","dashboard_route":"/clusters/c1/status","start_time":1796648645000,"stop_time":1796654045000,"options":{"workers":2},"tls_cert":"CERT","tls_key":"KEY"}`,
 	"ClusterDetail":        `{"name":"c1","status":"RUNNING","dashboard_route":"/clusters/c1/status","start_time":1796648645000,"stop_time":1796654045000,"options":{"workers":2},"tls_cert":"CERT","tls_key":"KEY","phase":"running","state":"RUNNING","reason":"asked","owner":"oidc:ann","owner_name":"ann","provider":"local","workers":{"requested":2,"ready":1},"adaptive":{"minimum":1,"maximum":4},"scheduler_address":"tls://127.0.0.1:8786","gateway_address":"gateway://127.0.0.1:8786/c1","tls_server_name":"daskgateway-c1","dashboard_url":"http://127.0.0.1:8786/clusters/c1/status","dashboard_problem":"no bokeh","created_at":"2026-12-07T13:04:05Z","started_at":"2026-12-07T13:04:05Z","stopped_at":"2026-12-07T14:34:05Z"}`,
 	"EventJSON":            `{"time":"2026-12-07T13:04:05Z","kind":"started","message":"scheduler up"}`,
@@ -101,7 +104,11 @@ func wireSamples() []wireSample {
 	sample := apitype.BenchSampleJSON{RunID: "r1", Test: "sum", Env: "A", Repeat: 2, WallSeconds: 1.25, PeakManaged: 1 << 20, PeakUnmanaged: 2 << 20,
 		AvgManaged: 3, AvgUnmanaged: 4, Spilled: 5, Transferred: 6, CPUSeconds: 2.5, Status: "ok", Error: "none", At: at}
 	opts := schedspec.Options{Envs: []schedspec.Env{{Name: "prod"}}, Repeat: 3, Workers: 2, Window: "7d", Threshold: 0.1}
+	two, one, yes := 2, 1, true
 	return []wireSample{
+		{"ScaleRequest", apitype.ScaleRequest{Count: &two}, func() any { return new(apitype.ScaleRequest) }},
+		{"AdaptRequest", apitype.AdaptRequest{Minimum: &one, Active: &yes}, func() any { return new(apitype.AdaptRequest) }},
+		{"CreateTokenRequest", apitype.CreateTokenRequest{Name: "ci", ExpiresIn: "90d", ReadOnly: true}, func() any { return new(apitype.CreateTokenRequest) }},
 		{"Cluster", cluster, func() any { return new(apitype.Cluster) }},
 		{"ClusterDetail", detail, func() any { return new(apitype.ClusterDetail) }},
 		{"EventJSON", apitype.EventJSON{Time: at, Kind: "started", Message: "scheduler up"}, func() any { return new(apitype.EventJSON) }},

@@ -11,6 +11,22 @@ type CreateClusterRequest struct {
 	ClusterOptions map[string]json.RawMessage `json:"cluster_options"`
 }
 
+// ScaleRequest is the body of POST /api/v1/clusters/{name}/scale. Count
+// is a pointer to tell a missing count from 0; an int, not a json.Number,
+// because json.Number also takes "2" (a string), which dask-gateway's
+// server refuses as it refuses every other value of the wrong type.
+type ScaleRequest struct {
+	Count *int `json:"count"`
+}
+
+// AdaptRequest is the body of POST /api/v1/clusters/{name}/adapt.
+// dask-gateway's client sends null for the bounds it leaves to the server.
+type AdaptRequest struct {
+	Minimum *int  `json:"minimum"`
+	Maximum *int  `json:"maximum"`
+	Active  *bool `json:"active"`
+}
+
 // Cluster is dask-gateway's cluster model, field for field: its client
 // passes unknown fields to a constructor that rejects them.
 type Cluster struct {

@@ -24,3 +24,11 @@ type TokenJSON struct {
 	Revoked   bool       `json:"revoked"`
 	Token     string     `json:"token,omitempty"`
 }
+
+// CreateTokenRequest is the body of POST /api/v1/tokens. ExpiresIn is a
+// length of time (30d, 12h, 90m); empty is 30 days.
+type CreateTokenRequest struct {
+	Name      string `json:"name"`
+	ExpiresIn string `json:"expires_in"`
+	ReadOnly  bool   `json:"read_only"`
+}
