@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
@@ -79,34 +79,8 @@ func whoOf(r *http.Request) quota.Who {
 	return quota.Who{ID: u.Owner(), Name: u.Name, Groups: u.Groups}
 }
 
-// quotaError maps the quota service's errors (and the core's) to answers.
-func (s *Server) quotaError(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, quota.ErrUnreadable): // wraps ErrInvalid: not the request's fault
-		s.coreError(w, r, err)
-	case errors.Is(err, quota.ErrInvalid):
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", detail(err, quota.ErrInvalid))
-	case errors.Is(err, quota.ErrNoEntry):
-		WriteError(w, http.StatusNotFound, "not_found", err.Error())
-	default:
-		s.coreError(w, r, err)
-	}
-}
-
-// QuotaEntryJSON is one subject's entry, with the source of each limit.
-type QuotaEntryJSON struct {
-	Subject   string            `json:"subject"`
-	Limits    quota.Limits      `json:"limits"`            // stored over config over built-in
-	Sources   map[string]string `json:"sources"`           // limit -> "built-in", "config" or "api"
-	Builtin   *quota.Limits     `json:"builtin,omitempty"` // the built-in defaults, on the default entry
-	Config    *quota.Limits     `json:"config,omitempty"`
-	Stored    *quota.Limits     `json:"stored,omitempty"`
-	UpdatedAt *time.Time        `json:"updated_at,omitempty"`
-	UpdatedBy string            `json:"updated_by,omitempty"`
-}
-
-func entryJSON(e quota.Entry) QuotaEntryJSON {
-	out := QuotaEntryJSON{Subject: string(e.Subject), Limits: e.Limits(), Sources: e.Origins(), Builtin: e.Builtin, Config: e.Config, Stored: e.Stored, UpdatedBy: e.UpdatedBy}
+func entryJSON(e quota.Entry) apitype.QuotaEntryJSON {
+	out := apitype.QuotaEntryJSON{Subject: string(e.Subject), Limits: e.Limits(), Sources: e.Origins(), Builtin: e.Builtin, Config: e.Config, Stored: e.Stored, UpdatedBy: e.UpdatedBy}
 	if !e.UpdatedAt.IsZero() {
 		t := e.UpdatedAt.UTC()
 		out.UpdatedAt = &t
@@ -117,10 +91,10 @@ func entryJSON(e quota.Entry) QuotaEntryJSON {
 func (s *Server) adminListQuotas(w http.ResponseWriter, r *http.Request) {
 	entries, err := s.quotas.List(r.Context())
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
-	out := make([]QuotaEntryJSON, 0, len(entries))
+	out := make([]apitype.QuotaEntryJSON, 0, len(entries))
 	for _, e := range entries {
 		out = append(out, entryJSON(e))
 	}
@@ -146,7 +120,7 @@ func (s *Server) adminGetQuota(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := s.quotas.Entry(r.Context(), subj)
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := map[string]any{"entry": entryJSON(e)}
@@ -155,14 +129,14 @@ func (s *Server) adminGetQuota(w http.ResponseWriter, r *http.Request) {
 		if q := r.URL.Query().Get("groups"); q != "" {
 			groups, from = splitList(q), "the request"
 		} else if g, at, err := s.records.LastGroups(r.Context(), name); err != nil {
-			s.coreError(w, r, err)
+			s.fail(w, r, err)
 			return
 		} else if !at.IsZero() {
 			groups, from = g, "the user's latest cluster ("+at.UTC().Format(time.RFC3339)+")"
 		}
 		eff, err := s.quotas.Effective(r.Context(), quota.Who{Name: name, Groups: groups})
 		if err != nil {
-			s.quotaError(w, r, err)
+			s.fail(w, r, err)
 			return
 		}
 		out["effective"] = eff
@@ -193,12 +167,12 @@ func (s *Server) adminSetQuota(w http.ResponseWriter, r *http.Request) {
 	}
 	patch, err := quota.ParseLimits(raw)
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	e, err := s.quotas.Set(r.Context(), actorOf(r), subj, patch)
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.log.Info("quota set", "admin", actorOf(r).Name, "subject", subj)
@@ -212,7 +186,7 @@ func (s *Server) adminUnsetQuota(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := s.quotas.Unset(r.Context(), actorOf(r), subj, splitList(r.URL.Query().Get("fields")))
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.log.Info("quota unset", "admin", actorOf(r).Name, "subject", subj)
@@ -251,7 +225,7 @@ func (s *Server) adminClusters(w http.ResponseWriter, r *http.Request) {
 	}
 	cls, err := s.core.ListAll(r.Context(), statuses)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := make([]any, 0, len(cls))
@@ -264,7 +238,7 @@ func (s *Server) adminClusters(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) adminStop(w http.ResponseWriter, r *http.Request) {
 	if err := s.core.AdminStop(r.Context(), actorOf(r), r.PathValue("name")); err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -285,27 +259,15 @@ func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	entries, err := s.records.AuditLog(r.Context(), f)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
-	out := make([]AuditJSON, 0, len(entries))
+	out := make([]apitype.AuditJSON, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, AuditJSON{ID: e.ID, At: e.At.UTC(), Actor: e.Actor, ActorID: e.ActorID, Action: e.Action, Target: e.Target,
+		out = append(out, apitype.AuditJSON{ID: e.ID, At: e.At.UTC(), Actor: e.Actor, ActorID: e.ActorID, Action: e.Action, Target: e.Target,
 			Before: rawOrNull(e.Before), After: rawOrNull(e.After)})
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// AuditJSON is one audit log entry.
-type AuditJSON struct {
-	ID      int64           `json:"id"`
-	At      time.Time       `json:"at"`
-	Actor   string          `json:"actor"`
-	ActorID string          `json:"actor_id"`
-	Action  string          `json:"action"`
-	Target  string          `json:"target"`
-	Before  json.RawMessage `json:"before"`
-	After   json.RawMessage `json:"after"`
 }
 
 func rawOrNull(s string) json.RawMessage {
@@ -330,28 +292,6 @@ func parseDate(s string) (time.Time, error) {
 	return t, nil
 }
 
-// UsageRow is one line of a usage report: one user, or one cluster.
-type UsageRow struct {
-	User           string             `json:"user"`
-	UserID         string             `json:"user_id"`
-	Cluster        string             `json:"cluster,omitempty"`
-	Clusters       int                `json:"clusters"`
-	Running        bool               `json:"running"` // some of the time is still being counted
-	VCPUHours      float64            `json:"vcpu_hours"`
-	MemoryGiBHours float64            `json:"memory_gib_hours"`
-	GPUHours       float64            `json:"gpu_hours"`
-	GPUHoursByType map[string]float64 `json:"gpu_hours_by_type"`
-	CostUSD        float64            `json:"estimated_cost_usd"`
-}
-
-// UsageReport is the answer of the usage routes.
-type UsageReport struct {
-	Since time.Time  `json:"since"`
-	Until time.Time  `json:"until"`
-	By    string     `json:"by"`
-	Rows  []UsageRow `json:"rows"`
-}
-
 func usageWindow(r *http.Request, now time.Time) (since, until time.Time, err error) {
 	if since, err = parseDate(r.URL.Query().Get("since")); err != nil {
 		return since, until, fmt.Errorf("since: %w", err)
@@ -371,8 +311,8 @@ func usageWindow(r *http.Request, now time.Time) (since, until time.Time, err er
 	return since, until, nil
 }
 
-func buildReport(ivs []store.Interval, since, until time.Time, by string) UsageReport {
-	rows := map[string]*UsageRow{}
+func buildReport(ivs []store.Interval, since, until time.Time, by string) apitype.UsageReport {
+	rows := map[string]*apitype.UsageRow{}
 	clusters := map[string]map[string]bool{}
 	var keys []string
 	for _, iv := range ivs {
@@ -382,7 +322,7 @@ func buildReport(ivs []store.Interval, since, until time.Time, by string) UsageR
 		}
 		row := rows[key]
 		if row == nil {
-			row = &UsageRow{User: iv.OwnerName, UserID: iv.Owner, GPUHoursByType: map[string]float64{}}
+			row = &apitype.UsageRow{User: iv.OwnerName, UserID: iv.Owner, GPUHoursByType: map[string]float64{}}
 			if by == "cluster" {
 				row.Cluster = iv.Cluster
 			}
@@ -402,7 +342,7 @@ func buildReport(ivs []store.Interval, since, until time.Time, by string) UsageR
 		}
 		row.CostUSD += t.Cost
 	}
-	out := UsageReport{Since: since.UTC(), Until: until.UTC(), By: by, Rows: []UsageRow{}}
+	out := apitype.UsageReport{Since: since.UTC(), Until: until.UTC(), By: by, Rows: []apitype.UsageRow{}}
 	for _, k := range keys {
 		out.Rows = append(out.Rows, *rows[k])
 	}
@@ -437,7 +377,7 @@ func (s *Server) adminUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	ivs, err := s.records.Intervals(r.Context(), store.LedgerFilter{OwnerName: r.URL.Query().Get("user"), Since: since, Until: until})
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	rep := buildReport(ivs, since, until, by)
@@ -448,7 +388,7 @@ func (s *Server) adminUsage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rep)
 }
 
-func writeCSV(w http.ResponseWriter, rep UsageReport) {
+func writeCSV(w http.ResponseWriter, rep apitype.UsageReport) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	cw := csv.NewWriter(w)
@@ -492,12 +432,12 @@ func (s *Server) myQuota(w http.ResponseWriter, r *http.Request) {
 	who := whoOf(r)
 	eff, err := s.quotas.Effective(r.Context(), who)
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	live, err := s.core.List(r.Context(), who.ID, store.LiveStatuses)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	use := scheduler.InUse(live)
@@ -527,12 +467,12 @@ func (s *Server) myUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	ivs, err := s.records.Intervals(r.Context(), store.LedgerFilter{Owner: who.ID, Since: since, Until: until})
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	eff, err := s.quotas.Effective(r.Context(), who)
 	if err != nil {
-		s.quotaError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	total := buildReport(ivs, since, until, "user")
@@ -541,7 +481,7 @@ func (s *Server) myUsage(w http.ResponseWriter, r *http.Request) {
 	if len(total.Rows) > 0 {
 		out["total"] = total.Rows[0]
 	} else {
-		out["total"] = UsageRow{User: who.Name, UserID: who.ID, GPUHoursByType: map[string]float64{}}
+		out["total"] = apitype.UsageRow{User: who.Name, UserID: who.ID, GPUHoursByType: map[string]float64{}}
 	}
 	budgets := map[string]any{}
 	if b := eff.Limits.MonthlyVCPUHours; b != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
@@ -118,7 +119,7 @@ func TestAdminQuotaRoundTrip(t *testing.T) {
 		t.Errorf("list: %d %s", code, body)
 	}
 	code, _, body = do(t, srv, "GET", "/api/v1/admin/audit", root, "")
-	var audit []AuditJSON
+	var audit []apitype.AuditJSON
 	if code != 200 || json.Unmarshal(body, &audit) != nil || len(audit) != 2 {
 		t.Fatalf("audit: %d %s", code, body)
 	}
@@ -171,7 +172,7 @@ func TestAdminUsageCSV(t *testing.T) {
 		t.Errorf("bob's row %v, want about 4 vCPU-hours, still running", rows[2])
 	}
 	code, _, body = do(t, srv, "GET", "/api/v1/admin/usage?user=bob&by=cluster&since=2000-01-01", "root-token-0000000", "")
-	var rep UsageReport
+	var rep apitype.UsageReport
 	if code != 200 || json.Unmarshal(body, &rep) != nil || len(rep.Rows) != 1 || rep.Rows[0].Cluster != "c2" {
 		t.Errorf("bob by cluster: %d %s", code, body)
 	}

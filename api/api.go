@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/internal/crosssite"
 	"github.com/gatewayhq/gateway/providers/catalog"
@@ -150,21 +151,12 @@ func (s *Server) routes() {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Error is the body of every error answer. "error" carries the human
-// message because dask-gateway's client shows that field to its user;
-// "code" is the stable, machine-readable part.
-type Error struct {
-	Error   string `json:"error"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 // WriteError writes an error answer.
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="gateway"`)
 	}
-	writeJSON(w, status, Error{Error: msg, Code: code, Message: msg})
+	writeJSON(w, status, apitype.Error{Error: msg, Code: code, Message: msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -299,36 +291,6 @@ func detail(err, sentinel error) string {
 	return strings.TrimPrefix(err.Error(), sentinel.Error()+": ")
 }
 
-// coreError maps the core's errors to answers.
-func (s *Server) coreError(w http.ResponseWriter, r *http.Request, err error) {
-	if s.databaseDown(w, r, err) {
-		return
-	}
-	switch {
-	case errors.Is(err, scheduler.ErrNotFound):
-		WriteError(w, http.StatusNotFound, "cluster_not_found", "cluster "+r.PathValue("name")+" not found")
-	case errors.Is(err, scheduler.ErrInvalid):
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", detail(err, scheduler.ErrInvalid))
-	case errors.Is(err, quota.ErrUnreadable):
-		s.log.Error("quota entries unreadable", "err", err)
-		WriteError(w, http.StatusServiceUnavailable, "quota_unavailable", "quotas cannot be checked right now: "+err.Error())
-	case errors.Is(err, scheduler.ErrEnvMismatch):
-		WriteError(w, http.StatusConflict, "env_mismatch", err.Error())
-	case errors.Is(err, scheduler.ErrUnavailable):
-		s.log.Warn("request failed on an unavailable service", "path", r.URL.Path, "err", err)
-		WriteError(w, http.StatusServiceUnavailable, "unavailable", detail(err, scheduler.ErrUnavailable)+" (try again)")
-	case errors.Is(err, quota.ErrExceeded):
-		WriteError(w, http.StatusForbidden, "quota_exceeded", "quota exceeded: "+err.Error())
-	case errors.Is(err, scheduler.ErrConflict):
-		WriteError(w, http.StatusConflict, "conflict", detail(err, scheduler.ErrConflict))
-	case errors.Is(err, context.Canceled):
-		// the client went away
-	default:
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		WriteError(w, http.StatusInternalServerError, "internal", "internal error; the gateway's log has the details")
-	}
-}
-
 // decode reads a JSON object body of at most 1 MiB into v.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return decodeLimit(w, r, v, 1<<20, "request body over 1 MiB")
@@ -438,7 +400,7 @@ func (s *Server) options(w http.ResponseWriter, r *http.Request) {
 		// so that clients offer only what will be admitted.
 		eff, err := s.quotas.Effective(r.Context(), whoOf(r))
 		if err != nil {
-			s.quotaError(w, r, err)
+			s.fail(w, r, err)
 			return
 		}
 		if m := eff.Limits.MaxWorkersPerCluster; m != nil && float64(*m) < float64(lim.MaxWorkers) {
@@ -461,7 +423,7 @@ func (s *Server) options(w http.ResponseWriter, r *http.Request) {
 func (s *Server) instanceTypes(w http.ResponseWriter, r *http.Request) {
 	types, err := s.core.InstanceTypes(r.Context(), whoOf(r))
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	gpu := queryFlag(r, "gpu")
@@ -474,18 +436,14 @@ func (s *Server) instanceTypes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-type createRequest struct {
-	ClusterOptions map[string]json.RawMessage `json:"cluster_options"`
-}
-
 func (s *Server) createCluster(w http.ResponseWriter, r *http.Request) {
-	var req createRequest
+	var req apitype.CreateClusterRequest
 	if !decode(w, r, &req) {
 		return
 	}
 	c, err := s.core.Create(r.Context(), whoOf(r), req.ClusterOptions)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]string{"name": c.Name})
@@ -514,7 +472,7 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 		c, err = s.core.Get(r.Context(), u.Owner(), name)
 	}
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.clusterJSON(c, r.URL.Query().Get("view") == "detail", u.ReadOnly, true))
@@ -524,7 +482,7 @@ func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
 	err := s.core.Stop(r.Context(), u.Owner(), r.PathValue("name"), "stopped by "+u.Name)
 	if err != nil && !errors.Is(err, scheduler.ErrNotFound) {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	// dask-gateway answers 204 for unknown names too, so stopping is idempotent.
@@ -532,12 +490,7 @@ func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
-	// A pointer to tell a missing count from 0; an int, not a json.Number,
-	// because json.Number also takes "2" (a string), which dask-gateway's
-	// server refuses as it refuses every other value of the wrong type.
-	var req struct {
-		Count *int `json:"count"`
-	}
+	var req apitype.ScaleRequest // Count is a pointer: see its type
 	if !decode(w, r, &req) {
 		return
 	}
@@ -552,19 +505,14 @@ func (s *Server) scaleCluster(w http.ResponseWriter, r *http.Request) {
 	}
 	msg, err := s.core.Scale(r.Context(), whoOf(r), r.PathValue("name"), n)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeClamped(w, msg)
 }
 
 func (s *Server) adaptCluster(w http.ResponseWriter, r *http.Request) {
-	// dask-gateway's client sends null for bounds it leaves to the server.
-	var req struct {
-		Minimum *int  `json:"minimum"`
-		Maximum *int  `json:"maximum"`
-		Active  *bool `json:"active"`
-	}
+	var req apitype.AdaptRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -580,7 +528,7 @@ func (s *Server) adaptCluster(w http.ResponseWriter, r *http.Request) {
 	}
 	msg, err := s.core.Adapt(r.Context(), whoOf(r), r.PathValue("name"), minimum, maximum, active)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeClamped(w, msg)
@@ -599,14 +547,14 @@ func (s *Server) clusterLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	// Check access before writing anything, so errors still get JSON.
 	if _, err := s.core.Get(r.Context(), u.Owner(), r.PathValue("name")); err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	// Stream: logs can be large. The header goes out with the first byte,
 	// so an error before any output still gets a JSON answer.
 	lw := &lazyText{w: w}
 	if err := s.core.Logs(r.Context(), u.Owner(), r.PathValue("name"), tail, lw); err != nil && !lw.started {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 	}
 }
 
@@ -628,12 +576,12 @@ func (s *Server) clusterEvents(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
 	evs, err := s.core.Events(r.Context(), u.Owner(), r.PathValue("name"))
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
-	out := make([]EventJSON, 0, len(evs))
+	out := make([]apitype.EventJSON, 0, len(evs))
 	for _, e := range evs {
-		out = append(out, EventJSON{Time: e.At.UTC(), Kind: e.Kind, Message: e.Message})
+		out = append(out, apitype.EventJSON{Time: e.At.UTC(), Kind: e.Kind, Message: e.Message})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/auth/authtest"
 	"github.com/gatewayhq/gateway/providers/catalog"
@@ -175,7 +176,7 @@ func TestClusterJSONIsDaskGatewayCompatible(t *testing.T) {
 		}
 	}
 	code, _, body := do(t, srv, "GET", "/api/v1/clusters/run1?view=detail", "alice-token-000000", "")
-	var d ClusterDetail
+	var d apitype.ClusterDetail
 	if code != 200 || json.Unmarshal(body, &d) != nil {
 		t.Fatalf("detail: %d %s", code, body)
 	}

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/gatewayhq/gateway/stats"
+	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -55,106 +55,8 @@ func (s *Server) benchEnabled(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// BenchEnvJSON is one environment of a run.
-type BenchEnvJSON struct {
-	Label    string            `json:"label"` // A, B, or A2 (the second set of A in an A/A run)
-	Name     string            `json:"name,omitempty"`
-	Hash     string            `json:"hash,omitempty"`
-	Image    string            `json:"image,omitempty"`
-	Packages map[string]string `json:"packages,omitempty"`
-}
-
-// BenchRunJSON is one run of a suite. On POST, owner, status, times and
-// samples are the gateway's to set and are ignored.
-type BenchRunJSON struct {
-	ID             string            `json:"id"`
-	Owner          string            `json:"owner,omitempty"`
-	OwnerName      string            `json:"owner_name,omitempty"`
-	Suite          string            `json:"suite"`
-	Envs           []BenchEnvJSON    `json:"envs"`
-	Tests          []string          `json:"tests,omitempty"`
-	Shape          json.RawMessage   `json:"shape,omitempty"`
-	Provider       string            `json:"provider,omitempty"`
-	Region         string            `json:"region,omitempty"`
-	GatewayVersion string            `json:"gateway_version,omitempty"`
-	Options        json.RawMessage   `json:"options,omitempty"`
-	ScheduleID     string            `json:"schedule_id,omitempty"`
-	Status         string            `json:"status"`
-	Error          string            `json:"error,omitempty"`
-	StartedAt      time.Time         `json:"started_at"`
-	FinishedAt     *time.Time        `json:"finished_at,omitempty"`
-	Samples        []BenchSampleJSON `json:"samples,omitempty"`
-}
-
-// BenchSampleJSON is one repeat of one test on one environment. Memory
-// and traffic are bytes.
-type BenchSampleJSON struct {
-	RunID         string    `json:"run_id,omitempty"`
-	Test          string    `json:"test"`
-	Env           string    `json:"env"` // A, B or A2
-	Repeat        int       `json:"repeat"`
-	WallSeconds   float64   `json:"wall_seconds"`
-	PeakManaged   int64     `json:"peak_managed"`
-	PeakUnmanaged int64     `json:"peak_unmanaged"`
-	AvgManaged    int64     `json:"avg_managed"`
-	AvgUnmanaged  int64     `json:"avg_unmanaged"`
-	Spilled       int64     `json:"spilled"`
-	Transferred   int64     `json:"transferred"`
-	CPUSeconds    float64   `json:"cpu_seconds"`
-	Status        string    `json:"status"` // ok, failed or timeout
-	Error         string    `json:"error,omitempty"`
-	At            time.Time `json:"at,omitzero"`
-}
-
-// BenchPointJSON is a sample in a test's history.
-type BenchPointJSON struct {
-	BenchSampleJSON
-	Owner        string    `json:"owner"`
-	Suite        string    `json:"suite"`
-	EnvName      string    `json:"env_name"`
-	EnvHash      string    `json:"env_hash"`
-	RunStartedAt time.Time `json:"run_started_at"`
-}
-
-// BenchSamplesRequest is the body of POST .../samples.
-type BenchSamplesRequest struct {
-	Samples []BenchSampleJSON `json:"samples"`
-}
-
-// BenchFinishRequest is the body of POST .../finish.
-type BenchFinishRequest struct {
-	Status string `json:"status"` // ok, failed or cancelled
-	Error  string `json:"error,omitempty"`
-}
-
-// BenchFindingJSON is the check of one test.
-type BenchFindingJSON struct {
-	Suite          string    `json:"suite"`
-	Test           string    `json:"test"`
-	Run            string    `json:"run"` // the latest run
-	RunStartedAt   time.Time `json:"run_started_at"`
-	Baseline       int       `json:"baseline_samples"`
-	Latest         int       `json:"latest_samples"`
-	BaselineMedian *float64  `json:"baseline_median"`
-	LatestMedian   *float64  `json:"latest_median"`
-	Change         *float64  `json:"change"` // +0.12 is 12 % slower
-	P              *float64  `json:"p"`
-	Regressed      bool      `json:"regressed"`
-	Note           string    `json:"note,omitempty"` // why it was not checked
-}
-
-// BenchCheckJSON is the answer of a regression check.
-type BenchCheckJSON struct {
-	Env         string             `json:"env"`
-	Window      string             `json:"window"`
-	Threshold   float64            `json:"threshold"`
-	Alpha       float64            `json:"alpha"`
-	Regressions int                `json:"regressions"`
-	Findings    []BenchFindingJSON `json:"findings"`
-}
-
-func benchRunJSON(r *store.BenchRun) BenchRunJSON {
-	out := BenchRunJSON{ID: r.ID, Owner: r.Owner, OwnerName: r.OwnerName, Suite: r.Suite, Tests: r.Tests,
+func benchRunJSON(r *store.BenchRun) apitype.BenchRunJSON {
+	out := apitype.BenchRunJSON{ID: r.ID, Owner: r.Owner, OwnerName: r.OwnerName, Suite: r.Suite, Tests: r.Tests,
 		Shape: json.RawMessage(r.Shape), Provider: r.Provider, Region: r.Region, GatewayVersion: r.GatewayVersion,
 		Options: json.RawMessage(r.Options), ScheduleID: r.ScheduleID, Status: r.Status, Error: r.Error, StartedAt: r.StartedAt.UTC()}
 	if !r.FinishedAt.IsZero() {
@@ -162,34 +64,15 @@ func benchRunJSON(r *store.BenchRun) BenchRunJSON {
 		out.FinishedAt = &f
 	}
 	for _, e := range r.Envs {
-		out.Envs = append(out.Envs, BenchEnvJSON(e))
+		out.Envs = append(out.Envs, apitype.BenchEnvJSON(e))
 	}
 	return out
 }
 
-func benchSampleJSON(m store.BenchSample) BenchSampleJSON {
-	return BenchSampleJSON{RunID: m.RunID, Test: m.Test, Env: m.Env, Repeat: m.Repeat, WallSeconds: m.WallSeconds,
+func benchSampleJSON(m store.BenchSample) apitype.BenchSampleJSON {
+	return apitype.BenchSampleJSON{RunID: m.RunID, Test: m.Test, Env: m.Env, Repeat: m.Repeat, WallSeconds: m.WallSeconds,
 		PeakManaged: m.PeakManaged, PeakUnmanaged: m.PeakUnmanaged, AvgManaged: m.AvgManaged, AvgUnmanaged: m.AvgUnmanaged,
 		Spilled: m.Spilled, Transferred: m.Transferred, CPUSeconds: m.CPUSeconds, Status: m.Status, Error: m.Error, At: m.At.UTC()}
-}
-
-// benchError answers a store error.
-func (s *Server) benchError(w http.ResponseWriter, r *http.Request, err error) {
-	if s.databaseDown(w, r, err) {
-		return
-	}
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		WriteError(w, http.StatusNotFound, "bench_run_not_found", "benchmark run "+r.PathValue("id")+" not found")
-	case errors.Is(err, store.ErrBenchInvalid):
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", storeMessage(err, store.ErrBenchInvalid))
-	case errors.Is(err, store.ErrBenchFinished):
-		WriteError(w, http.StatusConflict, "bench_run_finished", storeMessage(err, store.ErrBenchFinished))
-	case errors.Is(err, context.Canceled):
-	default:
-		s.log.Error("bench request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		WriteError(w, http.StatusInternalServerError, "internal", "internal error; the gateway's log has the details")
-	}
 }
 
 // storeMessage is a store error's message without its package prefix and
@@ -208,7 +91,7 @@ func (s *Server) visibleRun(w http.ResponseWriter, r *http.Request, read bool) (
 		err = store.ErrNotFound
 	}
 	if err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return nil, false
 	}
 	return run, true
@@ -216,7 +99,7 @@ func (s *Server) visibleRun(w http.ResponseWriter, r *http.Request, read bool) (
 
 func (s *Server) createBenchRun(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
-	var req BenchRunJSON
+	var req apitype.BenchRunJSON
 	if !decode(w, r, &req) {
 		return
 	}
@@ -233,7 +116,7 @@ func (s *Server) createBenchRun(w http.ResponseWriter, r *http.Request) {
 		run.Envs = append(run.Envs, store.BenchEnv(e))
 	}
 	if err := s.bench.CreateBenchRun(r.Context(), run); err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, benchRunJSON(run))
@@ -244,7 +127,7 @@ func (s *Server) addBenchSamples(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req BenchSamplesRequest
+	var req apitype.BenchSamplesRequest
 	if !decodeLimit(w, r, &req, 4<<20, "request body over 4 MiB; send samples in smaller batches") {
 		return
 	}
@@ -263,7 +146,7 @@ func (s *Server) addBenchSamples(w http.ResponseWriter, r *http.Request) {
 			Spilled: m.Spilled, Transferred: m.Transferred, CPUSeconds: m.CPUSeconds, Status: m.Status, Error: m.Error}
 	}
 	if err := s.bench.AddBenchSamples(r.Context(), run.ID, samples); err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -274,17 +157,17 @@ func (s *Server) finishBenchRun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req BenchFinishRequest
+	var req apitype.BenchFinishRequest
 	if !decode(w, r, &req) {
 		return
 	}
 	if err := s.bench.FinishBenchRun(r.Context(), run.ID, req.Status, req.Error); err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	run, err := s.bench.GetBenchRun(r.Context(), run.ID)
 	if err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, benchRunJSON(run))
@@ -297,11 +180,11 @@ func (s *Server) getBenchRun(w http.ResponseWriter, r *http.Request) {
 	}
 	samples, err := s.bench.BenchSamples(r.Context(), run.ID)
 	if err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := benchRunJSON(run)
-	out.Samples = make([]BenchSampleJSON, 0, len(samples))
+	out.Samples = make([]apitype.BenchSampleJSON, 0, len(samples))
 	for _, m := range samples {
 		out.Samples = append(out.Samples, benchSampleJSON(m))
 	}
@@ -347,50 +230,14 @@ func (s *Server) listBenchRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	runs, err := s.bench.ListBenchRuns(r.Context(), store.BenchRunFilter{Owner: owner, Suite: r.URL.Query().Get("suite"), Limit: limit})
 	if err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
-	out := make([]BenchRunJSON, 0, len(runs))
+	out := make([]apitype.BenchRunJSON, 0, len(runs))
 	for _, run := range runs {
 		out = append(out, benchRunJSON(run))
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// ParseWindow reads a length of time as Go writes it (36h, 90m) or in
-// days or weeks (7d, 2w).
-func ParseWindow(v string) (time.Duration, error) {
-	bad := fmt.Errorf("window %q: want a length of time such as 7d, 2w or 36h", v)
-	v = strings.TrimSpace(v)
-	for suffix, unit := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
-		if n, ok := strings.CutSuffix(v, suffix); ok {
-			f, err := strconv.ParseFloat(n, 64)
-			if err != nil || f <= 0 || f > 3660 {
-				return 0, bad
-			}
-			return time.Duration(f * float64(unit)), nil
-		}
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, bad
-	}
-	return d, nil
-}
-
-// ParseThreshold reads a relative change as a percentage (10%) or a
-// fraction (0.1).
-func ParseThreshold(v string) (float64, error) {
-	t := strings.TrimSpace(v)
-	pct := strings.HasSuffix(t, "%")
-	f, err := strconv.ParseFloat(strings.TrimSuffix(t, "%"), 64)
-	if pct {
-		f /= 100
-	}
-	if err != nil || math.IsNaN(f) || f <= 0 || f > 100 {
-		return 0, fmt.Errorf("threshold %q: want a positive percentage such as 10%% (or a fraction such as 0.1)", v)
-	}
-	return f, nil
 }
 
 func (s *Server) benchHistory(w http.ResponseWriter, r *http.Request) {
@@ -408,7 +255,7 @@ func (s *Server) benchHistory(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("since"); v != "" {
 		if t, err := time.Parse(time.RFC3339, v); err == nil {
 			f.Since = t
-		} else if d, err := ParseWindow(v); err == nil {
+		} else if d, err := bench.ParseWindow(v); err == nil {
 			f.Since = time.Now().Add(-d)
 		} else {
 			WriteError(w, http.StatusUnprocessableEntity, "invalid_request", fmt.Sprintf("since %q: want an RFC 3339 time or a length of time such as 30d", v))
@@ -417,12 +264,12 @@ func (s *Server) benchHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	points, err := s.bench.BenchHistory(r.Context(), f)
 	if err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
-	out := make([]BenchPointJSON, 0, len(points))
+	out := make([]apitype.BenchPointJSON, 0, len(points))
 	for _, p := range points {
-		out = append(out, BenchPointJSON{BenchSampleJSON: benchSampleJSON(p.BenchSample), Owner: p.Owner, Suite: p.Suite,
+		out = append(out, apitype.BenchPointJSON{BenchSampleJSON: benchSampleJSON(p.BenchSample), Owner: p.Owner, Suite: p.Suite,
 			EnvName: p.EnvName, EnvHash: p.EnvHash, RunStartedAt: p.StartedAt.UTC()})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -447,20 +294,20 @@ func (s *Server) benchCheck(w http.ResponseWriter, r *http.Request) {
 	window, threshold := 7*24*time.Hour, 0.10
 	var err error
 	if v := q.Get("window"); v != "" {
-		if window, err = ParseWindow(v); err != nil {
+		if window, err = bench.ParseWindow(v); err != nil {
 			WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
 			return
 		}
 	}
 	if v := q.Get("threshold"); v != "" {
-		if threshold, err = ParseThreshold(v); err != nil {
+		if threshold, err = bench.ParseThreshold(v); err != nil {
 			WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
 			return
 		}
 	}
-	res, err := BenchCheck(r.Context(), s.bench, owner, env, window, threshold)
+	res, err := bench.Check(r.Context(), s.bench, owner, env, window, threshold)
 	if err != nil {
-		s.benchError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	res.Window = q.Get("window")
@@ -468,58 +315,4 @@ func (s *Server) benchCheck(w http.ResponseWriter, r *http.Request) {
 		res.Window = "7d"
 	}
 	writeJSON(w, http.StatusOK, res)
-}
-
-// BenchHistorySource reads benchmark history (a *store.DB).
-type BenchHistorySource interface {
-	BenchHistory(ctx context.Context, f store.BenchHistoryFilter) ([]store.BenchPoint, error)
-}
-
-// BenchAlpha is the significance level of regression checks.
-const BenchAlpha = 0.05
-
-// BenchCheck checks an owner's history of an environment (name or hash)
-// for regressions: each test's latest run against the runs of that
-// environment that started within window before it (stats.FindRegressions
-// on wall time of successful samples; tests of different suites are kept
-// apart). A scheduled run calls it after it finishes to decide on an
-// alert.
-func BenchCheck(ctx context.Context, src BenchHistorySource, owner, env string, window time.Duration, threshold float64) (BenchCheckJSON, error) {
-	out := BenchCheckJSON{Env: env, Window: window.String(), Threshold: threshold, Alpha: BenchAlpha, Findings: []BenchFindingJSON{}}
-	newest, err := src.BenchHistory(ctx, store.BenchHistoryFilter{Owner: owner, Env: env, Limit: 1})
-	if err != nil || len(newest) == 0 {
-		return out, err
-	}
-	// Samples are taken after their run starts: every sample of a run that
-	// started in the window is at or after its start.
-	points, err := src.BenchHistory(ctx, store.BenchHistoryFilter{Owner: owner, Env: env, Since: newest[0].StartedAt.Add(-window)})
-	if err != nil {
-		return out, err
-	}
-	var obs []stats.Obs
-	for _, p := range points {
-		if p.Status != store.SampleOK {
-			continue
-		}
-		obs = append(obs, stats.Obs{Test: p.Suite + "\x00" + p.Test, Run: p.RunID, At: p.StartedAt, Value: p.WallSeconds})
-	}
-	for _, f := range stats.FindRegressions(obs, window, threshold, BenchAlpha) {
-		suite, test, _ := strings.Cut(f.Test, "\x00")
-		j := BenchFindingJSON{Suite: suite, Test: test, Run: f.Run, RunStartedAt: f.At.UTC(), Baseline: f.Baseline, Latest: f.Latest,
-			BaselineMedian: finite(f.BaselineMedian), LatestMedian: finite(f.LatestMedian), Change: finite(f.Change), P: finite(f.P),
-			Regressed: f.Regressed, Note: f.Reason}
-		if f.Regressed {
-			out.Regressions++
-		}
-		out.Findings = append(out.Findings, j)
-	}
-	return out, nil
-}
-
-// finite makes NaN (no value) JSON's null.
-func finite(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
 }

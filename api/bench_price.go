@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/quota"
 )
 
@@ -12,20 +13,6 @@ import (
 // creating it (*scheduler.Core has it).
 type clusterPricer interface {
 	Price(ctx context.Context, who quota.Who, raw map[string]json.RawMessage) (quota.Shape, int, error)
-}
-
-// BenchPriceJSON is what a cluster with the given options would cost:
-// the machines the gateway would choose for the caller and the usage
-// ledger's price of each. PriceHour is zero when the gateway has no
-// price for them (pricing.* unset).
-type BenchPriceJSON struct {
-	Provider  string     `json:"provider"`
-	Region    string     `json:"region,omitempty"`
-	Workers   int        `json:"workers"`
-	Worker    quota.Size `json:"worker"`
-	Scheduler quota.Size `json:"scheduler"`
-	// PriceHour is the whole cluster's: the scheduler and every worker.
-	PriceHour float64 `json:"price_hour"`
 }
 
 // benchPrice answers POST /api/v1/bench/price {"cluster_options": {...}}:
@@ -37,16 +24,16 @@ func (s *Server) benchPrice(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "not_found", "this gateway does not price clusters")
 		return
 	}
-	var req createRequest
+	var req apitype.CreateClusterRequest
 	if !decode(w, r, &req) {
 		return
 	}
 	shape, workers, err := p.Price(r.Context(), whoOf(r), req.ClusterOptions)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, BenchPriceJSON{Provider: shape.Provider, Region: shape.Region, Workers: workers,
+	writeJSON(w, http.StatusOK, apitype.BenchPriceJSON{Provider: shape.Provider, Region: shape.Region, Workers: workers,
 		Worker: shape.Worker, Scheduler: shape.Scheduler,
 		PriceHour: shape.Scheduler.PriceHour + float64(workers)*shape.Worker.PriceHour})
 }

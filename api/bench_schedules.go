@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/bench/schedspec"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -34,33 +35,9 @@ func (s *Server) SetBenchSchedulesReady(ready func(ctx context.Context) error) {
 	s.schedulesReady = ready
 }
 
-// BenchScheduleRequest makes a schedule.
-type BenchScheduleRequest struct {
-	Suite   string            `json:"suite"`
-	Archive []byte            `json:"suite_archive"` // schedspec.PackSuite's zip, base64 in JSON
-	Cron    string            `json:"cron"`
-	Options schedspec.Options `json:"options"`
-}
-
-// BenchScheduleJSON is a stored schedule (without its suite's files).
-type BenchScheduleJSON struct {
-	ID        string            `json:"id"`
-	Owner     string            `json:"owner"`
-	OwnerName string            `json:"owner_name"`
-	Suite     string            `json:"suite"`
-	Envs      []string          `json:"envs"`
-	Cron      string            `json:"cron"`
-	Options   schedspec.Options `json:"options"`
-	NextRun   time.Time         `json:"next_run"`
-	LastRun   *time.Time        `json:"last_run,omitempty"`
-	LastRunID string            `json:"last_run_id,omitempty"`
-	LastError string            `json:"last_error,omitempty"`
-	CreatedAt time.Time         `json:"created_at"`
-}
-
-func benchScheduleJSON(b *store.BenchSchedule) BenchScheduleJSON {
+func benchScheduleJSON(b *store.BenchSchedule) apitype.BenchScheduleJSON {
 	o, _ := schedspec.Decode(b.Options)
-	out := BenchScheduleJSON{ID: b.ID, Owner: b.Owner, OwnerName: b.OwnerName, Suite: b.Suite, Envs: b.Envs, Cron: b.Cron,
+	out := apitype.BenchScheduleJSON{ID: b.ID, Owner: b.Owner, OwnerName: b.OwnerName, Suite: b.Suite, Envs: b.Envs, Cron: b.Cron,
 		Options: o, NextRun: b.NextRun, LastRunID: b.LastRunID, LastError: b.LastError, CreatedAt: b.CreatedAt}
 	if !b.LastRun.IsZero() {
 		t := b.LastRun
@@ -93,7 +70,7 @@ func (s *Server) schedulesOn(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (s *Server) createBenchSchedule(w http.ResponseWriter, r *http.Request) {
-	var req BenchScheduleRequest
+	var req apitype.BenchScheduleRequest
 	if !decodeLimit(w, r, &req, 4<<20, "request body over 4 MiB: a schedule keeps a suite of at most 1 MiB of Python") {
 		return
 	}
@@ -127,7 +104,7 @@ func (s *Server) createBenchSchedule(w http.ResponseWriter, r *http.Request) {
 	b := &store.BenchSchedule{Owner: u.Owner(), OwnerName: u.Name, OwnerGroups: u.Groups, Suite: req.Suite,
 		SuiteArchive: req.Archive, Envs: names, Options: opts, Cron: req.Cron, NextRun: next}
 	if err := s.schedules.CreateBenchSchedule(r.Context(), b); err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.log.Info("bench schedule created", "id", b.ID, "owner", b.OwnerName, "suite", b.Suite, "cron", b.Cron, "next_run", b.NextRun)
@@ -142,10 +119,10 @@ func (s *Server) listBenchSchedules(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := s.schedules.ListBenchSchedules(r.Context(), owner)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
-	out := make([]BenchScheduleJSON, 0, len(list))
+	out := make([]apitype.BenchScheduleJSON, 0, len(list))
 	for _, b := range list {
 		out = append(out, benchScheduleJSON(b))
 	}
@@ -164,7 +141,7 @@ func (s *Server) deleteBenchSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.log.Info("bench schedule deleted", "id", r.PathValue("id"), "by", u.Name)

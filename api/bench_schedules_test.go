@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/internal/testdb"
 	"github.com/gatewayhq/gateway/store"
@@ -84,7 +85,7 @@ func TestBenchSchedulesAPI(t *testing.T) {
 		if code != 201 {
 			t.Fatalf("create: %d %s", code, b)
 		}
-		var s BenchScheduleJSON
+		var s apitype.BenchScheduleJSON
 		if err := json.Unmarshal(b, &s); err != nil {
 			t.Fatal(err)
 		}
@@ -92,12 +93,12 @@ func TestBenchSchedulesAPI(t *testing.T) {
 			len(s.Envs) != 1 || s.Envs[0] != "team" || s.Options.Repeat != 5 {
 			t.Fatalf("created %+v", s)
 		}
-		list := func(token, q string) []BenchScheduleJSON {
+		list := func(token, q string) []apitype.BenchScheduleJSON {
 			code, _, b := do(t, srv, "GET", "/api/v1/bench/schedules"+q, token, "")
 			if code != 200 {
 				t.Fatalf("list: %d %s", code, b)
 			}
-			var l []BenchScheduleJSON
+			var l []apitype.BenchScheduleJSON
 			if err := json.Unmarshal(b, &l); err != nil {
 				t.Fatal(err)
 			}

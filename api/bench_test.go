@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/internal/testdb"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -61,7 +63,7 @@ func TestBenchResultsAPI(t *testing.T) {
 		if code != 201 {
 			t.Fatalf("create: %d %s", code, body)
 		}
-		var run BenchRunJSON
+		var run apitype.BenchRunJSON
 		if err := json.Unmarshal(body, &run); err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +105,7 @@ func TestBenchResultsAPI(t *testing.T) {
 		}
 		for _, tok := range []string{benchAlice, benchRoot, benchRO} {
 			code, _, body := do(t, srv, "GET", "/api/v1/bench/runs/"+run.ID, tok, "")
-			var got BenchRunJSON
+			var got apitype.BenchRunJSON
 			if code != 200 || json.Unmarshal(body, &got) != nil {
 				t.Fatalf("get as %s: %d %s", tok, code, body)
 			}
@@ -145,7 +147,7 @@ func TestBenchResultsAPI(t *testing.T) {
 			}
 		}
 		code, _, body = do(t, srv, "GET", "/api/v1/bench/history?test=bench_sum&env=base", benchAlice, "")
-		var pts []BenchPointJSON
+		var pts []apitype.BenchPointJSON
 		if json.Unmarshal(body, &pts) != nil || len(pts) != 1 || pts[0].RunID != run.ID || pts[0].EnvName != "base" || pts[0].Suite != "smoke" ||
 			pts[0].WallSeconds != 1.5 || pts[0].Owner != "alice" {
 			t.Errorf("history point: %d %s", code, body)
@@ -158,12 +160,12 @@ func TestBenchResultsAPI(t *testing.T) {
 func TestBenchAPIErrors(t *testing.T) {
 	srv, st := benchServer(t, "sqlite://"+t.TempDir()+"/g.db")
 	_, _, body := do(t, srv, "POST", "/api/v1/bench/runs", benchAlice, benchRunBody)
-	var run BenchRunJSON
+	var run apitype.BenchRunJSON
 	if err := json.Unmarshal(body, &run); err != nil {
 		t.Fatal(err)
 	}
 	_, _, body = do(t, srv, "POST", "/api/v1/bench/runs", benchAlice, benchRunBody)
-	var done BenchRunJSON
+	var done apitype.BenchRunJSON
 	_ = json.Unmarshal(body, &done)
 	if code, _, body := do(t, srv, "POST", "/api/v1/bench/runs/"+done.ID+"/finish", benchAlice, `{"status":"failed","error":"cluster died"}`); code != 200 {
 		t.Fatalf("finish: %d %s", code, body)
@@ -221,29 +223,6 @@ func TestBenchAPIErrors(t *testing.T) {
 	defer bare.Close()
 	if code, _, body := do(t, bare, "GET", "/api/v1/bench/runs", benchAlice, ""); code != 404 || !strings.Contains(string(body), "keeps no benchmark results") {
 		t.Errorf("no bench store: %d %s", code, body)
-	}
-}
-
-func TestParseWindowAndThreshold(t *testing.T) {
-	for in, want := range map[string]time.Duration{"7d": 7 * 24 * time.Hour, "2w": 14 * 24 * time.Hour, "36h": 36 * time.Hour, "1.5d": 36 * time.Hour} {
-		if got, err := ParseWindow(in); err != nil || got != want {
-			t.Errorf("ParseWindow(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "d", "-1d", "0h", "7 days", "1e9d"} {
-		if _, err := ParseWindow(in); err == nil {
-			t.Errorf("ParseWindow(%q) accepted", in)
-		}
-	}
-	for in, want := range map[string]float64{"10%": 0.1, "0.25": 0.25, " 5% ": 0.05} {
-		if got, err := ParseThreshold(in); err != nil || math.Abs(got-want) > 1e-12 {
-			t.Errorf("ParseThreshold(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "%", "0%", "-10%", "ten", "NaN"} {
-		if _, err := ParseThreshold(in); err == nil {
-			t.Errorf("ParseThreshold(%q) accepted", in)
-		}
 	}
 }
 
@@ -310,7 +289,7 @@ func TestBenchCheckRegressions(t *testing.T) {
 		}, "bench_flat")
 
 		code, _, body := do(t, srv, "GET", "/api/v1/bench/check?env=prod&window=7d&threshold=10%25", benchAlice, "")
-		var res BenchCheckJSON
+		var res apitype.BenchCheckJSON
 		if code != 200 || json.Unmarshal(body, &res) != nil {
 			t.Fatalf("check: %d %s", code, body)
 		}
@@ -329,12 +308,12 @@ func TestBenchCheckRegressions(t *testing.T) {
 			}
 		}
 		// A threshold above the step flags nothing.
-		res, err := BenchCheck(context.Background(), st, "alice", "prod", 7*24*time.Hour, 0.5)
+		res, err := bench.Check(context.Background(), st, "alice", "prod", 7*24*time.Hour, 0.5)
 		if err != nil || res.Regressions != 0 {
 			t.Errorf("threshold 50%%: %+v %v", res, err)
 		}
 		// Bob's own check finds his.
-		res, err = BenchCheck(context.Background(), st, "bob", "prod", 7*24*time.Hour, 0.1)
+		res, err = bench.Check(context.Background(), st, "bob", "prod", 7*24*time.Hour, 0.1)
 		if err != nil || res.Regressions != 1 {
 			t.Errorf("bob's check: %+v %v", res, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -76,7 +77,7 @@ func TestWrongTypeIs422(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, body := do(t, tc.srv, tc.method, tc.path, tc.token, tc.body)
-			var e Error
+			var e apitype.Error
 			if err := json.Unmarshal(body, &e); err != nil {
 				t.Fatalf("%d %s: not an error answer: %v", code, body, err)
 			}

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/envs"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -17,28 +19,28 @@ import (
 // and admin check are tested here, the service's rules in package envs.
 type publishingEnvs struct {
 	fakeEnvs
-	published map[string]PublishedEnv
+	published map[string]apitype.PublishedEnv
 	by        []store.Actor
 }
 
-func (p *publishingEnvs) Publish(_ context.Context, by store.Actor, name string, req PublishEnvRequest) (PublishedEnv, error) {
+func (p *publishingEnvs) Publish(_ context.Context, by store.Actor, name string, req apitype.PublishEnvRequest) (apitype.PublishedEnv, error) {
 	switch {
 	case name == "config":
-		return PublishedEnv{}, fmt.Errorf("%w: %q is published in the config (images.environments)", ErrEnvConflict, name)
+		return apitype.PublishedEnv{}, fmt.Errorf("%w: %q is published in the config (images.environments)", envs.ErrConflict, name)
 	case req.Image == "" && req.Env == "":
-		return PublishedEnv{}, fmt.Errorf("%w: give an environment (--env HASH) or an image (--image REF), not both", ErrEnvInvalid)
+		return apitype.PublishedEnv{}, fmt.Errorf("%w: give an environment (--env HASH) or an image (--image REF), not both", envs.ErrInvalid)
 	case req.Env == "unknown":
-		return PublishedEnv{}, fmt.Errorf("%w: no build of environment unknown is known", ErrEnvNotFound)
+		return apitype.PublishedEnv{}, fmt.Errorf("%w: no build of environment unknown is known", envs.ErrNotFound)
 	}
 	p.by = append(p.by, by)
-	e := PublishedEnv{Name: name, Image: req.Image, Description: req.Description}
+	e := apitype.PublishedEnv{Name: name, Image: req.Image, Description: req.Description}
 	p.published[name] = e
 	return e, nil
 }
 
 func (p *publishingEnvs) Unpublish(_ context.Context, by store.Actor, name string) error {
 	if _, ok := p.published[name]; !ok {
-		return fmt.Errorf("%w: no environment %q is published", ErrEnvNotFound, name)
+		return fmt.Errorf("%w: no environment %q is published", envs.ErrNotFound, name)
 	}
 	delete(p.published, name)
 	return nil
@@ -73,7 +75,7 @@ func envAdminServer(t *testing.T, envs Envs) *httptest.Server {
 // TestAdminPublishEnvRoutes: only admins publish and unpublish, and the
 // service's refusals map to 404, 409 and 422.
 func TestAdminPublishEnvRoutes(t *testing.T) {
-	pe := &publishingEnvs{fakeEnvs: fakeEnvs{builds: map[string]string{}}, published: map[string]PublishedEnv{}}
+	pe := &publishingEnvs{fakeEnvs: fakeEnvs{builds: map[string]string{}}, published: map[string]apitype.PublishedEnv{}}
 	srv := envAdminServer(t, pe)
 	const root, alice = "root-token-0000000", "alice-token-000000"
 	tests := []struct {

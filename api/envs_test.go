@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/envs"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/quota"
 )
@@ -22,37 +24,37 @@ type fakeEnvs struct {
 	fail   error
 }
 
-func (f *fakeEnvs) Ensure(_ context.Context, who quota.Who, spec images.Spec, code map[string][]byte) (EnvStatus, error) {
+func (f *fakeEnvs) Ensure(_ context.Context, who quota.Who, spec images.Spec, code map[string][]byte) (apitype.EnvStatus, error) {
 	if f.fail != nil {
-		return EnvStatus{}, f.fail
+		return apitype.EnvStatus{}, f.fail
 	}
 	hash, err := spec.Hash()
 	if err != nil {
-		return EnvStatus{}, err
+		return apitype.EnvStatus{}, err
 	}
 	if len(spec.Code) > 0 && len(code) == 0 {
-		return EnvStatus{}, fmt.Errorf("hash %s: %w", hash, ErrCodeRequired)
+		return apitype.EnvStatus{}, fmt.Errorf("hash %s: %w", hash, envs.ErrCodeRequired)
 	}
 	f.builds[hash] = who.ID
-	return EnvStatus{Hash: hash, State: "building", Built: true}, nil
+	return apitype.EnvStatus{Hash: hash, State: "building", Built: true}, nil
 }
 
-func (f *fakeEnvs) Status(_ context.Context, who quota.Who, hash string) (EnvStatus, error) {
+func (f *fakeEnvs) Status(_ context.Context, who quota.Who, hash string) (apitype.EnvStatus, error) {
 	if f.builds[hash] != who.ID {
-		return EnvStatus{}, ErrEnvNotFound
+		return apitype.EnvStatus{}, envs.ErrNotFound
 	}
-	return EnvStatus{Hash: hash, State: "ready", Image: "reg/env:" + hash[:8]}, nil
+	return apitype.EnvStatus{Hash: hash, State: "ready", Image: "reg/env:" + hash[:8]}, nil
 }
 
 func (f *fakeEnvs) Logs(_ context.Context, who quota.Who, hash string) ([]byte, error) {
 	if f.builds[hash] != who.ID {
-		return nil, ErrEnvNotFound
+		return nil, envs.ErrNotFound
 	}
 	return []byte("step 1/2\n"), nil
 }
 
-func (f *fakeEnvs) Published(context.Context) ([]PublishedEnv, error) {
-	return []PublishedEnv{{Name: "team", Image: "reg/team:1", Versions: map[string]string{"python": "3.11"}}}, nil
+func (f *fakeEnvs) Published(context.Context) ([]apitype.PublishedEnv, error) {
+	return []apitype.PublishedEnv{{Name: "team", Image: "reg/team:1", Versions: map[string]string{"python": "3.11"}}}, nil
 }
 
 func (f *fakeEnvs) MaxCodeBytes() int64 { return 1 << 20 }
@@ -76,7 +78,7 @@ func envServer(t *testing.T, envs Envs) *httptest.Server {
 
 func specBody(t *testing.T, spec images.Spec, code map[string][]byte) string {
 	t.Helper()
-	b, err := json.Marshal(EnvRequest{Spec: spec, Code: code})
+	b, err := json.Marshal(apitype.EnvRequest{Spec: spec, Code: code})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +131,7 @@ func TestEnvRouteErrors(t *testing.T) {
 		contains string
 	}{
 		{"a provider without images", nil, 501, "environments need the docker, ec2, fargate or gce provider"},
-		{"no builder", &fakeEnvs{fail: fmt.Errorf("wrapped: %w", ErrNoBuilder)}, 501, "no_builder"},
+		{"no builder", &fakeEnvs{fail: fmt.Errorf("wrapped: %w", envs.ErrNoBuilder)}, 501, "no_builder"},
 		// Issue 16: an index or registry that cannot be reached is 503,
 		// and the same request may be retried.
 		{"the index cannot be reached", &fakeEnvs{fail: fmt.Errorf("%w: package index 127.0.0.1:9 could not be reached", images.ErrUnavailable)}, 503, "127.0.0.1:9 could not be reached"},

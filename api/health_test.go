@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
@@ -244,7 +245,7 @@ func TestStoreOutageIs503(t *testing.T) {
 			defer srv.Close()
 			for _, r := range requests {
 				code, h, body := do(t, srv, r.method, r.path, "alice-token-000000", r.body)
-				var e Error
+				var e apitype.Error
 				_ = json.Unmarshal(body, &e)
 				if code != c.wantCode || !strings.Contains(e.Error, c.wantText) {
 					t.Errorf("%s %s: %d %s, want %d with %q", r.method, r.path, code, body, c.wantCode, c.wantText)

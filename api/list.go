@@ -123,7 +123,7 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {
 	}
 	cls, err := s.core.List(r.Context(), key.owner, statuses)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	out := make(map[string]any, len(cls))
@@ -137,7 +137,7 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(out); err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	body := buf.Bytes()

@@ -53,7 +53,7 @@ func (s *Server) startLogin(w http.ResponseWriter, r *http.Request) {
 	st := loginState{State: random(), Nonce: random(), Verifier: oauth2.GenerateVerifier(), Next: next}
 	c, err := s.sessions.Seal(loginCookie, st, 10*time.Minute)
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	http.SetCookie(w, c)

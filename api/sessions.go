@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/internal/crosssite"
 	"github.com/gatewayhq/gateway/internal/errpage"
@@ -57,7 +57,7 @@ func (s *Server) dashboardLink(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
 	name := r.PathValue("name")
 	if _, err := s.core.Get(r.Context(), u.Owner(), name); err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	next := "/clusters/" + name + "/status"
@@ -235,26 +235,16 @@ type SessionStore interface {
 // browser sessions.
 func (s *Server) SetSessionStore(st SessionStore) { s.sessionStore = st }
 
-// SessionJSON describes a browser session; never its cookie.
-type SessionJSON struct {
-	ID        string    `json:"id"`
-	Via       string    `json:"via"` // "login" or "link"
-	TokenID   string    `json:"token_id,omitempty"`
-	ReadOnly  bool      `json:"read_only"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
 	ss, err := s.sessionStore.ListSessions(r.Context(), u.Owner())
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
-	out := make([]SessionJSON, 0, len(ss))
+	out := make([]apitype.SessionJSON, 0, len(ss))
 	for _, se := range ss {
-		out = append(out, SessionJSON{ID: se.ID, Via: se.Via, TokenID: se.TokenID, ReadOnly: se.ReadOnly, CreatedAt: se.CreatedAt.UTC(), ExpiresAt: se.ExpiresAt.UTC()})
+		out = append(out, apitype.SessionJSON{ID: se.ID, Via: se.Via, TokenID: se.TokenID, ReadOnly: se.ReadOnly, CreatedAt: se.CreatedAt.UTC(), ExpiresAt: se.ExpiresAt.UTC()})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -268,7 +258,7 @@ func (s *Server) revokeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.sessions.Forget()
@@ -281,7 +271,7 @@ func (s *Server) revokeSessions(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
 	n, err := s.sessionStore.RevokeSessions(r.Context(), u.Owner())
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.sessions.Forget()

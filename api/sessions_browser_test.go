@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -59,7 +60,7 @@ func (a browserAnswer) isPage() bool {
 }
 
 func (a browserAnswer) jsonCode() string {
-	var e Error
+	var e apitype.Error
 	if a.header.Get("Content-Type") != "application/json" || json.Unmarshal([]byte(a.body), &e) != nil || e.Error == "" {
 		return ""
 	}

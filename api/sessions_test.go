@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/auth/authtest"
 	"github.com/gatewayhq/gateway/store"
@@ -102,10 +103,10 @@ func (ss *sessionServer) dashboardUser(c *http.Cookie) (*auth.User, error) {
 	return ss.sessions.FromRequest(r)
 }
 
-func (ss *sessionServer) listSessions(t *testing.T, token string) []SessionJSON {
+func (ss *sessionServer) listSessions(t *testing.T, token string) []apitype.SessionJSON {
 	t.Helper()
 	code, _, body := do(t, ss.srv, "GET", "/api/v1/sessions", token, "")
-	var out []SessionJSON
+	var out []apitype.SessionJSON
 	if code != http.StatusOK || json.Unmarshal(body, &out) != nil {
 		t.Fatalf("list sessions: %d %s", code, body)
 	}

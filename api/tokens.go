@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -23,19 +24,6 @@ type TokenStore interface {
 // SetTokenStore enables the API token endpoints.
 func (s *Server) SetTokenStore(ts TokenStore) { s.tokens = ts }
 
-// TokenJSON describes a token; the secret itself appears only once, in the
-// answer that creates it.
-type TokenJSON struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	ReadOnly  bool       `json:"read_only"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	LastUsed  *time.Time `json:"last_used_at"`
-	Revoked   bool       `json:"revoked"`
-	Token     string     `json:"token,omitempty"`
-}
-
 func optTime(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -44,8 +32,8 @@ func optTime(t time.Time) *time.Time {
 	return &u
 }
 
-func tokenJSON(t *store.APIToken) TokenJSON {
-	return TokenJSON{ID: t.ID, Name: t.Name, ReadOnly: t.ReadOnly, CreatedAt: t.CreatedAt.UTC(),
+func tokenJSON(t *store.APIToken) apitype.TokenJSON {
+	return apitype.TokenJSON{ID: t.ID, Name: t.Name, ReadOnly: t.ReadOnly, CreatedAt: t.CreatedAt.UTC(),
 		ExpiresAt: optTime(t.ExpiresAt), LastUsed: optTime(t.LastUsed), Revoked: !t.RevokedAt.IsZero()}
 }
 
@@ -76,11 +64,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusForbidden, "login_required", "API tokens can only be created from a login (run: gateway login), not with another token or a browser session")
 		return
 	}
-	var req struct {
-		Name      string `json:"name"`
-		ExpiresIn string `json:"expires_in"`
-		ReadOnly  bool   `json:"read_only"`
-	}
+	var req apitype.CreateTokenRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -106,7 +90,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	t := &store.APIToken{ID: "tok_" + auth.NewToken("")[:16], Owner: u.Owner(), OwnerName: u.Name, Name: req.Name, Hash: auth.HashToken(secret),
 		Groups: u.Groups, ReadOnly: req.ReadOnly || u.ReadOnly, CreatedAt: now, ExpiresAt: now.Add(ttl)}
 	if err := s.tokens.CreateToken(r.Context(), t); err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	s.log.Info("API token created", "user", u.Name, "token_id", t.ID, "name", t.Name, "read_only", t.ReadOnly)
@@ -119,10 +103,10 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
 	ts, err := s.tokens.ListTokens(r.Context(), u.Owner())
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
-	out := make([]TokenJSON, 0, len(ts))
+	out := make([]apitype.TokenJSON, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, tokenJSON(t))
 	}
@@ -137,7 +121,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.coreError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	// Apply the revocation here at once; other replicas' caches last at

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 )
 
 //go:embed agent.py
@@ -265,7 +265,7 @@ func (p *agentProc) kill() {
 // AgentFor is the agent of a running cluster as the API describes it to
 // its owner (with its TLS key), reached through the gateway's dashboard
 // proxy with client and token.
-func AgentFor(d *api.ClusterDetail, token string, client *http.Client) (*Agent, error) {
+func AgentFor(d *apitype.ClusterDetail, token string, client *http.Client) (*Agent, error) {
 	switch {
 	case d.DashboardURL == "":
 		return nil, fmt.Errorf("%w: cluster %s serves no dashboard, under which the agent answers", ErrNoAgent, d.Name)

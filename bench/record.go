@@ -7,15 +7,15 @@ import (
 	"math"
 	"strings"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 )
 
 // BenchAPI is the part of the gateway's API results go through;
 // *client.Client has it.
 type BenchAPI interface {
-	CreateBenchRun(ctx context.Context, r api.BenchRunJSON) (api.BenchRunJSON, error)
-	AddBenchSamples(ctx context.Context, runID string, s []api.BenchSampleJSON) error
-	FinishBenchRun(ctx context.Context, runID, status, errMsg string) (api.BenchRunJSON, error)
+	CreateBenchRun(ctx context.Context, r apitype.BenchRunJSON) (apitype.BenchRunJSON, error)
+	AddBenchSamples(ctx context.Context, runID string, s []apitype.BenchSampleJSON) error
+	FinishBenchRun(ctx context.Context, runID, status, errMsg string) (apitype.BenchRunJSON, error)
 }
 
 // APIRecorder records a run through the gateway's API, in the caller's
@@ -46,11 +46,11 @@ func (r APIRecorder) StartRun(ctx context.Context, info RunInfo) (string, error)
 	if err != nil {
 		return "", err
 	}
-	run := api.BenchRunJSON{Suite: info.Suite, Tests: info.Tests, Shape: sb, Options: ob, Provider: info.Provider,
+	run := apitype.BenchRunJSON{Suite: info.Suite, Tests: info.Tests, Shape: sb, Options: ob, Provider: info.Provider,
 		Region: info.Region, ScheduleID: r.ScheduleID, GatewayVersion: r.GatewayVersion, StartedAt: info.Started}
 	for _, e := range info.Envs {
 		image, _ := e.Options["image"].(string)
-		run.Envs = append(run.Envs, api.BenchEnvJSON{Label: e.Label, Name: e.Name, Hash: e.Hash, Image: image, Packages: e.Versions})
+		run.Envs = append(run.Envs, apitype.BenchEnvJSON{Label: e.Label, Name: e.Name, Hash: e.Hash, Image: image, Packages: e.Versions})
 	}
 	out, err := r.API.CreateBenchRun(ctx, run)
 	if err != nil {
@@ -61,7 +61,7 @@ func (r APIRecorder) StartRun(ctx context.Context, info RunInfo) (string, error)
 
 // AddSamples implements Recorder.
 func (r APIRecorder) AddSamples(ctx context.Context, runID string, s []Sample) error {
-	out := make([]api.BenchSampleJSON, 0, len(s))
+	out := make([]apitype.BenchSampleJSON, 0, len(s))
 	for _, x := range s {
 		out = append(out, SampleJSON(x))
 	}
@@ -84,12 +84,12 @@ func (r APIRecorder) FinishRun(ctx context.Context, runID, status, message strin
 // SampleJSON is a sample as the API stores it: a benchmark that raised,
 // and a sample skipped or lost with its cluster, are "failed" with the
 // error saying which.
-func SampleJSON(x Sample) api.BenchSampleJSON {
+func SampleJSON(x Sample) apitype.BenchSampleJSON {
 	rep := x.Repeat - 1
 	if rep < 0 {
 		rep = 0
 	}
-	j := api.BenchSampleJSON{Test: x.Test, Env: x.Set, Repeat: rep, Error: x.Error, At: x.Started}
+	j := apitype.BenchSampleJSON{Test: x.Test, Env: x.Set, Repeat: rep, Error: x.Error, At: x.Started}
 	switch x.Status {
 	case StatusOK:
 		j.Status = "ok"

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 )
 
 // Sample statuses.
@@ -49,7 +49,7 @@ type Env struct {
 // has it.
 type Clusters interface {
 	Create(ctx context.Context, options map[string]any) (string, error)
-	Get(ctx context.Context, name string) (*api.ClusterDetail, error)
+	Get(ctx context.Context, name string) (*apitype.ClusterDetail, error)
 	Scale(ctx context.Context, name string, n int) (string, error)
 	Stop(ctx context.Context, name string) error
 }
@@ -451,7 +451,7 @@ func (r *run) connect(ctx context.Context, s *set) error {
 }
 
 // waitWorkers polls a cluster until it runs with n workers.
-func waitWorkers(ctx context.Context, c Clusters, name string, n int, timeout time.Duration) (*api.ClusterDetail, error) {
+func waitWorkers(ctx context.Context, c Clusters, name string, n int, timeout time.Duration) (*apitype.ClusterDetail, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {

@@ -10,25 +10,25 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/quota"
 )
 
 // QuotaList is every quota entry the gateway has, with the meaning of each
 // limit (name, doc) in display order.
 type QuotaList struct {
-	Entries []api.QuotaEntryJSON `json:"entries"`
-	Limits  [][2]string          `json:"limits"`
+	Entries []apitype.QuotaEntryJSON `json:"entries"`
+	Limits  [][2]string              `json:"limits"`
 }
 
 // QuotaDetail is one subject's entry and, for a user subject, the limits
 // that apply to the user, the groups they were resolved with and where
 // those groups came from.
 type QuotaDetail struct {
-	Entry      api.QuotaEntryJSON `json:"entry"`
-	Effective  *quota.Effective   `json:"effective,omitempty"`
-	Groups     []string           `json:"groups,omitempty"`
-	GroupsFrom string             `json:"groups_from,omitempty"`
+	Entry      apitype.QuotaEntryJSON `json:"entry"`
+	Effective  *quota.Effective       `json:"effective,omitempty"`
+	Groups     []string               `json:"groups,omitempty"`
+	GroupsFrom string                 `json:"groups_from,omitempty"`
 }
 
 // MarshalJSON writes the detail as the server does: a user's groups are
@@ -76,11 +76,11 @@ type Budget struct {
 // month so far), in total and per cluster, with their monthly budgets
 // (keyed by limit name: monthly_vcpu_hours, monthly_gpu_hours).
 type MyUsageInfo struct {
-	Since    time.Time         `json:"since"`
-	Until    time.Time         `json:"until"`
-	Total    api.UsageRow      `json:"total"`
-	Clusters []api.UsageRow    `json:"clusters"`
-	Budgets  map[string]Budget `json:"budgets"`
+	Since    time.Time          `json:"since"`
+	Until    time.Time          `json:"until"`
+	Total    apitype.UsageRow   `json:"total"`
+	Clusters []apitype.UsageRow `json:"clusters"`
+	Budgets  map[string]Budget  `json:"budgets"`
 }
 
 // UsageFilter selects a usage report. Dates are 2026-12-01 (UTC midnight)
@@ -150,11 +150,11 @@ func (c *Client) AdminQuota(ctx context.Context, subject string, groups []string
 
 // AdminSetQuota stores the limits patch sets for subject, merged into what
 // is stored already, and returns the subject's entry after (admins only).
-func (c *Client) AdminSetQuota(ctx context.Context, subject string, patch quota.Limits) (*api.QuotaEntryJSON, error) {
+func (c *Client) AdminSetQuota(ctx context.Context, subject string, patch quota.Limits) (*apitype.QuotaEntryJSON, error) {
 	if patch.Empty() {
 		return nil, fmt.Errorf("nothing to set for %s: the patch sets no limit", subject)
 	}
-	var v api.QuotaEntryJSON
+	var v apitype.QuotaEntryJSON
 	if err := c.do(ctx, http.MethodPatch, quotaPath(subject), patch, &v); err != nil {
 		return nil, err
 	}
@@ -164,12 +164,12 @@ func (c *Client) AdminSetQuota(ctx context.Context, subject string, patch quota.
 // AdminUnsetQuota removes the named limits from subject's stored entry, or
 // the whole stored entry when fields is empty, and returns the subject's
 // entry after (admins only). The configuration file's entry is untouched.
-func (c *Client) AdminUnsetQuota(ctx context.Context, subject string, fields []string) (*api.QuotaEntryJSON, error) {
+func (c *Client) AdminUnsetQuota(ctx context.Context, subject string, fields []string) (*apitype.QuotaEntryJSON, error) {
 	q := url.Values{}
 	if len(fields) > 0 {
 		q.Set("fields", strings.Join(fields, ","))
 	}
-	var v api.QuotaEntryJSON
+	var v apitype.QuotaEntryJSON
 	if err := c.do(ctx, http.MethodDelete, withQuery(quotaPath(subject), q), nil, &v); err != nil {
 		return nil, err
 	}
@@ -178,12 +178,12 @@ func (c *Client) AdminUnsetQuota(ctx context.Context, subject string, fields []s
 
 // AdminClusters lists every user's clusters with the given statuses; none
 // means the active ones, "all" every one (admins only).
-func (c *Client) AdminClusters(ctx context.Context, statuses []string) ([]api.ClusterDetail, error) {
+func (c *Client) AdminClusters(ctx context.Context, statuses []string) ([]apitype.ClusterDetail, error) {
 	q := url.Values{}
 	if len(statuses) > 0 {
 		q.Set("status", strings.Join(statuses, ","))
 	}
-	var v []api.ClusterDetail
+	var v []apitype.ClusterDetail
 	if err := c.do(ctx, http.MethodGet, withQuery("/api/v1/admin/clusters", q), nil, &v); err != nil {
 		return nil, err
 	}
@@ -196,8 +196,8 @@ func (c *Client) AdminStop(ctx context.Context, name string) error {
 }
 
 // AdminUsage returns a usage report (admins only).
-func (c *Client) AdminUsage(ctx context.Context, f UsageFilter) (*api.UsageReport, error) {
-	var v api.UsageReport
+func (c *Client) AdminUsage(ctx context.Context, f UsageFilter) (*apitype.UsageReport, error) {
+	var v apitype.UsageReport
 	if err := c.do(ctx, http.MethodGet, withQuery("/api/v1/admin/usage", f.query("json")), nil, &v); err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func (c *Client) AdminUsageRaw(ctx context.Context, f UsageFilter, format string
 }
 
 // AdminAudit returns audit log entries, newest first (admins only).
-func (c *Client) AdminAudit(ctx context.Context, f AuditFilter) ([]api.AuditJSON, error) {
+func (c *Client) AdminAudit(ctx context.Context, f AuditFilter) ([]apitype.AuditJSON, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"since": f.Since, "target": f.Target, "actor": f.Actor} {
 		if v != "" {
@@ -228,7 +228,7 @@ func (c *Client) AdminAudit(ctx context.Context, f AuditFilter) ([]api.AuditJSON
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
-	var v []api.AuditJSON
+	var v []apitype.AuditJSON
 	if err := c.do(ctx, http.MethodGet, withQuery("/api/v1/admin/audit", q), nil, &v); err != nil {
 		return nil, err
 	}

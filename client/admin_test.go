@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/quota"
 )
 
@@ -230,9 +230,9 @@ func TestQuotaDetailJSON(t *testing.T) {
 		d    QuotaDetail
 		want string
 	}{
-		{QuotaDetail{Entry: api.QuotaEntryJSON{Subject: "group:x", Sources: map[string]string{}}},
+		{QuotaDetail{Entry: apitype.QuotaEntryJSON{Subject: "group:x", Sources: map[string]string{}}},
 			`{"entry":{"subject":"group:x","limits":{},"sources":{}}}`},
-		{QuotaDetail{Entry: api.QuotaEntryJSON{Subject: "user:ann", Sources: map[string]string{}}, Effective: &quota.Effective{Sources: map[string]string{}}, GroupsFrom: "none known"},
+		{QuotaDetail{Entry: apitype.QuotaEntryJSON{Subject: "user:ann", Sources: map[string]string{}}, Effective: &quota.Effective{Sources: map[string]string{}}, GroupsFrom: "none known"},
 			`{"entry":{"subject":"user:ann","limits":{},"sources":{}},"effective":{"limits":{},"sources":{}},"groups_from":"none known","groups":[]}`},
 	} {
 		b, err := json.Marshal(tc.d)

@@ -7,33 +7,33 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 )
 
 // CreateBenchRun records the start of a benchmark run; the answer has its
 // id, owner, status and start time.
-func (c *Client) CreateBenchRun(ctx context.Context, r api.BenchRunJSON) (api.BenchRunJSON, error) {
-	var out api.BenchRunJSON
+func (c *Client) CreateBenchRun(ctx context.Context, r apitype.BenchRunJSON) (apitype.BenchRunJSON, error) {
+	var out apitype.BenchRunJSON
 	err := c.do(ctx, http.MethodPost, "/api/v1/bench/runs", r, &out)
 	return out, err
 }
 
 // AddBenchSamples records samples of a running run, all or none (at most
 // 1000 per call).
-func (c *Client) AddBenchSamples(ctx context.Context, runID string, samples []api.BenchSampleJSON) error {
-	return c.do(ctx, http.MethodPost, "/api/v1/bench/runs/"+url.PathEscape(runID)+"/samples", api.BenchSamplesRequest{Samples: samples}, nil)
+func (c *Client) AddBenchSamples(ctx context.Context, runID string, samples []apitype.BenchSampleJSON) error {
+	return c.do(ctx, http.MethodPost, "/api/v1/bench/runs/"+url.PathEscape(runID)+"/samples", apitype.BenchSamplesRequest{Samples: samples}, nil)
 }
 
 // FinishBenchRun ends a run: status ok, failed or cancelled.
-func (c *Client) FinishBenchRun(ctx context.Context, runID, status, errMsg string) (api.BenchRunJSON, error) {
-	var out api.BenchRunJSON
-	err := c.do(ctx, http.MethodPost, "/api/v1/bench/runs/"+url.PathEscape(runID)+"/finish", api.BenchFinishRequest{Status: status, Error: errMsg}, &out)
+func (c *Client) FinishBenchRun(ctx context.Context, runID, status, errMsg string) (apitype.BenchRunJSON, error) {
+	var out apitype.BenchRunJSON
+	err := c.do(ctx, http.MethodPost, "/api/v1/bench/runs/"+url.PathEscape(runID)+"/finish", apitype.BenchFinishRequest{Status: status, Error: errMsg}, &out)
 	return out, err
 }
 
 // BenchRuns lists the caller's runs (an admin's: everyone's), newest
 // first; suite "" for all, limit 0 for the gateway's default.
-func (c *Client) BenchRuns(ctx context.Context, suite string, limit int) ([]api.BenchRunJSON, error) {
+func (c *Client) BenchRuns(ctx context.Context, suite string, limit int) ([]apitype.BenchRunJSON, error) {
 	q := url.Values{}
 	if suite != "" {
 		q.Set("suite", suite)
@@ -41,14 +41,14 @@ func (c *Client) BenchRuns(ctx context.Context, suite string, limit int) ([]api.
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var out []api.BenchRunJSON
+	var out []apitype.BenchRunJSON
 	err := c.do(ctx, http.MethodGet, "/api/v1/bench/runs"+query(q), nil, &out)
 	return out, err
 }
 
 // BenchRun returns a run with its samples.
-func (c *Client) BenchRun(ctx context.Context, id string) (api.BenchRunJSON, error) {
-	var out api.BenchRunJSON
+func (c *Client) BenchRun(ctx context.Context, id string) (apitype.BenchRunJSON, error) {
+	var out apitype.BenchRunJSON
 	err := c.do(ctx, http.MethodGet, "/api/v1/bench/runs/"+url.PathEscape(id), nil, &out)
 	return out, err
 }
@@ -64,7 +64,7 @@ type BenchHistoryQuery struct {
 }
 
 // BenchHistory returns the samples that match q, oldest first.
-func (c *Client) BenchHistory(ctx context.Context, q BenchHistoryQuery) ([]api.BenchPointJSON, error) {
+func (c *Client) BenchHistory(ctx context.Context, q BenchHistoryQuery) ([]apitype.BenchPointJSON, error) {
 	v := url.Values{}
 	for k, s := range map[string]string{"owner": q.Owner, "test": q.Test, "env": q.Env} {
 		if s != "" {
@@ -77,7 +77,7 @@ func (c *Client) BenchHistory(ctx context.Context, q BenchHistoryQuery) ([]api.B
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
 	}
-	var out []api.BenchPointJSON
+	var out []apitype.BenchPointJSON
 	err := c.do(ctx, http.MethodGet, "/api/v1/bench/history"+query(v), nil, &out)
 	return out, err
 }
@@ -85,20 +85,20 @@ func (c *Client) BenchHistory(ctx context.Context, q BenchHistoryQuery) ([]api.B
 // BenchCheck checks an environment's history of the caller for
 // regressions. window and threshold are as the gateway reads them ("7d",
 // "10%"); "" for the defaults.
-func (c *Client) BenchCheck(ctx context.Context, env, window, threshold string) (api.BenchCheckJSON, error) {
+func (c *Client) BenchCheck(ctx context.Context, env, window, threshold string) (apitype.BenchCheckJSON, error) {
 	return c.BenchCheckAs(ctx, "", env, window, threshold)
 }
 
 // BenchCheckAs is BenchCheck of another user's history (admins only);
 // owner "" is the caller.
-func (c *Client) BenchCheckAs(ctx context.Context, owner, env, window, threshold string) (api.BenchCheckJSON, error) {
+func (c *Client) BenchCheckAs(ctx context.Context, owner, env, window, threshold string) (apitype.BenchCheckJSON, error) {
 	q := url.Values{"env": {env}}
 	for k, v := range map[string]string{"owner": owner, "window": window, "threshold": threshold} {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
-	var out api.BenchCheckJSON
+	var out apitype.BenchCheckJSON
 	err := c.do(ctx, http.MethodGet, "/api/v1/bench/check"+query(q), nil, &out)
 	return out, err
 }

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 )
 
 // NewWithHTTP makes a client that sends its requests through hc: the
@@ -17,19 +17,19 @@ func NewWithHTTP(base, token string, hc *http.Client) *Client {
 }
 
 // CreateBenchSchedule stores a schedule that the gateway runs itself.
-func (c *Client) CreateBenchSchedule(ctx context.Context, req api.BenchScheduleRequest) (api.BenchScheduleJSON, error) {
-	var v api.BenchScheduleJSON
+func (c *Client) CreateBenchSchedule(ctx context.Context, req apitype.BenchScheduleRequest) (apitype.BenchScheduleJSON, error) {
+	var v apitype.BenchScheduleJSON
 	err := c.do(ctx, http.MethodPost, "/api/v1/bench/schedules", req, &v)
 	return v, err
 }
 
 // BenchSchedules lists the caller's schedules (every one's with all, for admins).
-func (c *Client) BenchSchedules(ctx context.Context, all bool) ([]api.BenchScheduleJSON, error) {
+func (c *Client) BenchSchedules(ctx context.Context, all bool) ([]apitype.BenchScheduleJSON, error) {
 	q := url.Values{}
 	if all {
 		q.Set("all", "1")
 	}
-	var v []api.BenchScheduleJSON
+	var v []apitype.BenchScheduleJSON
 	err := c.do(ctx, http.MethodGet, withQuery("/api/v1/bench/schedules", q), nil, &v)
 	return v, err
 }
@@ -41,8 +41,8 @@ func (c *Client) DeleteBenchSchedule(ctx context.Context, id string) error {
 
 // BenchPrice is what a cluster with these options would cost per hour,
 // without creating it (the gateway's prices; zero where it has none).
-func (c *Client) BenchPrice(ctx context.Context, options map[string]any) (api.BenchPriceJSON, error) {
-	var v api.BenchPriceJSON
+func (c *Client) BenchPrice(ctx context.Context, options map[string]any) (apitype.BenchPriceJSON, error) {
+	var v apitype.BenchPriceJSON
 	err := c.do(ctx, http.MethodPost, "/api/v1/bench/price", map[string]any{"cluster_options": options}, &v)
 	return v, err
 }

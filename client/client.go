@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/providers/catalog"
 )
 
@@ -96,7 +96,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 	}
 	if resp.StatusCode >= 400 {
 		ae := &APIError{Status: resp.StatusCode}
-		var e api.Error
+		var e apitype.Error
 		if json.Unmarshal(data, &e) == nil {
 			ae.Code, ae.Message = e.Code, e.Message
 			if ae.Message == "" {
@@ -147,8 +147,8 @@ func (c *Client) Create(ctx context.Context, options map[string]any) (string, er
 }
 
 // Get returns the detailed view of a cluster.
-func (c *Client) Get(ctx context.Context, name string) (*api.ClusterDetail, error) {
-	var v api.ClusterDetail
+func (c *Client) Get(ctx context.Context, name string) (*apitype.ClusterDetail, error) {
+	var v apitype.ClusterDetail
 	if err := c.do(ctx, http.MethodGet, "/api/v1/clusters/"+url.PathEscape(name)+"?view=detail", nil, &v); err != nil {
 		return nil, err
 	}
@@ -157,19 +157,19 @@ func (c *Client) Get(ctx context.Context, name string) (*api.ClusterDetail, erro
 
 // List returns the caller's clusters with the given statuses; none means the
 // active ones, "all" every one.
-func (c *Client) List(ctx context.Context, statuses []string) (map[string]api.ClusterDetail, error) {
+func (c *Client) List(ctx context.Context, statuses []string) (map[string]apitype.ClusterDetail, error) {
 	q := url.Values{"view": {"detail"}}
 	if len(statuses) > 0 {
 		q.Set("status", strings.Join(statuses, ","))
 	}
-	v := map[string]api.ClusterDetail{}
+	v := map[string]apitype.ClusterDetail{}
 	err := c.do(ctx, http.MethodGet, "/api/v1/clusters/?"+q.Encode(), nil, &v)
 	return v, err
 }
 
 // Scale sets the number of workers; msg is set when the request was clamped.
 func (c *Client) Scale(ctx context.Context, name string, n int) (msg string, err error) {
-	return c.clamped(ctx, name, "scale", map[string]int{"count": n})
+	return c.clamped(ctx, name, "scale", apitype.ScaleRequest{Count: &n})
 }
 
 // clamped posts a scale or adapt request and returns the message saying how
@@ -200,8 +200,8 @@ func (c *Client) Logs(ctx context.Context, name string, tail int) (string, error
 }
 
 // Events returns a cluster's lifecycle events.
-func (c *Client) Events(ctx context.Context, name string) ([]api.EventJSON, error) {
-	var v []api.EventJSON
+func (c *Client) Events(ctx context.Context, name string) ([]apitype.EventJSON, error) {
+	var v []apitype.EventJSON
 	err := c.do(ctx, http.MethodGet, "/api/v1/clusters/"+url.PathEscape(name)+"/events", nil, &v)
 	return v, err
 }
@@ -217,15 +217,15 @@ func (c *Client) DashboardLink(ctx context.Context, name string) (string, error)
 }
 
 // CreateToken makes an API token; the answer holds the secret, once.
-func (c *Client) CreateToken(ctx context.Context, name, expiresIn string, readOnly bool) (*api.TokenJSON, error) {
-	var v api.TokenJSON
-	err := c.do(ctx, http.MethodPost, "/api/v1/tokens", map[string]any{"name": name, "expires_in": expiresIn, "read_only": readOnly}, &v)
+func (c *Client) CreateToken(ctx context.Context, name, expiresIn string, readOnly bool) (*apitype.TokenJSON, error) {
+	var v apitype.TokenJSON
+	err := c.do(ctx, http.MethodPost, "/api/v1/tokens", apitype.CreateTokenRequest{Name: name, ExpiresIn: expiresIn, ReadOnly: readOnly}, &v)
 	return &v, err
 }
 
 // ListTokens lists the caller's API tokens (never their secrets).
-func (c *Client) ListTokens(ctx context.Context) ([]api.TokenJSON, error) {
-	var v []api.TokenJSON
+func (c *Client) ListTokens(ctx context.Context) ([]apitype.TokenJSON, error) {
+	var v []apitype.TokenJSON
 	err := c.do(ctx, http.MethodGet, "/api/v1/tokens", nil, &v)
 	return v, err
 }
@@ -238,7 +238,7 @@ func (c *Client) RevokeToken(ctx context.Context, id string) error {
 // Adapt turns adaptive scaling on within [minimum, maximum], or off; msg is
 // set when the bounds were clamped.
 func (c *Client) Adapt(ctx context.Context, name string, minimum, maximum int, active bool) (msg string, err error) {
-	return c.clamped(ctx, name, "adapt", map[string]any{"minimum": minimum, "maximum": maximum, "active": active})
+	return c.clamped(ctx, name, "adapt", apitype.AdaptRequest{Minimum: &minimum, Maximum: &maximum, Active: &active})
 }
 
 // InstanceTypes lists the machine types the caller may use, cheapest

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
 )
 
@@ -30,15 +30,15 @@ func (c *Client) OptionFields(ctx context.Context) (map[string]bool, error) {
 // EnsureEnv asks for the image of an environment: ready at once when it
 // exists, else a build starts. code may be nil until the gateway answers
 // code_required.
-func (c *Client) EnsureEnv(ctx context.Context, spec images.Spec, code map[string][]byte) (api.EnvStatus, error) {
-	var st api.EnvStatus
-	err := c.do(ctx, http.MethodPost, "/api/v1/envs", api.EnvRequest{Spec: spec, Code: code}, &st)
+func (c *Client) EnsureEnv(ctx context.Context, spec images.Spec, code map[string][]byte) (apitype.EnvStatus, error) {
+	var st apitype.EnvStatus
+	err := c.do(ctx, http.MethodPost, "/api/v1/envs", apitype.EnvRequest{Spec: spec, Code: code}, &st)
 	return st, err
 }
 
 // EnvStatus returns the state of an environment's build.
-func (c *Client) EnvStatus(ctx context.Context, hash string) (api.EnvStatus, error) {
-	var st api.EnvStatus
+func (c *Client) EnvStatus(ctx context.Context, hash string) (apitype.EnvStatus, error) {
+	var st apitype.EnvStatus
 	err := c.do(ctx, http.MethodGet, "/api/v1/envs/"+url.PathEscape(hash), nil, &st)
 	return st, err
 }
@@ -51,15 +51,15 @@ func (c *Client) EnvLogs(ctx context.Context, hash string) (string, error) {
 }
 
 // Envs lists the published environments.
-func (c *Client) Envs(ctx context.Context) ([]api.PublishedEnv, error) {
-	var v []api.PublishedEnv
+func (c *Client) Envs(ctx context.Context) ([]apitype.PublishedEnv, error) {
+	var v []apitype.PublishedEnv
 	err := c.do(ctx, http.MethodGet, "/api/v1/envs", nil, &v)
 	return v, err
 }
 
 // AdminPublishEnv publishes an environment under name (admins only).
-func (c *Client) AdminPublishEnv(ctx context.Context, name string, req api.PublishEnvRequest) (api.PublishedEnv, error) {
-	var p api.PublishedEnv
+func (c *Client) AdminPublishEnv(ctx context.Context, name string, req apitype.PublishEnvRequest) (apitype.PublishedEnv, error) {
+	var p apitype.PublishedEnv
 	err := c.do(ctx, http.MethodPut, "/api/v1/admin/envs/"+url.PathEscape(name), req, &p)
 	return p, err
 }

@@ -5,13 +5,13 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 )
 
 // ListSessions lists the caller's active browser sessions (never their
 // cookies).
-func (c *Client) ListSessions(ctx context.Context) ([]api.SessionJSON, error) {
-	var v []api.SessionJSON
+func (c *Client) ListSessions(ctx context.Context) ([]apitype.SessionJSON, error) {
+	var v []apitype.SessionJSON
 	err := c.do(ctx, http.MethodGet, "/api/v1/sessions", nil, &v)
 	return v, err
 }

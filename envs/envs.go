@@ -30,11 +30,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/quota"
-	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -83,7 +82,7 @@ type Config struct {
 	// ReplicaID names this replica in the builds it claims (required).
 	ReplicaID string
 	// Published are the environments of the config (images.environments).
-	Published []api.PublishedEnv
+	Published []apitype.PublishedEnv
 	// MaxCodeBytes bounds the user code of one environment.
 	MaxCodeBytes int64
 	// NoBuild, when set, says why images are looked into but not built.
@@ -106,12 +105,6 @@ type Config struct {
 	// Now is the clock of staleness (default time.Now).
 	Now func() time.Time
 }
-
-var (
-	_ api.Envs              = (*Service)(nil)
-	_ api.EnvPublisher      = (*Service)(nil)
-	_ scheduler.EnvResolver = (*Service)(nil)
-)
 
 // Service is the environment service. It is safe for concurrent use.
 type Service struct {
@@ -274,8 +267,8 @@ func (s *Service) row(st build.Status) *store.EnvBuild {
 		Contents: string(contents), Digest: st.Digest, Built: st.Built, StartedAt: st.Started, FinishedAt: st.Finished, Holder: s.cfg.ReplicaID}
 }
 
-func statusJSON(st build.Status) api.EnvStatus {
-	out := api.EnvStatus{Hash: st.Hash, Image: st.Ref, Digest: st.Digest, State: string(st.State), Built: st.Built, Steps: st.Steps, Error: st.Error}
+func statusJSON(st build.Status) apitype.EnvStatus {
+	out := apitype.EnvStatus{Hash: st.Hash, Image: st.Ref, Digest: st.Digest, State: string(st.State), Built: st.Built, Steps: st.Steps, Error: st.Error}
 	if st.State == build.StateReady {
 		out.Versions = images.ExpectedVersions(st.Contents)
 	}
@@ -327,41 +320,41 @@ func (s *Service) write(ctx context.Context, st build.Status) {
 }
 
 // Ensure implements api.Envs.
-func (s *Service) Ensure(ctx context.Context, who quota.Who, spec images.Spec, code map[string][]byte) (api.EnvStatus, error) {
+func (s *Service) Ensure(ctx context.Context, who quota.Who, spec images.Spec, code map[string][]byte) (apitype.EnvStatus, error) {
 	if s.builder == nil {
-		return api.EnvStatus{}, fmt.Errorf("%w: it has no Docker engine to build with (start one on the gateway's host, or use --image)", api.ErrNoBuilder)
+		return apitype.EnvStatus{}, fmt.Errorf("%w: it has no Docker engine to build with (start one on the gateway's host, or use --image)", ErrNoBuilder)
 	}
 	if s.cfg.NoBuild != "" {
-		return api.EnvStatus{}, fmt.Errorf("%w: %s (or use --image)", api.ErrNoBuilder, s.cfg.NoBuild)
+		return apitype.EnvStatus{}, fmt.Errorf("%w: %s (or use --image)", ErrNoBuilder, s.cfg.NoBuild)
 	}
 	var total int64
 	for _, b := range code {
 		total += int64(len(b))
 	}
 	if total > s.cfg.MaxCodeBytes {
-		return api.EnvStatus{}, fmt.Errorf("%w: the code is %d MiB, more than this gateway's limit of %d MiB (images.max_code_mib)", images.ErrInvalidSpec, total>>20, s.cfg.MaxCodeBytes>>20)
+		return apitype.EnvStatus{}, fmt.Errorf("%w: the code is %d MiB, more than this gateway's limit of %d MiB (images.max_code_mib)", images.ErrInvalidSpec, total>>20, s.cfg.MaxCodeBytes>>20)
 	}
 	owner, src, err := s.buildOwner(ctx, who)
 	if err != nil {
-		return api.EnvStatus{}, err
+		return apitype.EnvStatus{}, err
 	}
 	n, err := spec.Normalize()
 	if err != nil {
-		return api.EnvStatus{}, err
+		return apitype.EnvStatus{}, err
 	}
 	hash, err := n.Hash()
 	if err != nil {
-		return api.EnvStatus{}, err
+		return apitype.EnvStatus{}, err
 	}
 	// One replica builds an environment at a time: the others share its
 	// build.
 	won, prev, err := s.store.ClaimEnvBuild(ctx, hash, s.builder.Ref(hash), s.cfg.ReplicaID, s.cfg.StaleAfter)
 	if err != nil {
-		return api.EnvStatus{}, err
+		return apitype.EnvStatus{}, err
 	}
 	if !won {
 		if err := s.note(ctx, who, hash); err != nil {
-			return api.EnvStatus{}, err
+			return apitype.EnvStatus{}, err
 		}
 		return statusJSON(s.status(prev)), nil
 	}
@@ -373,10 +366,10 @@ func (s *Service) Ensure(ctx context.Context, who quota.Who, spec images.Spec, c
 			s.log.Warn("cannot give up the claim of an environment build", "hash", hash, "err", rerr)
 		}
 		cancel()
-		return api.EnvStatus{}, s.ensureError(who, src, err)
+		return apitype.EnvStatus{}, s.ensureError(who, src, err)
 	}
 	if err := s.note(ctx, who, st.Hash); err != nil {
-		return api.EnvStatus{}, err
+		return apitype.EnvStatus{}, err
 	}
 	s.write(ctx, st)
 	return statusJSON(st), nil
@@ -385,7 +378,7 @@ func (s *Service) Ensure(ctx context.Context, who quota.Who, spec images.Spec, c
 // ensureError maps the builder's refusals to the API's.
 func (s *Service) ensureError(who quota.Who, src string, err error) error {
 	if errors.Is(err, build.ErrNeedCode) {
-		return fmt.Errorf("%w: %v", api.ErrCodeRequired, err)
+		return fmt.Errorf("%w: %v", ErrCodeRequired, err)
 	}
 	var tooMany *build.TooManyBuildsError
 	if errors.As(err, &tooMany) {
@@ -423,20 +416,20 @@ func (s *Service) buildOwner(ctx context.Context, who quota.Who) (build.Owner, s
 }
 
 // Status implements api.Envs.
-func (s *Service) Status(ctx context.Context, who quota.Who, hash string) (api.EnvStatus, error) {
+func (s *Service) Status(ctx context.Context, who quota.Who, hash string) (apitype.EnvStatus, error) {
 	full, ok, err := s.own(ctx, who, hash)
 	if err != nil {
-		return api.EnvStatus{}, err
+		return apitype.EnvStatus{}, err
 	}
 	if !ok {
-		return api.EnvStatus{}, fmt.Errorf("%w: %.64s (only those who asked for an environment see it: ask for it with gateway env build, or gateway new-cluster)", api.ErrEnvNotFound, hash)
+		return apitype.EnvStatus{}, fmt.Errorf("%w: %.64s (only those who asked for an environment see it: ask for it with gateway env build, or gateway new-cluster)", ErrNotFound, hash)
 	}
 	b, err := s.store.EnvBuild(ctx, full)
 	if errors.Is(err, store.ErrNotFound) {
-		return api.EnvStatus{}, fmt.Errorf("%w: %.64s", api.ErrEnvNotFound, full)
+		return apitype.EnvStatus{}, fmt.Errorf("%w: %.64s", ErrNotFound, full)
 	}
 	if err != nil {
-		return api.EnvStatus{}, err
+		return apitype.EnvStatus{}, err
 	}
 	return statusJSON(s.status(b)), nil
 }
@@ -448,7 +441,7 @@ func (s *Service) Logs(ctx context.Context, who quota.Who, hash string) ([]byte,
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: no build log of %.64s for you (logs are shown to the users who asked for the environment)", api.ErrEnvNotFound, hash)
+		return nil, fmt.Errorf("%w: no build log of %.64s for you (logs are shown to the users who asked for the environment)", ErrNotFound, hash)
 	}
 	b, err := s.store.EnvBuild(ctx, full)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -463,17 +456,17 @@ func (s *Service) Logs(ctx context.Context, who quota.Who, hash string) ([]byte,
 	log, err := s.store.EnvLog(ctx, full)
 	if errors.Is(err, store.ErrNotFound) {
 		if b != nil && !b.Built {
-			return nil, fmt.Errorf("%w: no build log of %.64s (the image existed: nothing was built)", api.ErrEnvNotFound, full)
+			return nil, fmt.Errorf("%w: no build log of %.64s (the image existed: nothing was built)", ErrNotFound, full)
 		}
-		return nil, fmt.Errorf("%w: no build log of %.64s yet", api.ErrEnvNotFound, full)
+		return nil, fmt.Errorf("%w: no build log of %.64s yet", ErrNotFound, full)
 	}
 	return log, err
 }
 
 // published are the environments of the config and those published at
 // run time; the config's win a name both have.
-func (s *Service) published(ctx context.Context) ([]api.PublishedEnv, error) {
-	out := make([]api.PublishedEnv, len(s.cfg.Published), len(s.cfg.Published)+4)
+func (s *Service) published(ctx context.Context) ([]apitype.PublishedEnv, error) {
+	out := make([]apitype.PublishedEnv, len(s.cfg.Published), len(s.cfg.Published)+4)
 	copy(out, s.cfg.Published)
 	stored, err := s.store.PublishedEnvs(ctx)
 	if err != nil {
@@ -483,7 +476,7 @@ func (s *Service) published(ctx context.Context) ([]api.PublishedEnv, error) {
 		if s.configured(p.Name) {
 			continue
 		}
-		out = append(out, api.PublishedEnv{Name: p.Name, Image: p.Image, Description: p.Description})
+		out = append(out, apitype.PublishedEnv{Name: p.Name, Image: p.Image, Description: p.Description})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -500,7 +493,7 @@ func (s *Service) configured(name string) bool {
 
 // Published implements api.Envs: the published environments, with the
 // versions their images hold when they can be told.
-func (s *Service) Published(ctx context.Context) ([]api.PublishedEnv, error) {
+func (s *Service) Published(ctx context.Context) ([]apitype.PublishedEnv, error) {
 	out, err := s.published(ctx)
 	if err != nil || s.builder == nil {
 		return out, err
@@ -531,58 +524,58 @@ func (s *Service) Published(ctx context.Context) ([]api.PublishedEnv, error) {
 // Publish implements api.EnvPublisher: it publishes image, or the image
 // of the environment env (its hash, or a unique prefix of 8 digits or
 // more, built and ready), under name for every user.
-func (s *Service) Publish(ctx context.Context, by store.Actor, name string, req api.PublishEnvRequest) (api.PublishedEnv, error) {
+func (s *Service) Publish(ctx context.Context, by store.Actor, name string, req apitype.PublishEnvRequest) (apitype.PublishedEnv, error) {
 	if !validName(name) {
-		return api.PublishedEnv{}, fmt.Errorf("%w: %q is not a name to publish under: no spaces, '/' or ':', and not an environment hash", api.ErrEnvInvalid, name)
+		return apitype.PublishedEnv{}, fmt.Errorf("%w: %q is not a name to publish under: no spaces, '/' or ':', and not an environment hash", ErrInvalid, name)
 	}
 	if (req.Image == "") == (req.Env == "") {
-		return api.PublishedEnv{}, fmt.Errorf("%w: give an environment (--env HASH) or an image (--image REF), not both", api.ErrEnvInvalid)
+		return apitype.PublishedEnv{}, fmt.Errorf("%w: give an environment (--env HASH) or an image (--image REF), not both", ErrInvalid)
 	}
 	if s.configured(name) {
-		return api.PublishedEnv{}, fmt.Errorf("%w: %q is published in the config (images.environments): choose another name, or change the config", api.ErrEnvConflict, name)
+		return apitype.PublishedEnv{}, fmt.Errorf("%w: %q is published in the config (images.environments): choose another name, or change the config", ErrConflict, name)
 	}
 	p := store.PublishedEnv{Name: name, Image: req.Image, Description: req.Description}
 	if req.Env != "" {
 		hash, err := s.builtHash(ctx, req.Env)
 		if err != nil {
-			return api.PublishedEnv{}, err
+			return apitype.PublishedEnv{}, err
 		}
 		b, err := s.store.EnvBuild(ctx, hash)
 		if err != nil {
-			return api.PublishedEnv{}, err
+			return apitype.PublishedEnv{}, err
 		}
 		if st := s.status(b); st.State != build.StateReady {
-			return api.PublishedEnv{}, fmt.Errorf("%w: environment %.16s is %s, not ready: only a ready environment's image can be published", api.ErrEnvConflict, hash, st.State)
+			return apitype.PublishedEnv{}, fmt.Errorf("%w: environment %.16s is %s, not ready: only a ready environment's image can be published", ErrConflict, hash, st.State)
 		}
 		p.Image, p.EnvHash = b.Ref, hash
 	} else if _, err := images.ParseUserReference(req.Image); err != nil {
-		return api.PublishedEnv{}, fmt.Errorf("%w: %v", api.ErrEnvInvalid, err)
+		return apitype.PublishedEnv{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	err := s.store.PublishEnv(ctx, &p, by)
 	if errors.Is(err, store.ErrExists) {
-		return api.PublishedEnv{}, fmt.Errorf("%w: %q is published already: unpublish it first (gateway admin env unpublish %s)", api.ErrEnvConflict, name, name)
+		return apitype.PublishedEnv{}, fmt.Errorf("%w: %q is published already: unpublish it first (gateway admin env unpublish %s)", ErrConflict, name, name)
 	}
 	if err != nil {
-		return api.PublishedEnv{}, err
+		return apitype.PublishedEnv{}, err
 	}
 	s.log.Info("environment published", "name", name, "image", p.Image, "by", by.Name)
-	return api.PublishedEnv{Name: p.Name, Image: p.Image, Description: p.Description}, nil
+	return apitype.PublishedEnv{Name: p.Name, Image: p.Image, Description: p.Description}, nil
 }
 
 // builtHash finds the stored build of a hash, or of a unique prefix of one.
 func (s *Service) builtHash(ctx context.Context, env string) (string, error) {
 	env = strings.ToLower(strings.TrimSpace(env))
 	if len(env) < 8 || len(env) > 64 || !reHexPrefix.MatchString(env) {
-		return "", fmt.Errorf("%w: %q is not an environment hash (64 hex digits, or the first 8 or more of them)", api.ErrEnvInvalid, env)
+		return "", fmt.Errorf("%w: %q is not an environment hash (64 hex digits, or the first 8 or more of them)", ErrInvalid, env)
 	}
 	found, err := s.store.EnvBuildHashes(ctx, env, 2)
 	switch {
 	case err != nil:
 		return "", err
 	case len(found) == 0:
-		return "", fmt.Errorf("%w: no build of environment %s is known", api.ErrEnvNotFound, env)
+		return "", fmt.Errorf("%w: no build of environment %s is known", ErrNotFound, env)
 	case len(found) > 1:
-		return "", fmt.Errorf("%w: %s is the start of more than one environment hash: give more of it", api.ErrEnvInvalid, env)
+		return "", fmt.Errorf("%w: %s is the start of more than one environment hash: give more of it", ErrInvalid, env)
 	}
 	return found[0], nil
 }
@@ -590,11 +583,11 @@ func (s *Service) builtHash(ctx context.Context, env string) (string, error) {
 // Unpublish implements api.EnvPublisher.
 func (s *Service) Unpublish(ctx context.Context, by store.Actor, name string) error {
 	if s.configured(name) {
-		return fmt.Errorf("%w: %q is published in the config (images.environments): remove it there", api.ErrEnvConflict, name)
+		return fmt.Errorf("%w: %q is published in the config (images.environments): remove it there", ErrConflict, name)
 	}
 	err := s.store.UnpublishEnv(ctx, name, by)
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w: no environment %q is published (gateway env list)", api.ErrEnvNotFound, name)
+		return fmt.Errorf("%w: no environment %q is published (gateway env list)", ErrNotFound, name)
 	}
 	if err == nil {
 		s.log.Info("environment unpublished", "name", name, "by", by.Name)
@@ -641,16 +634,16 @@ func (s *Service) Resolve(ctx context.Context, who quota.Who, image, env string)
 	var rerr *build.RegistryError
 	switch {
 	case errors.Is(err, images.ErrNotFound):
-		return "", images.Spec{}, false, fmt.Errorf("%w: image %s: no such image in its registry or the engine", scheduler.ErrInvalid, image)
+		return "", images.Spec{}, false, fmt.Errorf("%w: image %s: no such image in its registry or the engine", ErrInvalid, image)
 	case errors.Is(err, images.ErrNoSpec) || errors.Is(err, images.ErrInvalidSpec):
 		// An image made elsewhere: it runs, and its members check their
 		// versions at start.
 		return image, images.Spec{}, false, nil
 	case errors.As(err, &rerr):
 		// Only the summary: what a registry answered is not repeated.
-		return "", images.Spec{}, false, fmt.Errorf("%w: cannot look into image %s: %s", scheduler.ErrUnavailable, image, rerr.Summary)
+		return "", images.Spec{}, false, fmt.Errorf("%w: cannot look into image %s: %s", ErrUnavailable, image, rerr.Summary)
 	case err != nil:
-		return "", images.Spec{}, false, fmt.Errorf("%w: cannot look into image %s: %v", scheduler.ErrUnavailable, image, err)
+		return "", images.Spec{}, false, fmt.Errorf("%w: cannot look into image %s: %v", ErrUnavailable, image, err)
 	}
 	return image, spec, true, nil
 }
@@ -659,25 +652,25 @@ func (s *Service) Resolve(ctx context.Context, who quota.Who, image, env string)
 // asked for it.
 func (s *Service) resolveEnv(ctx context.Context, who quota.Who, env string) (string, images.Spec, bool, error) {
 	if !reHash.MatchString(env) {
-		return "", images.Spec{}, false, fmt.Errorf("%w: no environment %q (gateway env list shows the published ones; --env auto builds yours)", scheduler.ErrInvalid, env)
+		return "", images.Spec{}, false, fmt.Errorf("%w: no environment %q (gateway env list shows the published ones; --env auto builds yours)", ErrInvalid, env)
 	}
 	asked, err := s.store.EnvAsked(ctx, env, who.ID)
 	if err != nil {
 		return "", images.Spec{}, false, err
 	}
 	if !asked {
-		return "", images.Spec{}, false, fmt.Errorf("%w: no environment %q (gateway env list shows the published ones; --env auto builds yours)", scheduler.ErrInvalid, env)
+		return "", images.Spec{}, false, fmt.Errorf("%w: no environment %q (gateway env list shows the published ones; --env auto builds yours)", ErrInvalid, env)
 	}
 	b, err := s.store.EnvBuild(ctx, env)
 	if errors.Is(err, store.ErrNotFound) {
-		return "", images.Spec{}, false, fmt.Errorf("%w: environment %.16s has no build: ask for it again (gateway env build)", scheduler.ErrInvalid, env)
+		return "", images.Spec{}, false, fmt.Errorf("%w: environment %.16s has no build: ask for it again (gateway env build)", ErrInvalid, env)
 	}
 	if err != nil {
 		return "", images.Spec{}, false, err
 	}
 	st := s.status(b)
 	if st.State != build.StateReady {
-		return "", images.Spec{}, false, fmt.Errorf("%w: environment %.16s is %s, not ready (gateway env logs %s)", scheduler.ErrInvalid, env, st.State, env)
+		return "", images.Spec{}, false, fmt.Errorf("%w: environment %.16s is %s, not ready (gateway env logs %s)", ErrInvalid, env, st.State, env)
 	}
 	if s.builder != nil {
 		s.builder.Used(st.Hash)

@@ -22,12 +22,11 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/internal/testdocker"
 	"github.com/gatewayhq/gateway/quota"
-	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -45,7 +44,7 @@ func TestImagePolicy(t *testing.T) {
 	published := images.Spec{Python: "3.12", Platform: "linux/amd64"}
 	pubHash := mustHashOf(t, published)
 	db := sqliteStore(t)
-	svc := newService(t, db, cb, withPublished(api.PublishedEnv{Name: "team", Image: "reg/team:1"}, api.PublishedEnv{Name: "shared", Image: cb.Ref(pubHash)}),
+	svc := newService(t, db, cb, withPublished(apitype.PublishedEnv{Name: "team", Image: "reg/team:1"}, apitype.PublishedEnv{Name: "shared", Image: cb.Ref(pubHash)}),
 		func(c *Config) { c.DefaultImage = "gateway-test/dask:bookworm-1" }, withAllowed(t, "ghcr.io/myorg/*", "python:3.1?"))
 	st, err := svc.Ensure(ctx, alice, ready, nil)
 	if err != nil {
@@ -107,7 +106,7 @@ func TestImagePolicy(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, scheduler.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err %v, want ErrInvalid with %q", err, c.want)
 			}
 			if cb.inspects != before {
@@ -135,7 +134,7 @@ func TestImagePolicy(t *testing.T) {
 	var first error
 	for _, d := range "0123456789abcdef" {
 		_, _, _, err := svc.Resolve(ctx, bob, string(d), "")
-		if !errors.Is(err, scheduler.ErrInvalid) {
+		if !errors.Is(err, ErrInvalid) {
 			t.Fatalf("image %c: %v, want ErrInvalid", d, err)
 		}
 		if first == nil {
@@ -153,7 +152,7 @@ func TestImagePolicy(t *testing.T) {
 	if err := all.note(ctx, alice, st.Hash); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := all.Resolve(ctx, bob, aliceRef, ""); !errors.Is(err, scheduler.ErrInvalid) {
+	if _, _, _, err := all.Resolve(ctx, bob, aliceRef, ""); !errors.Is(err, ErrInvalid) {
 		t.Errorf("allow-list * opened another's environment: %v", err)
 	}
 	cb.images["reg/other:2"] = ready
@@ -164,7 +163,7 @@ func TestImagePolicy(t *testing.T) {
 	// Without an engine the same policy applies.
 	none := newService(t, db, nil, func(c *Config) { c.EnvRepo = build.LocalRepository + ":x" }, withAllowed(t, "*"))
 	for _, img := range []string{"46d0", aliceRef} {
-		if _, _, _, err := none.Resolve(ctx, bob, img, ""); !errors.Is(err, scheduler.ErrInvalid) {
+		if _, _, _, err := none.Resolve(ctx, bob, img, ""); !errors.Is(err, ErrInvalid) {
 			t.Errorf("no engine, image %s: %v, want refused", img, err)
 		}
 	}
@@ -226,7 +225,7 @@ func TestRegistriesContactedOnlyWhenAllowed(t *testing.T) {
 	svc := newService(t, sqliteStore(t), b)
 
 	// Not allowed: refused, and the registry hears nothing.
-	if _, _, _, err := svc.Resolve(ctx, alice, host+"/x:tag", ""); !errors.Is(err, scheduler.ErrInvalid) {
+	if _, _, _, err := svc.Resolve(ctx, alice, host+"/x:tag", ""); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a registry not allowed: %v, want refused", err)
 	}
 	if n := requests.Load(); n != 0 {
@@ -238,10 +237,10 @@ func TestRegistriesContactedOnlyWhenAllowed(t *testing.T) {
 	var answers []string
 	for _, reg := range []string{host, closed} {
 		_, _, _, err := svc.Resolve(ctx, alice, reg+"/x:tag", "")
-		if !errors.Is(err, scheduler.ErrUnavailable) {
+		if !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("registry %s: %v, want ErrUnavailable", reg, err)
 		}
-		msg := strings.TrimPrefix(err.Error(), scheduler.ErrUnavailable.Error()+": ")
+		msg := strings.TrimPrefix(err.Error(), ErrUnavailable.Error()+": ")
 		if strings.Contains(msg, secret) || strings.Contains(msg, "UNKNOWN") {
 			t.Errorf("the registry's body is in the answer: %s", msg)
 		}
@@ -343,7 +342,7 @@ func TestImageIDsRefusedOnEngine(t *testing.T) {
 			t.Errorf("alice with %q was accepted: an ID is never a reference", img)
 		}
 	}
-	if _, _, _, err := svc.Resolve(ctx, bob, ref, ""); !errors.Is(err, scheduler.ErrInvalid) {
+	if _, _, _, err := svc.Resolve(ctx, bob, ref, ""); !errors.Is(err, ErrInvalid) {
 		t.Errorf("bob with alice's tag: %v", err)
 	}
 	if n := cb.inspects.Load() - before; n != 0 {

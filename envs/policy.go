@@ -10,11 +10,10 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/quota"
-	"github.com/gatewayhq/gateway/scheduler"
 )
 
 var (
@@ -57,11 +56,11 @@ func validName(name string) bool {
 }
 
 // ParsePublished reads images.environments.
-func ParsePublished(entries []map[string]any) ([]api.PublishedEnv, error) {
-	var out []api.PublishedEnv
+func ParsePublished(entries []map[string]any) ([]apitype.PublishedEnv, error) {
+	var out []apitype.PublishedEnv
 	seen := map[string]bool{}
 	for i, e := range entries {
-		var p api.PublishedEnv
+		var p apitype.PublishedEnv
 		for k, v := range e {
 			s, ok := v.(string)
 			if !ok {
@@ -151,14 +150,14 @@ func ParseBases(entries []map[string]any) ([]build.Base, error) {
 func (s *Service) mayRun(ctx context.Context, who quota.Who, raw string) (name.Reference, error) {
 	ref, err := images.ParseUserReference(raw)
 	if errors.Is(err, images.ErrImageID) {
-		return nil, fmt.Errorf("%w: an image ID or a prefix of one is not accepted as an image: name the image by repository and tag (registry/repository:tag)", scheduler.ErrInvalid)
+		return nil, fmt.Errorf("%w: an image ID or a prefix of one is not accepted as an image: name the image by repository and tag (registry/repository:tag)", ErrInvalid)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", scheduler.ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	// The same words for every refusal: they say nothing of whether the
 	// image exists.
-	refused := fmt.Errorf("%w: you may not run that image: name your own environment (--env auto), a published one (gateway env list), or an image that images.allowed_registries allows (ask an admin)", scheduler.ErrInvalid)
+	refused := fmt.Errorf("%w: you may not run that image: name your own environment (--env auto), a published one (gateway env list), or an image that images.allowed_registries allows (ask an admin)", ErrInvalid)
 	published, err := s.published(ctx)
 	if err != nil {
 		return nil, err

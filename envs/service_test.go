@@ -13,12 +13,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/internal/testdb"
 	"github.com/gatewayhq/gateway/quota"
-	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -128,7 +127,7 @@ func newService(t *testing.T, db Store, b Builder, edit ...func(*Config)) *Servi
 	return svc
 }
 
-func withPublished(p ...api.PublishedEnv) func(*Config) {
+func withPublished(p ...apitype.PublishedEnv) func(*Config) {
 	return func(c *Config) { c.Published = p }
 }
 
@@ -155,21 +154,21 @@ func TestServiceTenancyAndErrors(t *testing.T) {
 		if b, err := svc.Logs(ctx, alice, st.Hash); err != nil || string(b) != "log of "+st.Hash {
 			t.Errorf("the asker cannot read her build log: %q %v", b, err)
 		}
-		if _, err := svc.Status(ctx, bob, st.Hash); !errors.Is(err, api.ErrEnvNotFound) {
+		if _, err := svc.Status(ctx, bob, st.Hash); !errors.Is(err, ErrNotFound) {
 			t.Errorf("another user sees the build: %v", err)
 		}
 		if got, err := svc.Status(ctx, alice, st.Hash[:16]); err != nil || got.Hash != st.Hash {
 			t.Errorf("the asker's build by the prefix the CLI shows: %+v, %v", got, err)
 		}
 		for _, prefix := range []string{st.Hash[:7], st.Hash[:16] + "X", "%", st.Hash[:8] + "%"} {
-			if _, err := svc.Logs(ctx, alice, prefix); !errors.Is(err, api.ErrEnvNotFound) {
+			if _, err := svc.Logs(ctx, alice, prefix); !errors.Is(err, ErrNotFound) {
 				t.Errorf("Logs(%q): %v, want not found (too short, or not hex)", prefix, err)
 			}
 		}
-		if _, err := svc.Logs(ctx, bob, st.Hash[:16]); !errors.Is(err, api.ErrEnvNotFound) {
+		if _, err := svc.Logs(ctx, bob, st.Hash[:16]); !errors.Is(err, ErrNotFound) {
 			t.Errorf("another user reads the build log by prefix: %v", err)
 		}
-		if _, err := svc.Logs(ctx, bob, st.Hash); !errors.Is(err, api.ErrEnvNotFound) {
+		if _, err := svc.Logs(ctx, bob, st.Hash); !errors.Is(err, ErrNotFound) {
 			t.Errorf("another user reads the build log: %v", err)
 		}
 		// The message no longer says the gateway forgets: it does not.
@@ -187,13 +186,13 @@ func TestServiceTenancyAndErrors(t *testing.T) {
 		// A build without its code: refused, and nothing is left claimed.
 		withCode := spec
 		withCode.Code = []images.CodePart{{Name: "proj", Digest: images.DigestOf([]byte("zip"))}}
-		if _, err := svc.Ensure(ctx, alice, withCode, nil); !errors.Is(err, api.ErrCodeRequired) {
+		if _, err := svc.Ensure(ctx, alice, withCode, nil); !errors.Is(err, ErrCodeRequired) {
 			t.Errorf("a build without its code: %v, want ErrCodeRequired", err)
 		}
 		if _, err := db.EnvBuild(ctx, mustHashOf(t, withCode)); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("a build that did not start is stored: %v", err)
 		}
-		if _, err := svc.Status(ctx, alice, mustHashOf(t, withCode)); !errors.Is(err, api.ErrEnvNotFound) {
+		if _, err := svc.Status(ctx, alice, mustHashOf(t, withCode)); !errors.Is(err, ErrNotFound) {
 			t.Errorf("the asker of a build that did not start sees it: %v", err)
 		}
 		_, err = svc.Ensure(ctx, alice, withCode, map[string][]byte{"proj": make([]byte, 2<<20)})
@@ -210,22 +209,22 @@ func TestServiceTenancyAndErrors(t *testing.T) {
 		if st, err := svc.Ensure(ctx, alice, found, nil); err != nil || st.State != "ready" || st.Built {
 			t.Errorf("an image that exists: %+v %v", st, err)
 		}
-		if _, err := svc.Logs(ctx, alice, mustHashOf(t, found)); !errors.Is(err, api.ErrEnvNotFound) || !strings.Contains(err.Error(), "nothing was built") {
+		if _, err := svc.Logs(ctx, alice, mustHashOf(t, found)); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "nothing was built") {
 			t.Errorf("log of an image that existed: %v", err)
 		}
 
 		cloud := newService(t, db, fb, func(c *Config) {
 			c.NoBuild = "its ec2 machines pull images from a registry, and images.repository names none"
 		})
-		if _, err := cloud.Ensure(ctx, alice, spec, nil); !errors.Is(err, api.ErrNoBuilder) || !strings.Contains(err.Error(), "images.repository") {
+		if _, err := cloud.Ensure(ctx, alice, spec, nil); !errors.Is(err, ErrNoBuilder) || !strings.Contains(err.Error(), "images.repository") {
 			t.Errorf("a cloud backend without a repository: %v, want ErrNoBuilder naming images.repository", err)
 		}
 
 		none := newService(t, sqliteStore(t), nil)
-		if _, err := none.Ensure(ctx, alice, spec, nil); !errors.Is(err, api.ErrNoBuilder) {
+		if _, err := none.Ensure(ctx, alice, spec, nil); !errors.Is(err, ErrNoBuilder) {
 			t.Errorf("without an engine: %v, want ErrNoBuilder", err)
 		}
-		if _, err := none.Status(ctx, alice, st.Hash); !errors.Is(err, api.ErrEnvNotFound) {
+		if _, err := none.Status(ctx, alice, st.Hash); !errors.Is(err, ErrNotFound) {
 			t.Errorf("status without an engine: %v", err)
 		}
 	})
@@ -245,7 +244,7 @@ func TestServiceResolve(t *testing.T) {
 	team := images.Spec{Python: "3.11", Platform: "linux/amd64", Packages: []images.Package{{Name: "dask", Version: "2024.8.0"}}}
 	fb := newFakeBuilder()
 	fb.images["reg/team:1"], fb.images["reg/other:2"] = team, team
-	svc := newService(t, sqliteStore(t), fb, withPublished(api.PublishedEnv{Name: "team", Image: "reg/team:1"}), withAllowed(t, "reg/*", "down.example/*"))
+	svc := newService(t, sqliteStore(t), fb, withPublished(apitype.PublishedEnv{Name: "team", Image: "reg/team:1"}), withAllowed(t, "reg/*", "down.example/*"))
 	building, err := svc.Ensure(ctx, alice, images.Spec{Python: "3.12", Platform: "linux/amd64"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +290,7 @@ func TestServiceResolve(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ref, contents, known, err := svc.Resolve(ctx, c.who, c.image, c.env)
 			if c.err != "" {
-				if !errors.Is(err, scheduler.ErrInvalid) || !strings.Contains(err.Error(), c.err) {
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.err) {
 					t.Errorf("err %v, want ErrInvalid with %q", err, c.err)
 				}
 				return
@@ -302,7 +301,7 @@ func TestServiceResolve(t *testing.T) {
 		})
 	}
 
-	if _, _, _, err := svc.Resolve(ctx, alice, "down.example/x:1", ""); !errors.Is(err, scheduler.ErrUnavailable) || !strings.Contains(err.Error(), "registry refused the image: 503") || strings.Contains(err.Error(), "html") {
+	if _, _, _, err := svc.Resolve(ctx, alice, "down.example/x:1", ""); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "registry refused the image: 503") || strings.Contains(err.Error(), "html") {
 		t.Errorf("a registry that is down: %v, want ErrUnavailable with the summary only", err)
 	}
 
@@ -429,7 +428,7 @@ func TestPublishedVersionsAreCached(t *testing.T) {
 	team := images.Spec{Python: "3.11", Platform: "linux/amd64", Packages: []images.Package{{Name: "dask", Version: "2024.8.0"}}}
 	cb := &countingBuilder{fakeBuilder: newFakeBuilder()}
 	cb.images["reg/team:1"] = team
-	svc := newService(t, sqliteStore(t), cb, withPublished(api.PublishedEnv{Name: "gone", Image: "reg/gone:1"}, api.PublishedEnv{Name: "team", Image: "reg/team:1"}))
+	svc := newService(t, sqliteStore(t), cb, withPublished(apitype.PublishedEnv{Name: "gone", Image: "reg/gone:1"}, apitype.PublishedEnv{Name: "team", Image: "reg/team:1"}))
 	for range 3 {
 		got, err := svc.Published(ctx)
 		if err != nil || len(got) != 2 || got[1].Versions["dask"] != "2024.8.0" || len(got[0].Versions) != 0 {

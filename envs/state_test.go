@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/internal/testdb"
 	"github.com/gatewayhq/gateway/internal/testutil"
 	"github.com/gatewayhq/gateway/quota"
-	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -58,7 +57,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 			t.Errorf("the log after the restart: %q %v", log, err)
 		}
 		for _, h := range []string{running.Hash, ready.Hash} {
-			if _, err := after.Status(ctx, bob, h); !errors.Is(err, api.ErrEnvNotFound) {
+			if _, err := after.Status(ctx, bob, h); !errors.Is(err, ErrNotFound) {
 				t.Errorf("bob sees %.16s after the restart: %v", h, err)
 			}
 		}
@@ -69,7 +68,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 		if _, _, _, err := after.Resolve(ctx, alice, readyRef, ""); err != nil {
 			t.Errorf("alice's image after the restart: %v", err)
 		}
-		if _, _, _, err := after.Resolve(ctx, bob, readyRef, ""); !errors.Is(err, scheduler.ErrInvalid) {
+		if _, _, _, err := after.Resolve(ctx, bob, readyRef, ""); !errors.Is(err, ErrInvalid) {
 			t.Errorf("bob's run of alice's image after the restart: %v", err)
 		}
 		// Asked for again: built again, on this replica.
@@ -109,13 +108,13 @@ func TestReplicasShareBuilds(t *testing.T) {
 					t.Errorf("%s on %s: %+v %v", who.ID, svc.cfg.ReplicaID, got, err)
 				}
 			}
-			if _, err := svc.Status(ctx, carol, st.Hash); !errors.Is(err, api.ErrEnvNotFound) {
+			if _, err := svc.Status(ctx, carol, st.Hash); !errors.Is(err, ErrNotFound) {
 				t.Errorf("carol on %s: %v", svc.cfg.ReplicaID, err)
 			}
-			if _, err := svc.Logs(ctx, carol, st.Hash); !errors.Is(err, api.ErrEnvNotFound) {
+			if _, err := svc.Logs(ctx, carol, st.Hash); !errors.Is(err, ErrNotFound) {
 				t.Errorf("carol's log on %s: %v", svc.cfg.ReplicaID, err)
 			}
-			if _, _, _, err := svc.Resolve(ctx, carol, "", st.Hash); !errors.Is(err, scheduler.ErrInvalid) {
+			if _, _, _, err := svc.Resolve(ctx, carol, "", st.Hash); !errors.Is(err, ErrInvalid) {
 				t.Errorf("carol runs it on %s: %v", svc.cfg.ReplicaID, err)
 			}
 		}
@@ -135,7 +134,7 @@ func TestReplicasShareBuilds(t *testing.T) {
 		if _, _, _, err := b.Resolve(ctx, alice, st.Image, ""); err != nil {
 			t.Errorf("alice's image on replica b: %v", err)
 		}
-		if _, _, _, err := b.Resolve(ctx, carol, st.Image, ""); !errors.Is(err, scheduler.ErrInvalid) {
+		if _, _, _, err := b.Resolve(ctx, carol, st.Image, ""); !errors.Is(err, ErrInvalid) {
 			t.Errorf("carol runs the image on replica b: %v", err)
 		}
 	})
@@ -171,7 +170,7 @@ func TestStaleBuildTakenOver(t *testing.T) {
 		if err != nil || got.State != "failed" || !strings.Contains(got.Error, "the gateway building it stopped; ask again") {
 			t.Fatalf("a silent replica's build: %+v %v", got, err)
 		}
-		if _, _, _, err := b.Resolve(ctx, alice, "", st.Hash); !errors.Is(err, scheduler.ErrInvalid) || !strings.Contains(err.Error(), "is failed") {
+		if _, _, _, err := b.Resolve(ctx, alice, "", st.Hash); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "is failed") {
 			t.Errorf("run a silent replica's build: %v", err)
 		}
 		got2, err := b.Ensure(ctx, bob, spec, nil)
@@ -196,7 +195,7 @@ func TestPublish(t *testing.T) {
 		spec := images.Spec{Python: "3.11", Platform: "linux/amd64", Packages: []images.Package{{Name: "dask", Version: "2024.8.0"}}}
 		other := images.Spec{Python: "3.12", Platform: "linux/amd64"}
 		fa, fb := newFakeBuilder(), newFakeBuilder()
-		cfgPub := withPublished(api.PublishedEnv{Name: "base", Image: "reg/base:1"})
+		cfgPub := withPublished(apitype.PublishedEnv{Name: "base", Image: "reg/base:1"})
 		a := newService(t, openStore(t, url), fa, cfgPub, func(c *Config) { c.ReplicaID = "r-a" })
 		b := newService(t, openStore(t, url), fb, cfgPub, func(c *Config) { c.ReplicaID = "r-b" })
 		st, err := a.Ensure(ctx, alice, spec, nil)
@@ -212,39 +211,39 @@ func TestPublish(t *testing.T) {
 		errCases := []struct {
 			name string
 			env  string
-			req  api.PublishEnvRequest
+			req  apitype.PublishEnvRequest
 			want error
 			msg  string
 		}{
-			{"not ready", "team", api.PublishEnvRequest{Env: building.Hash}, api.ErrEnvConflict, "is building, not ready"},
-			{"a bad name", "a/b", api.PublishEnvRequest{Image: "reg/x:1"}, api.ErrEnvInvalid, "no spaces"},
-			{"a hash as a name", st.Hash, api.PublishEnvRequest{Image: "reg/x:1"}, api.ErrEnvInvalid, "not a name"},
-			{"neither", "team", api.PublishEnvRequest{}, api.ErrEnvInvalid, "not both"},
-			{"both", "team", api.PublishEnvRequest{Image: "reg/x:1", Env: st.Hash}, api.ErrEnvInvalid, "not both"},
-			{"the config's name", "base", api.PublishEnvRequest{Image: "reg/x:1"}, api.ErrEnvConflict, "images.environments"},
-			{"an unknown hash", "team", api.PublishEnvRequest{Env: strings.Repeat("0", 64)}, api.ErrEnvNotFound, "no build"},
-			{"a short prefix", "team", api.PublishEnvRequest{Env: st.Hash[:7]}, api.ErrEnvInvalid, "not an environment hash"},
-			{"not hex", "team", api.PublishEnvRequest{Env: "zzzzzzzzzz"}, api.ErrEnvInvalid, "not an environment hash"},
-			{"an image ID", "team", api.PublishEnvRequest{Image: "46d0"}, api.ErrEnvInvalid, "image ID"},
+			{"not ready", "team", apitype.PublishEnvRequest{Env: building.Hash}, ErrConflict, "is building, not ready"},
+			{"a bad name", "a/b", apitype.PublishEnvRequest{Image: "reg/x:1"}, ErrInvalid, "no spaces"},
+			{"a hash as a name", st.Hash, apitype.PublishEnvRequest{Image: "reg/x:1"}, ErrInvalid, "not a name"},
+			{"neither", "team", apitype.PublishEnvRequest{}, ErrInvalid, "not both"},
+			{"both", "team", apitype.PublishEnvRequest{Image: "reg/x:1", Env: st.Hash}, ErrInvalid, "not both"},
+			{"the config's name", "base", apitype.PublishEnvRequest{Image: "reg/x:1"}, ErrConflict, "images.environments"},
+			{"an unknown hash", "team", apitype.PublishEnvRequest{Env: strings.Repeat("0", 64)}, ErrNotFound, "no build"},
+			{"a short prefix", "team", apitype.PublishEnvRequest{Env: st.Hash[:7]}, ErrInvalid, "not an environment hash"},
+			{"not hex", "team", apitype.PublishEnvRequest{Env: "zzzzzzzzzz"}, ErrInvalid, "not an environment hash"},
+			{"an image ID", "team", apitype.PublishEnvRequest{Image: "46d0"}, ErrInvalid, "image ID"},
 		}
 		for _, c := range errCases {
 			if _, err := a.Publish(ctx, root, c.env, c.req); !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
 				t.Errorf("%s: %v, want %v with %q", c.name, err, c.want, c.msg)
 			}
 		}
-		if _, _, _, err := b.Resolve(ctx, bob, "", "team"); !errors.Is(err, scheduler.ErrInvalid) {
+		if _, _, _, err := b.Resolve(ctx, bob, "", "team"); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("a name not published yet: %v", err)
 		}
 
 		a.Updated(build.Status{Hash: st.Hash, Ref: st.Image, State: build.StateReady, Built: true, Contents: spec})
-		p, err := a.Publish(ctx, root, "team", api.PublishEnvRequest{Env: st.Hash[:10], Description: "the team's"})
+		p, err := a.Publish(ctx, root, "team", apitype.PublishEnvRequest{Env: st.Hash[:10], Description: "the team's"})
 		if err != nil || p.Image != st.Image {
 			t.Fatalf("publish by prefix: %+v %v", p, err)
 		}
-		if _, err := b.Publish(ctx, root, "team", api.PublishEnvRequest{Image: "reg/x:1"}); !errors.Is(err, api.ErrEnvConflict) || !strings.Contains(err.Error(), "unpublish it first") {
+		if _, err := b.Publish(ctx, root, "team", apitype.PublishEnvRequest{Image: "reg/x:1"}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "unpublish it first") {
 			t.Errorf("a name taken on the other replica: %v", err)
 		}
-		if _, err := b.Publish(ctx, root, "tools", api.PublishEnvRequest{Image: "ghcr.io/myorg/tools:1"}); err != nil {
+		if _, err := b.Publish(ctx, root, "tools", apitype.PublishEnvRequest{Image: "ghcr.io/myorg/tools:1"}); err != nil {
 			t.Fatal(err)
 		}
 		list, err := b.Published(ctx)
@@ -264,20 +263,20 @@ func TestPublish(t *testing.T) {
 			}
 		}
 		// Publishing opens the image, not the build's status or log.
-		if _, err := b.Status(ctx, carol, st.Hash); !errors.Is(err, api.ErrEnvNotFound) {
+		if _, err := b.Status(ctx, carol, st.Hash); !errors.Is(err, ErrNotFound) {
 			t.Errorf("carol sees the published build's status: %v", err)
 		}
 
 		if err := b.Unpublish(ctx, root, "team"); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.Unpublish(ctx, root, "team"); !errors.Is(err, api.ErrEnvNotFound) {
+		if err := a.Unpublish(ctx, root, "team"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("unpublish twice: %v", err)
 		}
-		if err := a.Unpublish(ctx, root, "base"); !errors.Is(err, api.ErrEnvConflict) {
+		if err := a.Unpublish(ctx, root, "base"); !errors.Is(err, ErrConflict) {
 			t.Errorf("unpublish the config's: %v", err)
 		}
-		if _, err := a.mayRun(ctx, carol, st.Image); !errors.Is(err, scheduler.ErrInvalid) {
+		if _, err := a.mayRun(ctx, carol, st.Image); !errors.Is(err, ErrInvalid) {
 			t.Errorf("carol runs team's image after unpublish: %v", err)
 		}
 		if _, err := a.mayRun(ctx, alice, st.Image); err != nil {
@@ -336,16 +335,16 @@ func TestStoreUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	if _, err := svc.Status(ctx, alice, st.Hash); err == nil || errors.Is(err, api.ErrEnvNotFound) {
+	if _, err := svc.Status(ctx, alice, st.Hash); err == nil || errors.Is(err, ErrNotFound) {
 		t.Errorf("Status with the store down: %v", err)
 	}
 	if _, err := svc.Ensure(ctx, alice, images.Spec{Python: "3.12", Platform: "linux/amd64"}, nil); err == nil {
 		t.Error("Ensure with the store down")
 	}
-	if _, _, _, err := svc.Resolve(ctx, alice, st.Image, ""); err == nil || errors.Is(err, scheduler.ErrInvalid) {
+	if _, _, _, err := svc.Resolve(ctx, alice, st.Image, ""); err == nil || errors.Is(err, ErrInvalid) {
 		t.Errorf("Resolve with the store down: %v", err)
 	}
-	if _, err := svc.Publish(ctx, store.Actor{Name: "root"}, "x", api.PublishEnvRequest{Image: "reg/x:1"}); err == nil {
+	if _, err := svc.Publish(ctx, store.Actor{Name: "root"}, "x", apitype.PublishEnvRequest{Image: "reg/x:1"}); err == nil {
 		t.Error("Publish with the store down")
 	}
 }

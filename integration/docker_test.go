@@ -18,7 +18,7 @@ import (
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/testdocker"
 )
@@ -233,7 +233,7 @@ func waitRunning(t *testing.T, e *env, name string, workers int) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		var s struct {
-			Cluster api.ClusterDetail `json:"cluster"`
+			Cluster apitype.ClusterDetail `json:"cluster"`
 		}
 		e.gwJSON(&s, "show", name)
 		d := s.Cluster

@@ -30,7 +30,7 @@ const DashboardPrefix = "/clusters/"
 // server, for the cluster's owner only. Schedulers are started with this
 // prefix, so paths pass through unchanged and links in their pages resolve.
 // An https dashboard must present the cluster's own certificate
-// (routes.MemberTLS); each cluster has its own connection pool, dropped
+// (pki.MemberTLS); each cluster has its own connection pool, dropped
 // when its route goes away.
 type Dashboard struct {
 	lookup func(string) (routes.Route, bool)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/internal/quietnet"
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
@@ -140,7 +141,7 @@ func (f *forwarder) put(cluster string, c *backendConn) {
 }
 
 // dial opens a connection to rt's dashboard; an https one must present
-// the cluster's certificate (routes.MemberTLS).
+// the cluster's certificate (pki.MemberTLS).
 func (f *forwarder) dial(ctx context.Context, rt routes.Route) (*backendConn, error) {
 	u := rt.Dashboard
 	addr := u.Host
@@ -158,7 +159,7 @@ func (f *forwarder) dial(ctx context.Context, rt routes.Route) (*backendConn, er
 	raw = quietnet.Wrap(raw)
 	conn := raw
 	if u.Scheme == "https" {
-		cfg, err := routes.MemberTLS(rt.ClusterCert)
+		cfg, err := pki.MemberTLS(rt.ClusterCert)
 		if err != nil {
 			raw.Close()
 			return nil, err

@@ -16,8 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/internal/quietnet"
-	"github.com/gatewayhq/gateway/proxy/routes"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -30,7 +30,7 @@ import (
 // scans. Here an idle connection is a file descriptor and a few words.
 //
 // A cluster's connection is verified against that cluster's own
-// certificate (routes.MemberTLS) and used for no other cluster.
+// certificate (pki.MemberTLS) and used for no other cluster.
 type countsPool struct {
 	now func() time.Time
 
@@ -193,7 +193,7 @@ func newCountsEntry(cl *store.Cluster) *countsEntry {
 		port = orDefault(port, "80")
 	case "https":
 		port = orDefault(port, "443")
-		if e.tls, err = routes.MemberTLS(cl.TLSCert); err != nil {
+		if e.tls, err = pki.MemberTLS(cl.TLSCert); err != nil {
 			e.err = fmt.Errorf("counts: %w", err)
 			return e
 		}

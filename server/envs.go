@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/envs"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/images/conda"
@@ -17,7 +18,16 @@ import (
 	"github.com/gatewayhq/gateway/providers/ec2"
 	"github.com/gatewayhq/gateway/providers/fargate"
 	"github.com/gatewayhq/gateway/providers/gce"
+	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
+)
+
+// The environment service is what the API's environment and admin routes
+// and the core's resolution of software options use.
+var (
+	_ api.Envs              = (*envs.Service)(nil)
+	_ api.EnvPublisher      = (*envs.Service)(nil)
+	_ scheduler.EnvResolver = (*envs.Service)(nil)
 )
 
 // defaultImage is the configured backend's image for clusters that name

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/bench/schedspec"
 	"github.com/gatewayhq/gateway/store"
@@ -26,7 +25,7 @@ type Store interface {
 	ClaimDueSchedules(ctx context.Context, now time.Time, holder string, lease time.Duration) ([]*store.BenchSchedule, error)
 	RenewBenchScheduleLease(ctx context.Context, id, holder string, now time.Time, lease time.Duration) (bool, error)
 	CompleteBenchSchedule(ctx context.Context, id, holder string, lastRun time.Time, runID, errMsg string, nextRun time.Time) (bool, error)
-	api.BenchHistorySource
+	bench.HistorySource
 }
 
 // RunFunc runs one firing of a schedule and returns the run it recorded
@@ -176,7 +175,7 @@ func (s *Scheduler) check(ctx context.Context, sch *store.BenchSchedule, runID s
 		if env == "" {
 			env = e.Name
 		}
-		res, err := api.BenchCheck(ctx, s.Store, sch.Owner, env, window, threshold)
+		res, err := bench.Check(ctx, s.Store, sch.Owner, env, window, threshold)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("checking %s: %w", e.Name, err))
 			continue

@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/client"
 	"github.com/gatewayhq/gateway/quota"
 )
@@ -313,7 +313,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // entryOrigin says whether a limit of e came from the configuration file
 // or the admin API. max_gpus_by_type.<type> is looked up per type: the
 // server's sources name the whole map only.
-func entryOrigin(e api.QuotaEntryJSON, row string) string {
+func entryOrigin(e apitype.QuotaEntryJSON, row string) string {
 	if typ, ok := strings.CutPrefix(row, gpuTypes+"."); ok {
 		if e.Stored != nil {
 			if _, ok := e.Stored.MaxGPUsByType[typ]; ok {
@@ -336,7 +336,7 @@ func entryOrigin(e api.QuotaEntryJSON, row string) string {
 func newTabWriter(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
 // printQuotaList writes every entry, one row per limit.
-func printQuotaList(w io.Writer, entries []api.QuotaEntryJSON) error {
+func printQuotaList(w io.Writer, entries []apitype.QuotaEntryJSON) error {
 	if len(entries) == 0 {
 		fmt.Fprintln(w, "No quota entries: nobody has limits beyond the gateway's cluster.* settings.")
 		fmt.Fprintln(w, "Set one with: gateway admin quota set default --max-clusters 2")
@@ -357,7 +357,7 @@ func printQuotaList(w io.Writer, entries []api.QuotaEntryJSON) error {
 }
 
 // printEntry writes one subject's entry.
-func printEntry(w io.Writer, e api.QuotaEntryJSON) error {
+func printEntry(w io.Writer, e apitype.QuotaEntryJSON) error {
 	fmt.Fprintf(w, "Subject:  %s\n", e.Subject)
 	if e.UpdatedAt != nil {
 		by := e.UpdatedBy
@@ -616,7 +616,7 @@ the configuration file are changed in the file.`,
 
 // --- clusters ------------------------------------------------------------
 
-func printAdminClusters(w io.Writer, list []api.ClusterDetail) error {
+func printAdminClusters(w io.Writer, list []apitype.ClusterDetail) error {
 	if len(list) == 0 {
 		fmt.Fprintln(w, "No clusters")
 		return nil
@@ -657,7 +657,7 @@ func newAdminClustersCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if list == nil {
-				list = []api.ClusterDetail{}
+				list = []apitype.ClusterDetail{}
 			}
 			sort.SliceStable(list, func(i, j int) bool { return list[i].CreatedAt.After(list[j].CreatedAt) })
 			if f == "json" {
@@ -715,7 +715,7 @@ func window(since, until time.Time) string {
 }
 
 // printUsageReport writes an admin usage report as a table with a total.
-func printUsageReport(w io.Writer, rep *api.UsageReport) error {
+func printUsageReport(w io.Writer, rep *apitype.UsageReport) error {
 	fmt.Fprintf(w, "Usage from %s, by %s\n\n", window(rep.Since, rep.Until), rep.By)
 	if len(rep.Rows) == 0 {
 		fmt.Fprintln(w, "No use in this window")
@@ -728,7 +728,7 @@ func printUsageReport(w io.Writer, rep *api.UsageReport) error {
 	} else {
 		fmt.Fprintln(tw, "USER\tCLUSTERS\tVCPU-H\tGIB-H\tGPU-H\tGPU-H BY TYPE\tEST. COST")
 	}
-	var total api.UsageRow
+	var total apitype.UsageRow
 	total.GPUHoursByType = map[string]float64{}
 	running := false
 	for _, r := range rep.Rows {
@@ -862,7 +862,7 @@ func change(before, after json.RawMessage) string {
 	return strings.Join(parts, ", ")
 }
 
-func printAudit(w io.Writer, entries []api.AuditJSON) error {
+func printAudit(w io.Writer, entries []apitype.AuditJSON) error {
 	if len(entries) == 0 {
 		fmt.Fprintln(w, "No audit entries")
 		return nil
@@ -900,7 +900,7 @@ user:ann, group:gpu or default, or cluster:NAME.`,
 				return err
 			}
 			if entries == nil {
-				entries = []api.AuditJSON{}
+				entries = []apitype.AuditJSON{}
 			}
 			if format == "json" {
 				return printJSON(cmd.OutOrStdout(), entries)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/client"
 	"github.com/gatewayhq/gateway/quota"
 )
@@ -112,7 +112,7 @@ func amount(v float64) *quota.Amount { a := quota.Amount(v); return &a }
 
 func TestPrintQuotaList(t *testing.T) {
 	dur := quota.Duration(8 * time.Hour)
-	entries := []api.QuotaEntryJSON{
+	entries := []apitype.QuotaEntryJSON{
 		{Subject: "default", Limits: quota.Limits{MaxClusters: amount(1), MaxLifetime: &dur}, Sources: map[string]string{"max_clusters": "config", "max_lifetime": "api"}},
 		{
 			Subject: "group:org/team",
@@ -152,7 +152,7 @@ user:empty      -                      -          -
 func TestPrintQuotaDetail(t *testing.T) {
 	at := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
 	d := &client.QuotaDetail{
-		Entry: api.QuotaEntryJSON{Subject: "user:ann", Limits: quota.Limits{MaxVCPUs: amount(8)}, Sources: map[string]string{"max_vcpus": "api"},
+		Entry: apitype.QuotaEntryJSON{Subject: "user:ann", Limits: quota.Limits{MaxVCPUs: amount(8)}, Sources: map[string]string{"max_vcpus": "api"},
 			UpdatedAt: &at, UpdatedBy: "root"},
 		Effective: &quota.Effective{
 			Limits: quota.Limits{MaxClusters: amount(2), MaxVCPUs: amount(8), AllowedProviders: []string{"ec2", "local"},
@@ -197,7 +197,7 @@ max_gpus_by_type.a100    1          group:b (api)
 
 	// A group has no effective limits of its own.
 	b.Reset()
-	if err := printQuotaDetail(&b, &client.QuotaDetail{Entry: api.QuotaEntryJSON{Subject: "group:x"}}); err != nil {
+	if err := printQuotaDetail(&b, &client.QuotaDetail{Entry: apitype.QuotaEntryJSON{Subject: "group:x"}}); err != nil {
 		t.Fatal(err)
 	}
 	if want := "Subject:  group:x\nLimits:   none set for group:x\n"; b.String() != want {
@@ -206,12 +206,12 @@ max_gpus_by_type.a100    1          group:b (api)
 }
 
 func TestPrintAdminClusters(t *testing.T) {
-	var a, b api.ClusterDetail
+	var a, b apitype.ClusterDetail
 	a.Name, a.OwnerName, a.Owner, a.State, a.Provider, a.CreatedAt = "c1", "ann", "id-ann", "RUNNING", "local", time.Now().Add(-3*time.Hour)
 	a.Workers.Ready, a.Workers.Requested = 1, 2
 	b.Name, b.Owner, b.State, b.CreatedAt = "c2", "id-bob", "PENDING", time.Now().Add(-90*time.Second)
 	var out bytes.Buffer
-	if err := printAdminClusters(&out, []api.ClusterDetail{a, b}); err != nil {
+	if err := printAdminClusters(&out, []apitype.ClusterDetail{a, b}); err != nil {
 		t.Fatal(err)
 	}
 	want := `NAME  OWNER   STATUS   WORKERS  PROVIDER  AGE
@@ -225,12 +225,12 @@ c2    id-bob  PENDING  0/0      -         1m
 
 func TestPrintUsageReport(t *testing.T) {
 	since, until := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 15, 10, 30, 0, 0, time.UTC)
-	rows := []api.UsageRow{
+	rows := []apitype.UsageRow{
 		{User: "ann", Clusters: 2, VCPUHours: 10, MemoryGiBHours: 40.126, GPUHours: 3, GPUHoursByType: map[string]float64{"t4": 2, "a100": 1}, CostUSD: 12.346},
 		{User: "bob", Clusters: 1, Running: true, VCPUHours: 0.5, MemoryGiBHours: 1, GPUHoursByType: map[string]float64{}},
 	}
 	var b bytes.Buffer
-	if err := printUsageReport(&b, &api.UsageReport{Since: since, Until: until, By: "user", Rows: rows}); err != nil {
+	if err := printUsageReport(&b, &apitype.UsageReport{Since: since, Until: until, By: "user", Rows: rows}); err != nil {
 		t.Fatal(err)
 	}
 	want := `Usage from 2026-12-01 00:00 UTC to 2026-12-15 10:30 UTC, by user
@@ -248,7 +248,7 @@ TOTAL  3         10.50   41.13  3.00   a100=1.00 t4=2.00  $12.35
 
 	rows[0].Cluster, rows[1].Cluster = "c1", "c2"
 	b.Reset()
-	if err := printUsageReport(&b, &api.UsageReport{Since: since, Until: until, By: "cluster", Rows: rows[:1]}); err != nil {
+	if err := printUsageReport(&b, &apitype.UsageReport{Since: since, Until: until, By: "cluster", Rows: rows[:1]}); err != nil {
 		t.Fatal(err)
 	}
 	want = `Usage from 2026-12-01 00:00 UTC to 2026-12-15 10:30 UTC, by cluster
@@ -281,7 +281,7 @@ func TestChange(t *testing.T) {
 func TestPrintAudit(t *testing.T) {
 	at := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
 	var b bytes.Buffer
-	err := printAudit(&b, []api.AuditJSON{
+	err := printAudit(&b, []apitype.AuditJSON{
 		{ID: 2, At: at, Actor: "root", Action: "quota.unset", Target: "user:ann", Before: json.RawMessage(`{"max_vcpus":8}`), After: json.RawMessage(`null`)},
 		{ID: 1, At: at, Actor: "root", Action: "quota.set", Target: "user:ann", Before: json.RawMessage(`null`), After: json.RawMessage(`{"max_vcpus":8}`)},
 	})
@@ -386,7 +386,7 @@ func TestAdminQuotaCommands(t *testing.T) {
 		t.Errorf("audit:\n%s", out)
 	}
 	out = tg.mustRun(t, "root", "admin", "audit", "--limit", "1", "-o", "json")
-	var entries []api.AuditJSON
+	var entries []apitype.AuditJSON
 	if err := json.Unmarshal([]byte(out), &entries); err != nil || len(entries) != 1 || entries[0].Action != "quota.unset" {
 		t.Errorf("audit -o json: %v %+v", err, entries)
 	}
@@ -444,7 +444,7 @@ c1    ann     RUNNING  1/2      local     2h
 		t.Errorf("after stop:\n%s", out)
 	}
 	out = tg.mustRun(t, "root", "admin", "clusters", "--all", "-o", "json")
-	var list []api.ClusterDetail
+	var list []apitype.ClusterDetail
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 2 || list[1].State != "STOPPING" || list[1].OwnerName != "ann" {
 		t.Errorf("clusters -o json: %v %+v", err, list)
 	}
@@ -473,7 +473,7 @@ func TestAdminUsage(t *testing.T) {
 		t.Errorf("usage -o csv:\n%s", out)
 	}
 	out = tg.mustRun(t, "root", "admin", "usage", "--output", "json")
-	var rep api.UsageReport
+	var rep apitype.UsageReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.By != "user" || len(rep.Rows) != 2 {
 		t.Errorf("usage -o json: %v %+v", err, rep)
 	}

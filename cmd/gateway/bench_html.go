@@ -10,7 +10,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/stats"
 )
 
@@ -172,7 +172,7 @@ func barChart(t *htmlTest) {
 
 // historyChart draws one line per environment: the median of each run's
 // successful samples, by the run's start.
-func historyChart(t *htmlTest, pts []api.BenchPointJSON) {
+func historyChart(t *htmlTest, pts []apitype.BenchPointJSON) {
 	type key struct{ env, run string }
 	vals := map[key][]float64{}
 	starts := map[key]time.Time{}
@@ -254,7 +254,7 @@ func historyChart(t *htmlTest, pts []api.BenchPointJSON) {
 	}
 }
 
-func writeHTMLReport(path string, rep benchReportJSON, history map[string][]api.BenchPointJSON) error {
+func writeHTMLReport(path string, rep benchReportJSON, history map[string][]apitype.BenchPointJSON) error {
 	r := htmlReport{benchReportJSON: rep, Generated: time.Now().UTC().Format(time.RFC3339), Shape: string(rep.Run.Shape),
 		Options: string(rep.Run.Options), Rule: verdictRule}
 	for i, t := range rep.Tests {

@@ -14,7 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/client"
 	"github.com/gatewayhq/gateway/stats"
 )
@@ -45,7 +46,7 @@ results; admins see everyone's (--owner to pick one user).
 			}
 			q := client.BenchHistoryQuery{Owner: owner, Test: args[0], Env: env, Limit: limit}
 			if since != "" {
-				d, err := api.ParseWindow(since)
+				d, err := bench.ParseWindow(since)
 				if err != nil {
 					return fmt.Errorf("--since: %w", err)
 				}
@@ -89,7 +90,7 @@ func onEnv(env string) string {
 	return " on " + env
 }
 
-func envLabel(p api.BenchPointJSON) string {
+func envLabel(p apitype.BenchPointJSON) string {
 	name := p.EnvName
 	if name == "" && len(p.EnvHash) >= 12 {
 		name = p.EnvHash[:12]
@@ -97,7 +98,7 @@ func envLabel(p api.BenchPointJSON) string {
 	return name + " (" + p.Env + ")"
 }
 
-func writeHistoryCSV(w io.Writer, pts []api.BenchPointJSON) error {
+func writeHistoryCSV(w io.Writer, pts []apitype.BenchPointJSON) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"run_started_at", "run_id", "owner", "suite", "test", "env", "env_name", "env_hash", "repeat", "status",
 		"wall_seconds", "peak_managed", "peak_unmanaged", "avg_managed", "avg_unmanaged", "spilled", "transferred", "cpu_seconds", "at", "error"})
@@ -164,12 +165,12 @@ type benchTestReport struct {
 
 // benchReportJSON is gateway bench report -o json.
 type benchReportJSON struct {
-	Run       api.BenchRunJSON  `json:"run"`
-	Baseline  string            `json:"baseline"`  // the label compared against: A
-	Candidate string            `json:"candidate"` // B, or A2 for an A/A-only run, or ""
-	Threshold float64           `json:"threshold"`
-	Alpha     float64           `json:"alpha"`
-	Tests     []benchTestReport `json:"tests"`
+	Run       apitype.BenchRunJSON `json:"run"`
+	Baseline  string               `json:"baseline"`  // the label compared against: A
+	Candidate string               `json:"candidate"` // B, or A2 for an A/A-only run, or ""
+	Threshold float64              `json:"threshold"`
+	Alpha     float64              `json:"alpha"`
+	Tests     []benchTestReport    `json:"tests"`
 }
 
 func ptr(v float64) *float64 {
@@ -192,7 +193,7 @@ func describe(d stats.Described) *describedJSON {
 
 // buildReport compares a run's environments test by test: A against B,
 // with A2 as the A/A set; a run of A and A2 only compares A with A2.
-func buildReport(run api.BenchRunJSON, threshold float64) benchReportJSON {
+func buildReport(run apitype.BenchRunJSON, threshold float64) benchReportJSON {
 	has := map[string]bool{}
 	for _, e := range run.Envs {
 		has[e.Label] = true
@@ -390,7 +391,7 @@ view it) with bars and error bars per test and each test's history.`,
 			}
 			th := 0.10
 			if threshold != "" {
-				if th, err = api.ParseThreshold(threshold); err != nil {
+				if th, err = bench.ParseThreshold(threshold); err != nil {
 					return fmt.Errorf("--threshold: %w", err)
 				}
 			}
@@ -400,7 +401,7 @@ view it) with bars and error bars per test and each test's history.`,
 			}
 			rep := buildReport(run, th)
 			if htmlFile != "" {
-				hist := map[string][]api.BenchPointJSON{}
+				hist := map[string][]apitype.BenchPointJSON{}
 				for _, t := range rep.Tests {
 					pts, err := c.BenchHistory(cmd.Context(), client.BenchHistoryQuery{Owner: run.Owner, Test: t.Test, Limit: 5000})
 					if err != nil {
@@ -453,10 +454,10 @@ there are any, so that cron or CI can act on it:
 				return err
 			}
 			// Checked here too, so that a bad value is named by its flag.
-			if _, err := api.ParseWindow(window); err != nil {
+			if _, err := bench.ParseWindow(window); err != nil {
 				return fmt.Errorf("--window: %w", err)
 			}
-			if _, err := api.ParseThreshold(threshold); err != nil {
+			if _, err := bench.ParseThreshold(threshold); err != nil {
 				return fmt.Errorf("--threshold: %w", err)
 			}
 			res, err := c.BenchCheckAs(cmd.Context(), owner, env, window, threshold)
@@ -489,7 +490,7 @@ there are any, so that cron or CI can act on it:
 	return c
 }
 
-func printCheck(w io.Writer, res api.BenchCheckJSON) error {
+func printCheck(w io.Writer, res apitype.BenchCheckJSON) error {
 	if len(res.Findings) == 0 {
 		fmt.Fprintf(w, "no results on %s to check\n", res.Env)
 		return nil

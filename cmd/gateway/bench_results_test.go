@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -205,7 +206,7 @@ func TestBenchHistoryCLI(t *testing.T) {
 	if len(rows) != 7 || rows[0][0] != "run_started_at" || rows[1][5] != "B" || rows[1][6] != "candidate" || rows[1][9] != "ok" {
 		t.Errorf("csv: %v", rows)
 	}
-	var pts []api.BenchPointJSON
+	var pts []apitype.BenchPointJSON
 	if err := json.Unmarshal([]byte(tg.mustRun(t, "ann", "bench", "history", "bench_slow", "--env", "aaaaaaaa", "-o", "json")), &pts); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/bench/schedspec"
 	"github.com/gatewayhq/gateway/client"
@@ -573,11 +573,11 @@ run by their hash. Cron times are UTC.
 			if _, err := schedspec.Next(cronExpr, time.Now()); err != nil {
 				return err
 			}
-			win, err := api.ParseWindow(window)
+			win, err := bench.ParseWindow(window)
 			if err != nil {
 				return fmt.Errorf("--window: %w", err)
 			}
-			thr, err := api.ParseThreshold(threshold)
+			thr, err := bench.ParseThreshold(threshold)
 			if err != nil {
 				return fmt.Errorf("--threshold: %w", err)
 			}
@@ -614,7 +614,7 @@ run by their hash. Cron times are UTC.
 				}
 				opts.Envs = append(opts.Envs, schedspec.Env{Label: e.Label, Name: e.Name, Hash: e.Hash, Options: e.Options, Versions: e.Versions})
 			}
-			s, err := c.CreateBenchSchedule(ctx, api.BenchScheduleRequest{Suite: filepath.Base(suite), Archive: archive, Cron: cronExpr, Options: opts})
+			s, err := c.CreateBenchSchedule(ctx, apitype.BenchScheduleRequest{Suite: filepath.Base(suite), Archive: archive, Cron: cronExpr, Options: opts})
 			if err != nil {
 				return err
 			}

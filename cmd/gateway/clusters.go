@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/client"
 )
 
@@ -60,7 +60,7 @@ client = Client(%[1]q, security=security)
 
 // connection writes the cluster's credentials to the CLI's directory and
 // returns how to connect.
-func connection(d *api.ClusterDetail) (connectInfo, error) {
+func connection(d *apitype.ClusterDetail) (connectInfo, error) {
 	ci := connectInfo{Name: d.Name, Status: d.State, Phase: d.Phase, Workers: d.Workers.Ready,
 		SchedulerAddress: d.SchedulerAddress, ServerName: d.ServerName, GatewayAddress: d.GatewayAddress, DashboardURL: d.DashboardURL,
 		DashboardProblem: d.DashboardProblem}
@@ -215,7 +215,7 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 
 // waitReady polls the cluster until it runs with the wanted workers,
 // printing each phase as it changes.
-func waitReady(ctx context.Context, c *client.Client, name string, workers int, timeout time.Duration, progress io.Writer, start time.Time) (*api.ClusterDetail, error) {
+func waitReady(ctx context.Context, c *client.Client, name string, workers int, timeout time.Duration, progress io.Writer, start time.Time) (*apitype.ClusterDetail, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := ""
@@ -296,7 +296,7 @@ func newListCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			list := make([]api.ClusterDetail, 0, len(m))
+			list := make([]apitype.ClusterDetail, 0, len(m))
 			for _, d := range m {
 				list = append(list, d)
 			}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 )
 
 func newEnvStatusCmd(g *globals) *cobra.Command {
@@ -58,7 +58,7 @@ func newAdminEnvCmd(g *globals) *cobra.Command {
 }
 
 func newAdminEnvPublishCmd(g *globals) *cobra.Command {
-	var req api.PublishEnvRequest
+	var req apitype.PublishEnvRequest
 	cmd := &cobra.Command{
 		Use:   "publish NAME (--env HASH | --image REF)",
 		Short: "Publish a built environment (its image) or an image under NAME: every user may run it (gateway new-cluster --env NAME)",

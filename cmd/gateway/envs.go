@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/client"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/capture"
@@ -119,7 +119,7 @@ func (s *softwareFlags) options(ctx context.Context, cmd *cobra.Command, c *clie
 	}
 	st, err := buildEnv(ctx, c, env, s.buildTimeout, progress)
 	var ae *client.APIError
-	if !explicit && errors.As(err, &ae) && ae.Code == "no_builder" {
+	if !explicit && errors.As(err, &ae) && ae.Code == apitype.CodeNoBuilder {
 		fmt.Fprintf(progress, "Running the gateway's default image, unchecked: %s\n", ae.Error())
 		return opts, nil
 	}
@@ -133,22 +133,22 @@ func (s *softwareFlags) options(ctx context.Context, cmd *cobra.Command, c *clie
 
 // buildEnv asks the gateway for the environment's image and follows its
 // build, if one is needed, until it is ready.
-func buildEnv(ctx context.Context, c *client.Client, env capture.Env, timeout time.Duration, progress io.Writer) (api.EnvStatus, error) {
+func buildEnv(ctx context.Context, c *client.Client, env capture.Env, timeout time.Duration, progress io.Writer) (apitype.EnvStatus, error) {
 	hash, err := env.Spec.Hash()
 	if err != nil {
-		return api.EnvStatus{}, err
+		return apitype.EnvStatus{}, err
 	}
 	fmt.Fprintf(progress, "Environment %s: Python %s, %d packages, %d code parts\n", hash[:16], env.Spec.Python, len(env.Spec.Packages), len(env.Spec.Code))
 	// The code goes only when the gateway must build: the common case is
 	// an image that exists already.
 	st, err := c.EnsureEnv(ctx, env.Spec, nil)
 	var ae *client.APIError
-	if errors.As(err, &ae) && ae.Status == http.StatusConflict && ae.Code == "code_required" {
+	if errors.As(err, &ae) && ae.Status == http.StatusConflict && ae.Code == apitype.CodeCodeRequired {
 		fmt.Fprintf(progress, "Sending %s of code\n", capture.FormatBytes(codeSize(env.Code)))
 		st, err = c.EnsureEnv(ctx, env.Spec, env.Code)
 	}
 	if err != nil {
-		return api.EnvStatus{}, err
+		return apitype.EnvStatus{}, err
 	}
 	if st.State == "ready" && !st.Built {
 		fmt.Fprintf(progress, "Image %s (already built)\n", st.Image)

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/envs"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
@@ -38,22 +40,22 @@ func (*imageCore) Limits() scheduler.Limits {
 	return scheduler.Limits{MaxWorkers: 10, MaxWorkerThreads: 4, MaxWorkerMemory: 8, Provider: "docker", Images: true}
 }
 
-// envs is a gateway that knows one published environment and no builds.
-type envs struct{}
+// fakeEnvs is a gateway that knows one published environment and no builds.
+type fakeEnvs struct{}
 
-func (envs) Ensure(context.Context, quota.Who, images.Spec, map[string][]byte) (api.EnvStatus, error) {
-	return api.EnvStatus{}, fmt.Errorf("%w: it has no Docker engine", api.ErrNoBuilder)
+func (fakeEnvs) Ensure(context.Context, quota.Who, images.Spec, map[string][]byte) (apitype.EnvStatus, error) {
+	return apitype.EnvStatus{}, fmt.Errorf("%w: it has no Docker engine", envs.ErrNoBuilder)
 }
-func (envs) Status(_ context.Context, _ quota.Who, hash string) (api.EnvStatus, error) {
-	return api.EnvStatus{}, fmt.Errorf("%w: %s", api.ErrEnvNotFound, hash)
+func (fakeEnvs) Status(_ context.Context, _ quota.Who, hash string) (apitype.EnvStatus, error) {
+	return apitype.EnvStatus{}, fmt.Errorf("%w: %s", envs.ErrNotFound, hash)
 }
-func (envs) Logs(_ context.Context, _ quota.Who, hash string) ([]byte, error) {
-	return nil, fmt.Errorf("%w: no build log of %s for you", api.ErrEnvNotFound, hash)
+func (fakeEnvs) Logs(_ context.Context, _ quota.Who, hash string) ([]byte, error) {
+	return nil, fmt.Errorf("%w: no build log of %s for you", envs.ErrNotFound, hash)
 }
-func (envs) Published(context.Context) ([]api.PublishedEnv, error) {
-	return []api.PublishedEnv{{Name: "team", Image: "reg/team:1", Description: "the team's", Versions: map[string]string{"python": "3.11", "dask": "2024.8.0"}}}, nil
+func (fakeEnvs) Published(context.Context) ([]apitype.PublishedEnv, error) {
+	return []apitype.PublishedEnv{{Name: "team", Image: "reg/team:1", Description: "the team's", Versions: map[string]string{"python": "3.11", "dask": "2024.8.0"}}}, nil
 }
-func (envs) MaxCodeBytes() int64 { return 1 << 20 }
+func (fakeEnvs) MaxCodeBytes() int64 { return 1 << 20 }
 
 func newImageGateway(t *testing.T) *testGateway {
 	t.Helper()
@@ -66,7 +68,7 @@ func newImageGatewayCore(t *testing.T) (*testGateway, *imageCore) {
 	local := newTestGateway(t)
 	c := &imageCore{core: &core{rec: local.rec}}
 	s := api.New(api.Config{Version: "test"}, c, tokens{"ann": {ID: "id-ann", Name: "ann"}}, nil, nil)
-	s.SetEnvs(envs{})
+	s.SetEnvs(fakeEnvs{})
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return &testGateway{url: srv.URL, rec: local.rec, now: local.now}, c

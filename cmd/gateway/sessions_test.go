@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/auth/authtest"
 	"github.com/gatewayhq/gateway/client"
@@ -81,7 +82,7 @@ func TestSessionsCommand(t *testing.T) {
 	}
 	first, second := sg.signIn(t, "id-ann", "ann"), sg.signIn(t, "id-ann", "ann")
 	bobs := sg.signIn(t, "id-bob", "bob")
-	var list []api.SessionJSON
+	var list []apitype.SessionJSON
 	out, err := run("ann", "sessions", "-o", "json")
 	if err != nil || decodeJSON(out, &list) != nil || len(list) != 2 {
 		t.Fatalf("ann's sessions: %v %s", err, out)

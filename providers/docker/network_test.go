@@ -19,8 +19,8 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
-	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
 // probeScript tries a TCP connection to each host:port argument, all at
@@ -182,9 +182,9 @@ func TestClusterNetworksIsolated(t *testing.T) {
 }
 
 // dashboardGet fetches url as the gateway does: over TLS, verifying the
-// member against the cluster certificate cert (routes.MemberTLS).
+// member against the cluster certificate cert (pki.MemberTLS).
 func dashboardGet(url string, cert []byte) (int, string, error) {
-	tc, err := routes.MemberTLS(cert)
+	tc, err := pki.MemberTLS(cert)
 	if err != nil {
 		return 0, "", err
 	}

@@ -346,7 +346,7 @@ func (p *Provider) containerConfigIn(mode string, spec providers.ClusterSpec, me
 	env := []string{"PYTHONUNBUFFERED=1"}
 	if role == providers.RoleScheduler {
 		// The dashboard is served over TLS with the cluster's certificate,
-		// which the gateway verifies (routes.MemberTLS): nothing but that
+		// which the gateway verifies (pki.MemberTLS): nothing but that
 		// cluster's scheduler can answer for it, and nothing on the way
 		// reads it. Paths, not the key, are in the environment.
 		env = append(env, "DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT="+certPath,

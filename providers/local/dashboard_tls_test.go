@@ -20,7 +20,7 @@ import (
 )
 
 // The scheduler's dashboard is served over TLS with the cluster's own
-// certificate (real Dask): the gateway's check (routes.MemberTLS) accepts
+// certificate (real Dask): the gateway's check (pki.MemberTLS) accepts
 // it, another cluster's certificate does not, and nothing answers in plain
 // HTTP.
 func TestDashboardServedOverTLS(t *testing.T) {

@@ -204,7 +204,7 @@ func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpe
 		args = append(args, "--dashboard-prefix", spec.DashboardPrefix)
 	}
 	// The dashboard is served over TLS with the cluster's certificate, as
-	// on every backend: the gateway verifies it (routes.MemberTLS), and
+	// on every backend: the gateway verifies it (pki.MemberTLS), and
 	// other local users cannot read it over plain HTTP.
 	return p.spawn(ctx, spec, "scheduler", providers.RoleScheduler, args,
 		"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT="+cert,

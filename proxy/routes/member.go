@@ -4,31 +4,12 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/gatewayhq/gateway/internal/pki"
 )
-
-// ErrNoClusterCert means a member's https server cannot be verified: the
-// route carries no usable cluster certificate.
-var ErrNoClusterCert = errors.New("no cluster certificate to verify the member's https server with")
-
-// MemberTLS is how the gateway checks a member's HTTP server (the Dask
-// dashboard): it must present a chain to the cluster's own certificate,
-// which is a self-signed CA held by that cluster alone, so another
-// cluster's member (with another cluster's certificate) is refused. Every
-// cluster certificate names pki.DaskInternalName; the chain, not the name,
-// is what tells clusters apart.
-func MemberTLS(clusterCert []byte) (*tls.Config, error) {
-	pool := x509.NewCertPool()
-	if len(clusterCert) == 0 || !pool.AppendCertsFromPEM(clusterCert) {
-		return nil, ErrNoClusterCert
-	}
-	return &tls.Config{RootCAs: pool, ServerName: pki.DaskInternalName, MinVersion: tls.VersionTLS12}, nil
-}
 
 // Pool keeps one HTTP transport (and so one connection pool) per cluster,
 // made for that cluster's certificate: connections verified for one
@@ -79,7 +60,7 @@ func (p *Pool) Transport(cluster string, clusterCert []byte) *http.Transport {
 		e.used = now
 		return e.rt
 	}
-	cfg, err := MemberTLS(clusterCert)
+	cfg, err := pki.MemberTLS(clusterCert)
 	if err != nil {
 		// Trust nothing: an empty pool verifies no server.
 		cfg = &tls.Config{RootCAs: x509.NewCertPool(), ServerName: pki.DaskInternalName, MinVersion: tls.VersionTLS12}

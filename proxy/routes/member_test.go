@@ -12,25 +12,6 @@ import (
 	"github.com/gatewayhq/gateway/internal/pki"
 )
 
-func TestMemberTLS(t *testing.T) {
-	a, err := pki.ClusterCert("a", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := MemberTLS(a.CertPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.InsecureSkipVerify || cfg.RootCAs == nil || cfg.ServerName != pki.DaskInternalName {
-		t.Fatalf("config %+v does not verify against the cluster certificate", cfg)
-	}
-	for _, bad := range [][]byte{nil, []byte("not PEM")} {
-		if _, err := MemberTLS(bad); err == nil {
-			t.Errorf("MemberTLS(%q) succeeded", bad)
-		}
-	}
-}
-
 func TestPoolPerClusterAndDropped(t *testing.T) {
 	a, _ := pki.ClusterCert("a", time.Hour, time.Now())
 	b, _ := pki.ClusterCert("b", time.Hour, time.Now())

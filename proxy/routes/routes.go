@@ -17,7 +17,7 @@ type Route struct {
 	Scheduler string   // host:port of the scheduler's TLS listener
 	Dashboard *url.URL // base URL of the scheduler's HTTP server; nil when it has none
 	// ClusterCert is the cluster's certificate (PEM): an https dashboard
-	// must present it (see MemberTLS).
+	// must present it (see pki.MemberTLS).
 	ClusterCert []byte
 }
 
