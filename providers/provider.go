@@ -203,6 +203,36 @@ type LogReader interface {
 	Logs(ctx context.Context, cluster string, tail int, w io.Writer) error
 }
 
+// MemberLister is implemented by backends that report every cluster's
+// members in one call, each member exactly as Describe would report it:
+// the scheduler's sweep then lists once per interval instead of
+// describing each settled cluster.
+type MemberLister interface {
+	ListMembers(ctx context.Context) ([]Member, error)
+}
+
+// LeftoverLister is implemented by backends that can find the resources a
+// cluster shares (security groups, parameters, secrets, task definitions,
+// firewall rules) by their ownership tags alone, without a member to lead
+// to them: a cluster whose members are all gone, or that the cloud has
+// forgotten, would otherwise leave them behind.
+type LeftoverLister interface {
+	// ListLeftovers lists every such resource of this gateway (by its
+	// ownership tags or labels, checked exactly), whatever its cluster.
+	ListLeftovers(ctx context.Context) ([]Leftover, error)
+	// DeleteLeftover removes one; one already gone is success.
+	DeleteLeftover(ctx context.Context, l Leftover) error
+}
+
+// StartPacer is implemented by backends whose members take a while to
+// boot and whose Describe calls a cloud API metered per account (EC2,
+// Fargate, Compute Engine): StartPoll is the first wait between polls of
+// a member coming up, so that a booting cluster does not spend the
+// account's request rate.
+type StartPacer interface {
+	StartPoll() time.Duration
+}
+
 // Closer is implemented by backends that hold resources of their own
 // (child processes, connections). Close with leave=true leaves members
 // running so that a restarted gateway re-adopts them.
