@@ -2,48 +2,15 @@ package ec2
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"strings"
 	"time"
 
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/smithy-go"
 	"github.com/gatewayhq/gateway/internal/backoff"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
-
-// errorCode is the AWS error code of err ("InsufficientInstanceCapacity"),
-// or "" when err is not an API error (a network failure, a canceled
-// context).
-func errorCode(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
-}
-
-// errorMessage is the API's own message for err, without the SDK's
-// "operation error ... https response error ..." prefix, for messages users
-// read.
-func errorMessage(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorMessage()
-	}
-	return err.Error()
-}
-
-// httpStatus is the HTTP status of the response that carried err, or 0.
-func httpStatus(err error) int {
-	var re *awshttp.ResponseError
-	if errors.As(err, &re) {
-		return re.HTTPStatusCode()
-	}
-	return 0
-}
 
 // Error codes the provider acts on.
 const (
@@ -65,41 +32,6 @@ const (
 	codeParameterExists      = "ParameterAlreadyExists"
 )
 
-// retryable reports whether a call that failed with err may succeed if
-// made again unchanged: throttling, the service's own failures, and
-// networks that dropped the connection. Every call the provider retries is
-// idempotent (RunInstances through its client token), so a retry never
-// does anything twice.
-func retryable(err error) bool {
-	switch errorCode(err) {
-	case "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled",
-		"RequestThrottledException", "TooManyRequestsException", "ProvisionedThroughputExceededException",
-		"InternalError", "InternalFailure", "InternalServerError", "ServiceUnavailable", "Unavailable",
-		"RequestTimeout", "RequestTimeoutException", "EC2ThrottledException":
-		return true
-	case codeInsufficientCapacity, "InsufficientCapacity", "InsufficientHostCapacity",
-		"InsufficientReservedInstanceCapacity", "InsufficientAddressCapacity":
-		// Server errors (5xx) that the same call will meet again: the
-		// caller moves on to another subnet or type instead.
-		return false
-	case "":
-	default:
-		if s := httpStatus(err); s >= 500 {
-			return true
-		}
-		return false
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	if s := httpStatus(err); s >= 500 || s == 429 {
-		return true
-	}
-	var ne net.Error
-	var oe *net.OpError
-	return errors.As(err, &ne) || errors.As(err, &oe)
-}
-
 // The budget of EC2's non-mutating (Describe*) calls that one gateway
 // keeps to. EC2 limits them per account and region with a token bucket
 // (documented as 100 calls at once, refilled at 20 a second) and throttles
@@ -110,17 +42,6 @@ const (
 	DescribeRate  = 10.0
 	DescribeBurst = 20
 )
-
-// throttled reports whether err is the service refusing a call for its
-// request rate (as opposed to failing it).
-func throttled(err error) bool {
-	switch errorCode(err) {
-	case "RequestLimitExceeded", "Throttling", "ThrottlingException", "RequestThrottled",
-		"RequestThrottledException", "TooManyRequestsException", "EC2ThrottledException":
-		return true
-	}
-	return httpStatus(err) == 429
-}
 
 // rateBudget is the shared rate budget's type, named here so that the
 // Provider struct needs no import of its own for it.
@@ -165,20 +86,20 @@ func call[T any](ctx context.Context, p *Provider, op string, f func(context.Con
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return zero, ctxErr
 		}
-		if !retryable(err) {
+		if !awsutil.Retryable(err) {
 			return zero, err
 		}
 		if attempt >= p.cfg.MaxAttempts {
 			// The caller names the operation.
-			return zero, fmt.Errorf("still failing after %d attempts (%s): %w", attempt, orDefault(errorCode(err), "network error"), err)
+			return zero, fmt.Errorf("still failing after %d attempts (%s): %w", attempt, orDefault(awsutil.ErrorCode(err), "network error"), err)
 		}
 		d := p.backoff(attempt)
-		if throttled(err) {
+		if awsutil.Throttled(err) {
 			d = max(d, backoff.Window(attempt, p.cfg.BaseDelay, p.cfg.MaxDelay)/2)
 		}
-		p.log.Debug("retrying AWS call", "op", op, "attempt", attempt, "code", errorCode(err), "wait", d, "err", err)
+		p.log.Debug("retrying AWS call", "op", op, "attempt", attempt, "code", awsutil.ErrorCode(err), "wait", d, "err", err)
 		// Everyone else sharing the budget keeps the pause too.
-		paused = throttled(err)
+		paused = awsutil.Throttled(err)
 		if paused {
 			budget.Throttled(d)
 		}

@@ -2,19 +2,13 @@ package fargate
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/gatewayhq/gateway/internal/backoff"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 // The budget of read calls that one gateway keeps to, per service (ECS;
@@ -56,18 +50,6 @@ func (p *Provider) budgetFor(op string) *backoff.Budget {
 	return *b
 }
 
-// throttled reports whether err is the service refusing a call for its
-// request rate.
-func throttled(err error) bool {
-	switch errorCode(err) {
-	case "ThrottlingException", "Throttling", "ThrottledException", "RequestLimitExceeded",
-		"TooManyRequestsException", "RequestThrottled", "RequestThrottledException", "EC2ThrottledException", "SlowDown":
-		return true
-	}
-	var re *smithyhttp.ResponseError
-	return errors.As(err, &re) && re.HTTPStatusCode() == http.StatusTooManyRequests
-}
-
 // call runs one AWS request, retrying what is worth retrying (throttling,
 // AWS's own failures, a connection that failed under the request) with exponential
 // backoff and full jitter, at most Retry.MaxAttempts times. Every request
@@ -93,19 +75,19 @@ func call[T any](ctx context.Context, p *Provider, op string, fn func(context.Co
 		if err == nil {
 			return out, nil
 		}
-		if !retryable(err) || ctx.Err() != nil {
+		if !awsutil.Retryable(err) || ctx.Err() != nil {
 			return zero, err
 		}
 		if attempt >= p.cfg.Retry.MaxAttempts {
 			return zero, fmt.Errorf("%w (gave up after %d attempts)", err, attempt)
 		}
 		wait := p.backoff(attempt)
-		if throttled(err) {
+		if awsutil.Throttled(err) {
 			wait = max(wait, backoff.Window(attempt, p.cfg.Retry.BaseDelay, p.cfg.Retry.MaxDelay)/2)
 		}
 		p.log.Warn("AWS request failed; retrying", "op", op, "attempt", attempt, "wait", wait, "err", err)
 		// Everyone else sharing the budget keeps the pause too.
-		paused = throttled(err)
+		paused = awsutil.Throttled(err)
 		if paused {
 			budget.Throttled(wait)
 		}
@@ -127,59 +109,13 @@ func (p *Provider) backoff(attempt int) time.Duration {
 	return min(max(p.cfg.Retry.Jitter(window), 0), window)
 }
 
-// errorCode is the AWS error code of err, or "".
-func errorCode(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
-}
-
-func errorMessage(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorMessage()
-	}
-	return ""
-}
-
-// retryable reports whether a failed request may succeed if sent again.
-func retryable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	switch errorCode(err) {
-	case "ThrottlingException", "Throttling", "ThrottledException", "RequestLimitExceeded",
-		"TooManyRequestsException", "RequestThrottled", "RequestThrottledException",
-		"EC2ThrottledException", "PriorRequestNotComplete", "SlowDown",
-		"ServerException", "InternalServiceError", "InternalServiceErrorException",
-		"InternalFailure", "InternalError", "ServiceUnavailable", "ServiceUnavailableException", "Unavailable":
-		return true
-	}
-	var re *smithyhttp.ResponseError
-	if errors.As(err, &re) {
-		if c := re.HTTPStatusCode(); c >= 500 || c == http.StatusTooManyRequests {
-			return true
-		}
-	}
-	// Connections that fail, reset or close under a request or its answer
-	// (the SDK's own classification; it includes a Go transport race that
-	// closes a connection while a 200 answer is read, aws-sdk-go-v2#2737).
-	if (retry.RetryableConnectionError{}).IsErrorRetryable(err) == aws.TrueTernary {
-		return true
-	}
-	var se *smithyhttp.RequestSendError
-	return errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF)
-}
-
 // isNotFound reports errors that mean the thing is already gone.
 func isNotFound(err error) bool {
-	switch errorCode(err) {
+	switch awsutil.ErrorCode(err) {
 	case "ResourceNotFoundException", "InvalidGroup.NotFound", "InvalidGroupId.NotFound":
 		return true
 	case "InvalidParameterException", "ClientException":
-		m := strings.ToLower(errorMessage(err))
+		m := strings.ToLower(awsutil.ErrorMessage(err))
 		return strings.Contains(m, "not found") || strings.Contains(m, "does not exist") || strings.Contains(m, "unable to describe")
 	}
 	return false
