@@ -2,8 +2,6 @@ package ec2
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"net"
 	"strings"
 	"time"
@@ -59,65 +57,26 @@ func (p *Provider) describeBudget() *backoff.Budget {
 	return p.describes
 }
 
-// call runs f until it succeeds, fails for good, or MaxAttempts calls have
-// been throttled or met server errors, waiting between attempts with
-// exponential backoff and full jitter (a random wait up to the exponential
-// bound), which spreads many gateways' retries apart. Describe* calls
-// first take their turn in the provider's budget; a throttled one pauses
-// the budget for everyone and waits at least half the bound, so that a
-// throttled account is not retried at once.
+// retry is how the provider repeats its calls (awsutil.Call), through
+// cfg.Sleep as it is at each wait.
+func (p *Provider) retry() awsutil.Retry {
+	return awsutil.Retry{MaxAttempts: p.cfg.MaxAttempts, BaseDelay: p.cfg.BaseDelay, MaxDelay: p.cfg.MaxDelay, Log: p.log,
+		Sleep: func(ctx context.Context, d time.Duration) error { return p.cfg.Sleep(ctx, d) }}
+}
+
+// call runs f with awsutil.Call's retries; Describe* calls first take
+// their turn in the provider's budget.
 func call[T any](ctx context.Context, p *Provider, op string, f func(context.Context) (T, error)) (T, error) {
-	var zero T
 	var budget *backoff.Budget
 	if strings.HasPrefix(op, "Describe") {
 		budget = p.describeBudget()
 	}
-	paused := false // the retry after a throttled call: it has waited the pause
-	for attempt := 1; ; attempt++ {
-		if !paused {
-			if err := budget.Wait(ctx); err != nil {
-				return zero, err
-			}
-		}
-		out, err := f(ctx)
-		if err == nil {
-			return out, nil
-		}
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return zero, ctxErr
-		}
-		if !awsutil.Retryable(err) {
-			return zero, err
-		}
-		if attempt >= p.cfg.MaxAttempts {
-			// The caller names the operation.
-			return zero, fmt.Errorf("still failing after %d attempts (%s): %w", attempt, orDefault(awsutil.ErrorCode(err), "network error"), err)
-		}
-		d := p.backoff(attempt)
-		if awsutil.Throttled(err) {
-			d = max(d, backoff.Window(attempt, p.cfg.BaseDelay, p.cfg.MaxDelay)/2)
-		}
-		p.log.Debug("retrying AWS call", "op", op, "attempt", attempt, "code", awsutil.ErrorCode(err), "wait", d, "err", err)
-		// Everyone else sharing the budget keeps the pause too.
-		paused = awsutil.Throttled(err)
-		if paused {
-			budget.Throttled(d)
-		}
-		if err := p.cfg.Sleep(ctx, d); err != nil {
-			return zero, err
-		}
-	}
+	return awsutil.Call(ctx, p.retry(), budget, op, f)
 }
 
 // backoff is the wait before attempt+1: uniform in [0, min(MaxDelay,
 // BaseDelay*2^(attempt-1))].
-func (p *Provider) backoff(attempt int) time.Duration {
-	bound := backoff.Window(attempt, p.cfg.BaseDelay, p.cfg.MaxDelay)
-	if bound <= 0 {
-		return 0
-	}
-	return rand.N(bound + 1)
-}
+func (p *Provider) backoff(attempt int) time.Duration { return p.retry().Backoff(attempt) }
 
 // dialProbe is the default ProbeScheduler: a TCP connection that is closed
 // at once (the scheduler speaks TLS; that it listens is what matters).

@@ -2,7 +2,6 @@ package fargate
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -50,64 +49,24 @@ func (p *Provider) budgetFor(op string) *backoff.Budget {
 	return *b
 }
 
-// call runs one AWS request, retrying what is worth retrying (throttling,
-// AWS's own failures, a connection that failed under the request) with exponential
-// backoff and full jitter, at most Retry.MaxAttempts times. Every request
-// the provider makes is safe to repeat: reads, creations that are
-// idempotent by name or client token, and deletions that treat "not found"
-// as done. Reads first take their turn in their service's budget; a
-// throttled call waits at least half the backoff window, and a throttled
-// read pauses its budget for every cluster.
+// retry is how the provider repeats its calls (awsutil.Call), through
+// cfg.Sleep as it is at each wait.
+func (p *Provider) retry() awsutil.Retry {
+	r := p.cfg.Retry
+	return awsutil.Retry{MaxAttempts: r.MaxAttempts, BaseDelay: r.BaseDelay, MaxDelay: r.MaxDelay, Jitter: r.Jitter, Log: p.log,
+		Sleep: func(ctx context.Context, d time.Duration) error { return p.cfg.Sleep(ctx, d) }}
+}
+
+// call runs one AWS request with awsutil.Call's retries; reads first take
+// their turn in their service's budget.
 func call[T any](ctx context.Context, p *Provider, op string, fn func(context.Context) (T, error)) (T, error) {
-	var zero T
-	budget := p.budgetFor(op)
-	paused := false // the retry after a throttled call: it has waited the pause
-	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return zero, err
-		}
-		if !paused {
-			if err := budget.Wait(ctx); err != nil {
-				return zero, err
-			}
-		}
-		out, err := fn(ctx)
-		if err == nil {
-			return out, nil
-		}
-		if !awsutil.Retryable(err) || ctx.Err() != nil {
-			return zero, err
-		}
-		if attempt >= p.cfg.Retry.MaxAttempts {
-			return zero, fmt.Errorf("%w (gave up after %d attempts)", err, attempt)
-		}
-		wait := p.backoff(attempt)
-		if awsutil.Throttled(err) {
-			wait = max(wait, backoff.Window(attempt, p.cfg.Retry.BaseDelay, p.cfg.Retry.MaxDelay)/2)
-		}
-		p.log.Warn("AWS request failed; retrying", "op", op, "attempt", attempt, "wait", wait, "err", err)
-		// Everyone else sharing the budget keeps the pause too.
-		paused = awsutil.Throttled(err)
-		if paused {
-			budget.Throttled(wait)
-		}
-		if serr := p.cfg.Sleep(ctx, wait); serr != nil {
-			return zero, fmt.Errorf("%w (while waiting to retry %s after: %v)", serr, op, err)
-		}
-	}
+	return awsutil.Call(ctx, p.retry(), p.budgetFor(op), op, fn)
 }
 
 // StartPoll implements the scheduler's start pacing: a Fargate task takes
 // tens of seconds to pull and start, so its cluster is polled from once a
 // second, not ten times.
 func (p *Provider) StartPoll() time.Duration { return time.Second }
-
-// backoff is the wait after the given failed attempt: full jitter over an
-// exponentially growing, capped window.
-func (p *Provider) backoff(attempt int) time.Duration {
-	window := backoff.Window(attempt, p.cfg.Retry.BaseDelay, p.cfg.Retry.MaxDelay)
-	return min(max(p.cfg.Retry.Jitter(window), 0), window)
-}
 
 // isNotFound reports errors that mean the thing is already gone.
 func isNotFound(err error) bool {

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -142,5 +145,82 @@ func TestIngress(t *testing.T) {
 	wantStale := []types.IpPermission{perm(8786, 8787, []string{"192.0.2.0/24"}), perm(0, 100, nil, "sg-self")}
 	if !reflect.DeepEqual(stale, wantStale) {
 		t.Errorf("Stale: %+v, want %+v", stale, wantStale)
+	}
+}
+
+// TestBackoff: full jitter stays within the exponentially growing window,
+// capped at MaxDelay, and varies; a Jitter beyond the window is held to it.
+func TestBackoff(t *testing.T) {
+	r := Retry{BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second}
+	for attempt := 1; attempt <= 70; attempt++ {
+		window := min(100*time.Millisecond<<min(attempt-1, 20), time.Second)
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			d := r.Backoff(attempt)
+			if d < 0 || d > window {
+				t.Fatalf("attempt %d: wait %s outside [0, %s]", attempt, d, window)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 50 {
+			t.Errorf("attempt %d: only %d distinct waits: no jitter?", attempt, len(seen))
+		}
+	}
+	r.Jitter = func(w time.Duration) time.Duration { return 2 * w }
+	if d := r.Backoff(1); d != 100*time.Millisecond {
+		t.Errorf("a jitter of twice the window waits %s, want the window, 100ms", d)
+	}
+}
+
+// TestCall: throttled and failed calls are repeated, waiting at least half
+// the window after throttling, up to MaxAttempts; a client error is not.
+func TestCall(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		errs    []error // the answers before a success
+		calls   int
+		errHas  string
+		minWait []time.Duration
+	}{
+		{name: "success", calls: 1},
+		{name: "throttled then success", errs: []error{apiErr("Throttling", "slow", 400), apiErr("InternalError", "m", 500)}, calls: 3,
+			minWait: []time.Duration{50 * time.Millisecond, 0}},
+		{name: "client error", errs: []error{apiErr("InvalidParameterValue", "bad", 400)}, calls: 1, errHas: "bad"},
+		{name: "gives up", errs: []error{apiErr("Throttling", "m", 400), apiErr("Throttling", "m", 400), apiErr("Throttling", "m", 400)}, calls: 3,
+			errHas: "still failing after 3 attempts (Throttling)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var waits []time.Duration
+			r := Retry{MaxAttempts: 3, BaseDelay: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: func(time.Duration) time.Duration { return 0 },
+				Sleep: func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil },
+				Log:   slog.New(slog.DiscardHandler)}
+			calls := 0
+			out, err := Call(t.Context(), r, nil, "DescribeX", func(context.Context) (string, error) {
+				calls++
+				if calls <= len(tc.errs) {
+					return "", tc.errs[calls-1]
+				}
+				return "ok", nil
+			})
+			if calls != tc.calls {
+				t.Errorf("%d calls, want %d", calls, tc.calls)
+			}
+			if tc.errHas == "" && (err != nil || out != "ok") {
+				t.Errorf("Call = %q, %v; want ok", out, err)
+			}
+			if tc.errHas != "" && (err == nil || !strings.Contains(err.Error(), tc.errHas)) {
+				t.Errorf("err = %v, want one saying %q", err, tc.errHas)
+			}
+			for i, w := range tc.minWait {
+				if i >= len(waits) || waits[i] < w {
+					t.Errorf("waits %v: wait %d is under %s", waits, i+1, w)
+				}
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := Call(ctx, Retry{MaxAttempts: 3}, nil, "X", func(context.Context) (int, error) { t.Fatal("called"); return 0, nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("Call with a cancelled context: %v", err)
 	}
 }
