@@ -174,7 +174,10 @@ type Spot interface {
 	SpotCapacity()
 }
 
-// Regional is implemented by backends that run in one configured region.
+// Regional is implemented by backends that run in one configured region:
+// every cloud backend (quotas' allowed_regions are checked against it).
+// Local and docker members run where the operator put the gateway or its
+// Docker engine, and have no region to check.
 type Regional interface {
 	Region() string
 }
