@@ -174,7 +174,10 @@ type Spot interface {
 	SpotCapacity()
 }
 
-// Regional is implemented by backends that run in one configured region.
+// Regional is implemented by backends that run in one configured region:
+// every cloud backend (quotas' allowed_regions are checked against it).
+// Local and docker members run where the operator put the gateway or its
+// Docker engine, and have no region to check.
 type Regional interface {
 	Region() string
 }
@@ -201,6 +204,36 @@ type LogReader interface {
 	// Logs writes the cluster's logs, each line prefixed by the member name,
 	// at most tail lines per member when tail > 0.
 	Logs(ctx context.Context, cluster string, tail int, w io.Writer) error
+}
+
+// MemberLister is implemented by backends that report every cluster's
+// members in one call, each member exactly as Describe would report it:
+// the scheduler's sweep then lists once per interval instead of
+// describing each settled cluster.
+type MemberLister interface {
+	ListMembers(ctx context.Context) ([]Member, error)
+}
+
+// LeftoverLister is implemented by backends that can find the resources a
+// cluster shares (security groups, parameters, secrets, task definitions,
+// firewall rules) by their ownership tags alone, without a member to lead
+// to them: a cluster whose members are all gone, or that the cloud has
+// forgotten, would otherwise leave them behind.
+type LeftoverLister interface {
+	// ListLeftovers lists every such resource of this gateway (by its
+	// ownership tags or labels, checked exactly), whatever its cluster.
+	ListLeftovers(ctx context.Context) ([]Leftover, error)
+	// DeleteLeftover removes one; one already gone is success.
+	DeleteLeftover(ctx context.Context, l Leftover) error
+}
+
+// StartPacer is implemented by backends whose members take a while to
+// boot and whose Describe calls a cloud API metered per account (EC2,
+// Fargate, Compute Engine): StartPoll is the first wait between polls of
+// a member coming up, so that a booting cluster does not spend the
+// account's request rate.
+type StartPacer interface {
+	StartPoll() time.Duration
 }
 
 // Closer is implemented by backends that hold resources of their own

@@ -953,21 +953,13 @@ func startPoll(elapsed, ceiling time.Duration) time.Duration {
 	return min(max(elapsed/20, 20*time.Millisecond), ceiling)
 }
 
-// startPacer is implemented by backends whose members take a while to
-// boot and whose Describe calls a cloud API metered per account (EC2,
-// Fargate, Compute Engine): StartPoll is the first wait between polls of
-// a member coming up.
-type startPacer interface {
-	StartPoll() time.Duration
-}
-
 // startPoll is how soon to look again at a cluster coming up on this
 // backend: for a cloud backend from its StartPoll up to the poll interval
 // (a machine boots in a minute or two; polling it ten times a second
 // only spends the account's request rate), else the fast cadence that a
 // local or container cluster's time to ready needs.
 func (c *Core) startPoll(elapsed, ceiling time.Duration) time.Duration {
-	if p, ok := c.provider.(startPacer); ok {
+	if p, ok := c.provider.(providers.StartPacer); ok {
 		return cloudStartPoll(elapsed, p.StartPoll(), c.cfg.PollInterval)
 	}
 	return startPoll(elapsed, ceiling)

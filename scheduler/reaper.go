@@ -19,7 +19,7 @@ import (
 // between a provider call and the store write that should have followed,
 // or of a stop that did not finish. Cloud backends bill such machines by
 // the minute, so nothing the store does not know may run on. Providers
-// that can list what a cluster shares by its tags (leftoverLister) also
+// that can list what a cluster shares by its tags (providers.LeftoverLister) also
 // have those resources removed once no member leads to them.
 type ReaperConfig struct {
 	Interval time.Duration // 0 disables the reaper
@@ -51,19 +51,6 @@ func (c *Core) runReaper(ctx context.Context) {
 	}
 }
 
-// leftoverLister is what a provider implements when it can find the
-// resources a cluster shares (security groups, parameters, secrets, task
-// definitions, firewall rules) by their ownership tags alone, without a
-// member to lead to them: a cluster whose members are all gone, or that
-// the cloud has forgotten, would otherwise leave them behind.
-type leftoverLister interface {
-	// ListLeftovers lists every such resource of this gateway (by its
-	// ownership tags or labels, checked exactly), whatever its cluster.
-	ListLeftovers(ctx context.Context) ([]providers.Leftover, error)
-	// DeleteLeftover removes one; one already gone is success.
-	DeleteLeftover(ctx context.Context, l providers.Leftover) error
-}
-
 // ReapOnce lists the provider's resources and stops those of clusters the
 // store does not know or has ended, past the grace period; then, when the
 // provider can list them, removes the leftover resources of such clusters
@@ -76,7 +63,7 @@ func (c *Core) ReapOnce(ctx context.Context) {
 		return
 	}
 	var leftovers []providers.Leftover
-	lister, canList := c.provider.(leftoverLister)
+	lister, canList := c.provider.(providers.LeftoverLister)
 	if canList {
 		// Listed before the store is read, as the members are: a cluster
 		// made after the listing cannot have its resources in it.
@@ -168,7 +155,7 @@ func (c *Core) ReapOnce(ctx context.Context) {
 // not know or has ended, once they are older than the grace period. A
 // cluster the provider still lists members of is left to StopCluster
 // above, which removes what it shares with its members too.
-func (c *Core) reapLeftovers(ctx context.Context, lister leftoverLister, leftovers []providers.Leftover, members map[string][]providers.Member, active map[string]bool, now time.Time) {
+func (c *Core) reapLeftovers(ctx context.Context, lister providers.LeftoverLister, leftovers []providers.Leftover, members map[string][]providers.Member, active map[string]bool, now time.Time) {
 	slices.SortFunc(leftovers, func(a, b providers.Leftover) int {
 		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.ID, b.ID))
 	})

@@ -36,21 +36,13 @@ import (
 //     sweep; those of streaming schedulers are compared every
 //     watchedMembersEvery, as a backstop: a lost worker shows in the
 //     counts, a lost scheduler ends its stream;
-//   - members come from one provider listing (memberLister), or else one
+//   - members come from one provider listing (providers.MemberLister), or else one
 //     Describe per settled cluster, compared with what the last full pass
 //     saw.
 //
 // Anything that differs queues the cluster for a full reconcile pass,
 // which writes what changed and settles it again. A settled cluster
 // costs no store write and no store read of its own.
-
-// memberLister is implemented by backends that report every cluster's
-// members in one call, each member exactly as Describe would report it.
-// The sweep then lists once per interval instead of describing each
-// settled cluster.
-type memberLister interface {
-	ListMembers(ctx context.Context) ([]providers.Member, error)
-}
 
 // settled is what the last full pass of a settled cluster saw.
 type settled struct {
@@ -369,7 +361,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 	// Members: one listing when the backend can, else one Describe each.
 	var listed map[string][]providers.Member
 	skipMembers := false
-	if ml, ok := c.provider.(memberLister); ok && listMembers {
+	if ml, ok := c.provider.(providers.MemberLister); ok && listMembers {
 		all, err := ml.ListMembers(ctx)
 		if ctx.Err() != nil {
 			return resync

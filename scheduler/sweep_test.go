@@ -19,7 +19,7 @@ import (
 )
 
 // listingProvider is the fake with the optional listing of every
-// cluster's members in one call (the sweep's memberLister).
+// cluster's members in one call (providers.MemberLister).
 type listingProvider struct{ *fakeProvider }
 
 func (p listingProvider) ListMembers(ctx context.Context) ([]providers.Member, error) {

@@ -9,7 +9,10 @@
 //     cluster, name, role and owner;
 //   - StopCluster leaves nothing of the cluster and nothing of the others
 //     touched, and is idempotent; unknown names are not errors;
-//   - a cancelled context starts nothing.
+//   - a cancelled context starts nothing;
+//   - each optional capability of providers/provider.go the backend
+//     implements is declared by its harness and keeps its promise
+//     (capabilities.go).
 package contract
 
 import (
@@ -38,6 +41,13 @@ type Harness struct {
 	Timeout time.Duration
 	// Poll is the pause between two Describes (default 100ms).
 	Poll time.Duration
+	// Capabilities are the optional interfaces of providers/provider.go
+	// the backend implements: the suite fails when they differ from what
+	// it implements, and exercises each of them.
+	Capabilities []Capability
+	// Region is what a Regional backend must report: the region it was
+	// configured for.
+	Region string
 }
 
 func (h Harness) timeout() time.Duration {
@@ -63,7 +73,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("StopClusterLeavesNothingAndSparesOthers", func(t *testing.T) { stopCluster(t, h) })
 	t.Run("UnknownNamesAreNotErrors", func(t *testing.T) { unknownNames(t, h) })
 	t.Run("CancelledContextStartsNothing", func(t *testing.T) { cancelled(t, h) })
-	t.Run("ListMembersDescribesEveryCluster", func(t *testing.T) { listMembers(t, h) })
+	t.Run("Capabilities", func(t *testing.T) { capabilities(t, h) })
 }
 
 // NewClusterName is a cluster name as the core makes them.
@@ -88,11 +98,15 @@ func newEnv(t *testing.T, h Harness) *env {
 	return &env{t: t, h: h, p: h.New(t), ctx: ctx}
 }
 
-// cluster starts a cluster's scheduler and removes the cluster at the end.
-func (e *env) cluster(owner string) (string, providers.ClusterSpec) {
+// cluster starts a cluster's scheduler and removes the cluster at the end;
+// edits adjust the harness's spec.
+func (e *env) cluster(owner string, edits ...func(*providers.ClusterSpec)) (string, providers.ClusterSpec) {
 	e.t.Helper()
 	name := NewClusterName()
 	spec := e.h.Spec(e.t, name, owner)
+	for _, edit := range edits {
+		edit(&spec)
+	}
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), e.h.timeout())
 		defer cancel()
@@ -122,6 +136,15 @@ func (e *env) wait(cluster, what string, ok func([]providers.Member) bool) []pro
 		}
 		time.Sleep(e.h.poll())
 	}
+}
+
+// stopAll stops the cluster and waits until nothing of it runs.
+func (e *env) stopAll(cluster string) {
+	e.t.Helper()
+	if err := e.p.StopCluster(e.ctx, cluster); err != nil {
+		e.t.Fatalf("StopCluster(%s): %v", cluster, err)
+	}
+	e.wait(cluster, "nothing to run", func(ms []providers.Member) bool { return len(live(ms)) == 0 })
 }
 
 func describe(ms []providers.Member) string {
@@ -336,20 +359,11 @@ func cancelled(t *testing.T, h Harness) {
 	}
 }
 
-// memberLister is the scheduling core's optional one-call listing
-// (scheduler/sweep.go): each member as Describe reports it.
-type memberLister interface {
-	ListMembers(ctx context.Context) ([]providers.Member, error)
-}
-
 // listMembers: a backend that lists every cluster's members in one call
 // reports each of them as its Describe does, for every cluster.
 func listMembers(t *testing.T, h Harness) {
 	e := newEnv(t, h)
-	ml, ok := e.p.(memberLister)
-	if !ok {
-		t.Skip("the backend has no ListMembers: the core describes cluster by cluster")
-	}
+	ml := e.p.(providers.MemberLister)
 	a, spec := e.cluster("ann")
 	b, _ := e.cluster("bob")
 	s := e.schedulerRunning(a)

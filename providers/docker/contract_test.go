@@ -27,6 +27,10 @@ func TestContract(t *testing.T) {
 		Spec: func(t *testing.T, cluster, owner string) providers.ClusterSpec {
 			return testSpec(t, cluster, owner, e.gatewayID)
 		},
+		// No Regional: members run on the configured Docker engine
+		// (README, Quotas).
+		Capabilities: []contract.Capability{contract.Immediate, contract.StopTimes, contract.LogReader,
+			contract.MemberLister, contract.Closer},
 		Timeout: 45 * time.Second,
 		Poll:    pollInterval,
 	})

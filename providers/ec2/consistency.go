@@ -1,6 +1,10 @@
 package ec2
 
-import "context"
+import (
+	"context"
+
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
+)
 
 // terminateUnlisted terminates an instance this process launched that EC2
 // does not list yet. Right after RunInstances, EC2's eventual consistency
@@ -12,7 +16,7 @@ import "context"
 func (p *Provider) terminateUnlisted(ctx context.Context, cluster, id string, b *budget) error {
 	for attempt := 1; ; attempt++ {
 		err := p.terminate(ctx, cluster, []string{id})
-		if err == nil || errorCode(err) != codeInstanceNotFound {
+		if err == nil || awsutil.ErrorCode(err) != codeInstanceNotFound {
 			return err
 		}
 		wait := max(p.backoff(attempt), p.cfg.PollInterval/2)

@@ -8,6 +8,13 @@ import (
 	"github.com/gatewayhq/gateway/providers/contract"
 )
 
+// capabilities are the optional interfaces of providers/provider.go the
+// EC2 provider implements, which the suite exercises.
+func capabilities() []contract.Capability {
+	return []contract.Capability{contract.InstanceTypes, contract.Regional, contract.StopTimes,
+		contract.MemberLister, contract.LeftoverLister, contract.StartPacer}
+}
+
 // TestContract runs the providers' shared suite against the EC2 provider
 // on the wire-level fakes, with instances pending for two describes and
 // terminating over two more, as EC2 makes them.
@@ -24,8 +31,10 @@ func TestContract(t *testing.T) {
 			s.Owner = owner
 			return s
 		},
-		Timeout: 10 * time.Second,
-		Poll:    5 * time.Millisecond,
+		Capabilities: capabilities(),
+		Region:       testRegion,
+		Timeout:      10 * time.Second,
+		Poll:         5 * time.Millisecond,
 	})
 }
 
@@ -44,7 +53,9 @@ func TestContractEventuallyConsistent(t *testing.T) {
 			s.Owner = owner
 			return s
 		},
-		Timeout: 10 * time.Second,
-		Poll:    5 * time.Millisecond,
+		Capabilities: capabilities(),
+		Region:       testRegion,
+		Timeout:      10 * time.Second,
+		Poll:         5 * time.Millisecond,
 	})
 }

@@ -47,6 +47,9 @@ type Provider struct {
 	log *slog.Logger
 	ec2 ec2API
 	ssm ssmAPI
+	// region is the one the SDK's clients were made for, which Region
+	// reports to quotas.
+	region string
 
 	mu sync.Mutex
 	// net is the subnets' VPC and zones, looked up once.
@@ -122,8 +125,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	p := &Provider{
-		cfg: cfg,
-		log: cfg.Logger.With("provider", Name),
+		cfg:    cfg,
+		log:    cfg.Logger.With("provider", Name),
+		region: awsCfg.Region,
 		ec2: awsec2.NewFromConfig(awsCfg, func(o *awsec2.Options) {
 			if cfg.EC2Endpoint != "" {
 				o.BaseEndpoint = aws.String(cfg.EC2Endpoint)
@@ -180,6 +184,12 @@ func awsConfig(ctx context.Context, cfg Config) (aws.Config, error) {
 
 // Name implements providers.Provider.
 func (p *Provider) Name() string { return Name }
+
+// Region implements providers.Regional: the region of the SDK
+// configuration the clients were made with (the configured region, which
+// takes precedence over AWS_REGION and the profile's), which quotas'
+// allowed_regions are checked against.
+func (p *Provider) Region() string { return p.region }
 
 // Check makes the live checks New does not: the subnets exist and share a
 // VPC, and the default AMI parameter resolves to an image. The gateway may

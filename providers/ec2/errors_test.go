@@ -10,6 +10,7 @@ import (
 	"github.com/gatewayhq/gateway/internal/backoff"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/ec2/ec2test"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 func TestThrottlingRetried(t *testing.T) {
@@ -58,7 +59,7 @@ func TestThrottlingExhausted(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "still failing after 4 attempts (RequestLimitExceeded)") {
 		t.Fatalf("err = %v", err)
 	}
-	if errorCode(err) != "RequestLimitExceeded" {
+	if awsutil.ErrorCode(err) != "RequestLimitExceeded" {
 		t.Errorf("the API error is not wrapped: %v", err)
 	}
 	if n := len(e.ec2.Requests("DescribeInstances")); n != 4 {
@@ -210,7 +211,7 @@ func TestVcpuLimit(t *testing.T) {
 			s.Scheduler = providers.Machine{InstanceType: tc.instanceType, Alternatives: []string{"m5.xlarge"}}
 			e.ec2.Fail(ec2test.Fault{Action: "RunInstances", Code: "VcpuLimitExceeded", Times: -1})
 			err := e.p.StartScheduler(c, s)
-			if !errors.Is(err, providers.ErrCapacity) || errorCode(err) != "VcpuLimitExceeded" {
+			if !errors.Is(err, providers.ErrCapacity) || awsutil.ErrorCode(err) != "VcpuLimitExceeded" {
 				t.Fatalf("err = %v", err)
 			}
 			for _, w := range []string{"vCPU quota for " + family(tc.instanceType) + " instances in eu-west-1", tc.want, "Service Quotas"} {
@@ -395,7 +396,7 @@ func TestDependencyViolationRetried(t *testing.T) {
 	}
 	e2.ec2.FailNext("DeleteSecurityGroup", 1000, "DependencyViolation")
 	err := e2.p.StopCluster(c, "c1")
-	if err == nil || !strings.Contains(err.Error(), "still in use") || errorCode(err) != "DependencyViolation" {
+	if err == nil || !strings.Contains(err.Error(), "still in use") || awsutil.ErrorCode(err) != "DependencyViolation" {
 		t.Fatalf("err = %v", err)
 	}
 	if _, ok := e2.ssm.Parameter("/gateway/gw-test/c1/tls"); !ok {

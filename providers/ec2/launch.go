@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 const schedulerMember = "scheduler"
@@ -187,7 +188,7 @@ func (p *Provider) launch(ctx context.Context, spec providers.ClusterSpec, membe
 				out, err := call(ctx, p, "RunInstances", func(ctx context.Context) (*awsec2.RunInstancesOutput, error) {
 					return p.ec2.RunInstances(ctx, in)
 				})
-				code := errorCode(err)
+				code := awsutil.ErrorCode(err)
 				switch {
 				case err == nil:
 					if len(out.Instances) == 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 // maxLeftoverPages bounds each listing of leftovers.
@@ -108,7 +109,7 @@ func (p *Provider) DeleteLeftover(ctx context.Context, l providers.Leftover) err
 		_, err := call(ctx, p, "DeleteSecurityGroup", func(ctx context.Context) (*awsec2.DeleteSecurityGroupOutput, error) {
 			return p.ec2.DeleteSecurityGroup(ctx, &awsec2.DeleteSecurityGroupInput{GroupId: aws.String(l.ID)})
 		})
-		if err != nil && errorCode(err) != codeGroupNotFound {
+		if err != nil && awsutil.ErrorCode(err) != codeGroupNotFound {
 			return p.apiError("DeleteSecurityGroup "+l.ID, err)
 		}
 		crashpoint.Hit(ctx, crashpoint.EC2LeftoverGroupDeleted)
@@ -116,7 +117,7 @@ func (p *Provider) DeleteLeftover(ctx context.Context, l providers.Leftover) err
 		_, err := call(ctx, p, "DeleteParameter", func(ctx context.Context) (*ssm.DeleteParameterOutput, error) {
 			return p.ssm.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(l.ID)})
 		})
-		if err != nil && errorCode(err) != codeParameterNotFound {
+		if err != nil && awsutil.ErrorCode(err) != codeParameterNotFound {
 			return p.apiError("DeleteParameter "+l.ID, err)
 		}
 		crashpoint.Hit(ctx, crashpoint.EC2LeftoverParameterDeleted)

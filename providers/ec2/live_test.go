@@ -65,8 +65,10 @@ func TestLiveContract(t *testing.T) {
 				Scheduler: providers.Machine{InstanceType: "t3.medium", VCPUs: 2, MemoryGiB: 4},
 				Worker:    providers.Machine{InstanceType: "t3.medium", VCPUs: 2, MemoryGiB: 4}}
 		},
-		Timeout: 15 * time.Minute,
-		Poll:    5 * time.Second,
+		Capabilities: capabilities(),
+		Region:       cfg.Region,
+		Timeout:      15 * time.Minute,
+		Poll:         5 * time.Second,
 	})
 }
 

@@ -3,7 +3,6 @@ package ec2
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/gatewayhq/gateway/internal/crashpoint"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 // network is what the provider knows of its subnets.
@@ -37,8 +37,8 @@ func (p *Provider) network(ctx context.Context) (*network, error) {
 			return p.ec2.DescribeSubnets(ctx, &awsec2.DescribeSubnetsInput{SubnetIds: p.cfg.Subnets, NextToken: token})
 		})
 		if err != nil {
-			if strings.HasPrefix(errorCode(err), "InvalidSubnetID") {
-				return nil, fmt.Errorf("ec2 provider: the subnets %s are not all in %s: %s; fix the subnets setting: %w", strings.Join(p.cfg.Subnets, ", "), p.cfg.Region, errorMessage(err), err)
+			if strings.HasPrefix(awsutil.ErrorCode(err), "InvalidSubnetID") {
+				return nil, fmt.Errorf("ec2 provider: the subnets %s are not all in %s: %s; fix the subnets setting: %w", strings.Join(p.cfg.Subnets, ", "), p.cfg.Region, awsutil.ErrorMessage(err), err)
 			}
 			return nil, p.apiError("DescribeSubnets", err)
 		}
@@ -112,7 +112,7 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string, n *ne
 			})
 		})
 		switch {
-		case errorCode(err) == codeGroupDuplicate:
+		case awsutil.ErrorCode(err) == codeGroupDuplicate:
 			// Another gateway process made it first, or someone else has a
 			// group of that name.
 			found, ferr := p.findGroup(ctx, cluster, n.vpc)
@@ -133,28 +133,28 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string, n *ne
 		}
 	}
 	id = aws.ToString(sg.GroupId)
-	if missing := p.missingRules(id, sg.IpPermissions); len(missing) > 0 {
+	if missing := awsutil.Missing(p.ingress().Rules(id), sg.IpPermissions); len(missing) > 0 {
 		_, err := call(ctx, p, "AuthorizeSecurityGroupIngress", func(ctx context.Context) (*awsec2.AuthorizeSecurityGroupIngressOutput, error) {
 			return p.ec2.AuthorizeSecurityGroupIngress(ctx, &awsec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(id), IpPermissions: missing})
 		})
 		// A duplicate means another process added the rules meanwhile.
 		switch {
-		case err != nil && errorCode(err) == codeGroupNotFound && p.cfg.GatewaySecurityGroup != "":
+		case err != nil && awsutil.ErrorCode(err) == codeGroupNotFound && p.cfg.GatewaySecurityGroup != "":
 			return "", fmt.Errorf("ec2 provider: the gateway's security group %s is not in %s, the subnets' VPC (%s); set gateway_security_group to the group of the gateway's tasks or instances in that VPC: %w",
-				p.cfg.GatewaySecurityGroup, n.vpc, errorMessage(err), err)
-		case err != nil && errorCode(err) != codePermissionDuplicate:
+				p.cfg.GatewaySecurityGroup, n.vpc, awsutil.ErrorMessage(err), err)
+		case err != nil && awsutil.ErrorCode(err) != codePermissionDuplicate:
 			return "", p.apiError("AuthorizeSecurityGroupIngress", err)
 		}
 		crashpoint.Hit(ctx, crashpoint.EC2GroupAuthorized)
 	}
-	if stale := p.staleRules(id, sg.IpPermissions); len(stale) > 0 {
+	if stale := awsutil.Stale(p.ingress().Rules(id), sg.IpPermissions); len(stale) > 0 {
 		// A group made under an earlier configuration (gateway_cidrs, or
 		// another gateway group) keeps no source that is no longer wanted.
 		_, err := call(ctx, p, "RevokeSecurityGroupIngress", func(ctx context.Context) (*awsec2.RevokeSecurityGroupIngressOutput, error) {
 			return p.ec2.RevokeSecurityGroupIngress(ctx, &awsec2.RevokeSecurityGroupIngressInput{GroupId: aws.String(id), IpPermissions: stale})
 		})
 		// Not found means another process removed them meanwhile.
-		if err != nil && errorCode(err) != codePermissionNotFound {
+		if err != nil && awsutil.ErrorCode(err) != codePermissionNotFound {
 			return "", p.apiError("RevokeSecurityGroupIngress", err)
 		}
 		p.log.Info("removed ingress rules no longer wanted", "cluster", cluster, "group", id, "rules", len(stale))
@@ -163,47 +163,6 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string, n *ne
 	p.groups[cluster] = id
 	p.mu.Unlock()
 	return id, nil
-}
-
-// staleRules is what the group admits beyond wantedRules: each source of
-// each permission that no wanted rule has.
-func (p *Provider) staleRules(groupID string, have []types.IpPermission) []types.IpPermission {
-	want := p.wantedRules(groupID)
-	wanted := func(h types.IpPermission, match func(types.IpPermission) bool) bool {
-		return slices.ContainsFunc(want, func(w types.IpPermission) bool {
-			return aws.ToString(w.IpProtocol) == aws.ToString(h.IpProtocol) && aws.ToInt32(w.FromPort) == aws.ToInt32(h.FromPort) &&
-				aws.ToInt32(w.ToPort) == aws.ToInt32(h.ToPort) && match(w)
-		})
-	}
-	var out []types.IpPermission
-	for _, h := range have {
-		stale := types.IpPermission{IpProtocol: h.IpProtocol, FromPort: h.FromPort, ToPort: h.ToPort}
-		for _, r := range h.IpRanges {
-			if !wanted(h, func(w types.IpPermission) bool {
-				return slices.ContainsFunc(w.IpRanges, func(x types.IpRange) bool { return aws.ToString(x.CidrIp) == aws.ToString(r.CidrIp) })
-			}) {
-				stale.IpRanges = append(stale.IpRanges, types.IpRange{CidrIp: r.CidrIp})
-			}
-		}
-		for _, r := range h.Ipv6Ranges {
-			if !wanted(h, func(w types.IpPermission) bool {
-				return slices.ContainsFunc(w.Ipv6Ranges, func(x types.Ipv6Range) bool { return aws.ToString(x.CidrIpv6) == aws.ToString(r.CidrIpv6) })
-			}) {
-				stale.Ipv6Ranges = append(stale.Ipv6Ranges, types.Ipv6Range{CidrIpv6: r.CidrIpv6})
-			}
-		}
-		for _, g := range h.UserIdGroupPairs {
-			if !wanted(h, func(w types.IpPermission) bool {
-				return slices.ContainsFunc(w.UserIdGroupPairs, func(x types.UserIdGroupPair) bool { return aws.ToString(x.GroupId) == aws.ToString(g.GroupId) })
-			}) {
-				stale.UserIdGroupPairs = append(stale.UserIdGroupPairs, types.UserIdGroupPair{GroupId: g.GroupId})
-			}
-		}
-		if len(stale.IpRanges)+len(stale.Ipv6Ranges)+len(stale.UserIdGroupPairs) > 0 {
-			out = append(out, stale)
-		}
-	}
-	return out
 }
 
 // findGroup finds the cluster's security group by its tags in the VPC, or
@@ -237,80 +196,9 @@ func (p *Provider) findGroup(ctx context.Context, cluster, vpc string) (*types.S
 	return &found[0], nil
 }
 
-// wantedRules are the security group's ingress rules: the scheduler's TLS
-// and dashboard ports from the gateway's security group (or, as a
-// fallback, its address ranges), and every TCP port from the group itself.
-// Nothing is open to 0.0.0.0/0: the gateway proxies every client
-// connection, and members talk to each other through the group's
-// reference to itself, so one cluster's members never admit another's.
-func (p *Provider) wantedRules(groupID string) []types.IpPermission {
-	sched := types.IpPermission{
-		IpProtocol: aws.String("tcp"),
-		FromPort:   aws.Int32(schedulerPort),
-		ToPort:     aws.Int32(dashboardPort),
-	}
-	if g := p.cfg.GatewaySecurityGroup; g != "" {
-		sched.UserIdGroupPairs = []types.UserIdGroupPair{{GroupId: aws.String(g), Description: aws.String("Dask TLS and dashboard from the gateway")}}
-	}
-	for _, c := range p.cfg.GatewayCIDRs {
-		desc := aws.String("Dask TLS and dashboard from the gateway")
-		if pfx := netip.MustParsePrefix(c); pfx.Addr().Is4() {
-			sched.IpRanges = append(sched.IpRanges, types.IpRange{CidrIp: aws.String(pfx.String()), Description: desc})
-		} else {
-			sched.Ipv6Ranges = append(sched.Ipv6Ranges, types.Ipv6Range{CidrIpv6: aws.String(pfx.String()), Description: desc})
-		}
-	}
-	self := types.IpPermission{
-		IpProtocol:       aws.String("tcp"),
-		FromPort:         aws.Int32(0),
-		ToPort:           aws.Int32(65535),
-		UserIdGroupPairs: []types.UserIdGroupPair{{GroupId: aws.String(groupID), Description: aws.String("workers and scheduler of the same cluster")}},
-	}
-	return []types.IpPermission{sched, self}
-}
-
-// missingRules is what of wantedRules the group lacks. EC2 refuses a whole
-// AuthorizeSecurityGroupIngress call if one rule in it exists, so only the
-// missing ones are sent.
-func (p *Provider) missingRules(groupID string, have []types.IpPermission) []types.IpPermission {
-	has := func(proto string, from, to int32, match func(types.IpPermission) bool) bool {
-		for _, h := range have {
-			if aws.ToString(h.IpProtocol) == proto && aws.ToInt32(h.FromPort) == from && aws.ToInt32(h.ToPort) == to && match(h) {
-				return true
-			}
-		}
-		return false
-	}
-	var out []types.IpPermission
-	for _, w := range p.wantedRules(groupID) {
-		proto, from, to := aws.ToString(w.IpProtocol), aws.ToInt32(w.FromPort), aws.ToInt32(w.ToPort)
-		miss := types.IpPermission{IpProtocol: w.IpProtocol, FromPort: w.FromPort, ToPort: w.ToPort}
-		for _, r := range w.IpRanges {
-			if !has(proto, from, to, func(h types.IpPermission) bool {
-				return slices.ContainsFunc(h.IpRanges, func(x types.IpRange) bool { return aws.ToString(x.CidrIp) == aws.ToString(r.CidrIp) })
-			}) {
-				miss.IpRanges = append(miss.IpRanges, r)
-			}
-		}
-		for _, r := range w.Ipv6Ranges {
-			if !has(proto, from, to, func(h types.IpPermission) bool {
-				return slices.ContainsFunc(h.Ipv6Ranges, func(x types.Ipv6Range) bool { return aws.ToString(x.CidrIpv6) == aws.ToString(r.CidrIpv6) })
-			}) {
-				miss.Ipv6Ranges = append(miss.Ipv6Ranges, r)
-			}
-		}
-		for _, g := range w.UserIdGroupPairs {
-			if !has(proto, from, to, func(h types.IpPermission) bool {
-				return slices.ContainsFunc(h.UserIdGroupPairs, func(x types.UserIdGroupPair) bool { return aws.ToString(x.GroupId) == aws.ToString(g.GroupId) })
-			}) {
-				miss.UserIdGroupPairs = append(miss.UserIdGroupPairs, g)
-			}
-		}
-		if len(miss.IpRanges)+len(miss.Ipv6Ranges)+len(miss.UserIdGroupPairs) > 0 {
-			out = append(out, miss)
-		}
-	}
-	return out
+// ingress is what a cluster's security group admits (awsutil.Ingress).
+func (p *Provider) ingress() awsutil.Ingress {
+	return awsutil.Ingress{GatewayGroup: p.cfg.GatewaySecurityGroup, GatewayCIDRs: p.cfg.GatewayCIDRs, FromPort: schedulerPort, ToPort: dashboardPort}
 }
 
 // deleteGroup deletes the cluster's security group once nothing uses it.
@@ -327,7 +215,7 @@ func (p *Provider) deleteGroup(ctx context.Context, cluster string, b *budget) e
 		_, err := call(ctx, p, "DeleteSecurityGroup", func(ctx context.Context) (*awsec2.DeleteSecurityGroupOutput, error) {
 			return p.ec2.DeleteSecurityGroup(ctx, &awsec2.DeleteSecurityGroupInput{GroupId: aws.String(id)})
 		})
-		switch code := errorCode(err); {
+		switch code := awsutil.ErrorCode(err); {
 		case err == nil:
 			p.log.Info("deleted security group", "cluster", cluster, "group", id)
 			crashpoint.Hit(ctx, crashpoint.EC2ClusterGroupDeleted)
@@ -338,7 +226,7 @@ func (p *Provider) deleteGroup(ctx context.Context, cluster string, b *budget) e
 			wait := max(p.backoff(attempt), p.cfg.PollInterval/2)
 			if !b.spend(wait) {
 				return fmt.Errorf("ec2 provider: security group %s of cluster %s is still in use after %s (DependencyViolation: %s); StopCluster will try again: %w",
-					id, cluster, p.cfg.StopTimeout, errorMessage(err), err)
+					id, cluster, p.cfg.StopTimeout, awsutil.ErrorMessage(err), err)
 			}
 			p.log.Debug("security group still in use; waiting", "cluster", cluster, "group", id, "wait", wait)
 			if err := p.cfg.Sleep(ctx, wait); err != nil {
@@ -373,7 +261,7 @@ func ec2Tags(m map[string]string) []types.Tag {
 // apiError wraps an AWS error with what to do about the usual set-up
 // mistakes.
 func (p *Provider) apiError(op string, err error) error {
-	switch code := errorCode(err); code {
+	switch code := awsutil.ErrorCode(err); code {
 	case "UnauthorizedOperation", "AccessDenied", "AccessDeniedException":
 		return fmt.Errorf("ec2 provider: %s: the gateway's AWS identity is not allowed to call it (%s); grant it the permissions listed in the ec2 provider's documentation: %w", op, code, err)
 	case "AuthFailure", "UnrecognizedClientException", "InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException":

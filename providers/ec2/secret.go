@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 // Standard SSM parameters hold up to 4 KB; larger values need the
@@ -62,7 +63,7 @@ func (p *Provider) ensureSecret(ctx context.Context, spec providers.ClusterSpec)
 	_, err := call(ctx, p, "PutParameter", func(ctx context.Context) (*ssm.PutParameterOutput, error) {
 		return p.ssm.PutParameter(ctx, in)
 	})
-	if errorCode(err) == codeParameterExists {
+	if awsutil.ErrorCode(err) == codeParameterExists {
 		in.Overwrite, in.Tags = aws.Bool(true), nil
 		_, err = call(ctx, p, "PutParameter", func(ctx context.Context) (*ssm.PutParameterOutput, error) {
 			return p.ssm.PutParameter(ctx, in)
@@ -85,7 +86,7 @@ func (p *Provider) deleteSecret(ctx context.Context, cluster string) error {
 	_, err := call(ctx, p, "DeleteParameter", func(ctx context.Context) (*ssm.DeleteParameterOutput, error) {
 		return p.ssm.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)})
 	})
-	if err != nil && errorCode(err) != codeParameterNotFound {
+	if err != nil && awsutil.ErrorCode(err) != codeParameterNotFound {
 		return p.apiError("DeleteParameter "+name, err)
 	}
 	if err == nil {
@@ -155,7 +156,7 @@ func (p *Provider) resolveParameter(ctx context.Context, name string) (string, e
 		return p.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
 	})
 	switch {
-	case errorCode(err) == codeParameterNotFound:
+	case awsutil.ErrorCode(err) == codeParameterNotFound:
 		return "", fmt.Errorf("ec2 provider: the AMI parameter %s does not exist in %s (ParameterNotFound); set providers.ec2.ami to an image id there: %w", name, p.cfg.Region, err)
 	case err != nil:
 		return "", p.apiError("GetParameter "+name, err)
@@ -189,7 +190,7 @@ func (p *Provider) describeImage(ctx context.Context, ami string) (imageInfo, er
 	out, err := call(ctx, p, "DescribeImages", func(ctx context.Context) (*awsec2.DescribeImagesOutput, error) {
 		return p.ec2.DescribeImages(ctx, &awsec2.DescribeImagesInput{ImageIds: []string{ami}})
 	})
-	if err != nil && !strings.HasPrefix(errorCode(err), "InvalidAMIID") {
+	if err != nil && !strings.HasPrefix(awsutil.ErrorCode(err), "InvalidAMIID") {
 		return imageInfo{}, p.apiError("DescribeImages", err)
 	}
 	if err != nil || len(out.Images) == 0 {

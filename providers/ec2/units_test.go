@@ -3,7 +3,6 @@ package ec2
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -11,49 +10,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/gatewayhq/gateway/internal/backoff"
 	"github.com/gatewayhq/gateway/providers"
 )
-
-func apiErr(code string, status int) error {
-	return &smithy.OperationError{ServiceID: "EC2", OperationName: "X", Err: &awshttp.ResponseError{
-		ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
-			Err: &smithy.GenericAPIError{Code: code, Message: "m"}},
-	}}
-}
-
-func TestRetryable(t *testing.T) {
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"throttled", apiErr("RequestLimitExceeded", 503), true},
-		{"SSM throttled", apiErr("ThrottlingException", 400), true},
-		{"internal", apiErr("InternalError", 500), true},
-		{"unknown 5xx", apiErr("SomethingNew", 502), true},
-		{"capacity is not retried in place", apiErr("InsufficientInstanceCapacity", 500), false},
-		{"client error", apiErr("InvalidParameterValue", 400), false},
-		{"denied", apiErr("UnauthorizedOperation", 403), false},
-		{"connection refused", &smithy.OperationError{Err: &net.OpError{Op: "dial", Err: errors.New("refused")}}, true},
-		{"canceled", fmt.Errorf("x: %w", context.Canceled), false},
-		{"deadline", context.DeadlineExceeded, false},
-		{"plain", errors.New("boom"), false},
-	}
-	for _, tc := range tests {
-		if got := retryable(tc.err); got != tc.want {
-			t.Errorf("%s: retryable = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	if errorCode(apiErr("X", 400)) != "X" || httpStatus(apiErr("X", 418)) != 418 || errorMessage(apiErr("X", 400)) != "m" || errorMessage(errors.New("e")) != "e" {
-		t.Error("error helpers")
-	}
-}
 
 func TestStopReasons(t *testing.T) {
 	in := func(state types.InstanceStateName, code, msg, transition string) types.Instance {

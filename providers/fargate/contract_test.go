@@ -9,6 +9,13 @@ import (
 	"github.com/gatewayhq/gateway/providers/fargate/fargatetest"
 )
 
+// capabilities are the optional interfaces of providers/provider.go the
+// Fargate provider implements, which the suite exercises.
+func capabilities() []contract.Capability {
+	return []contract.Capability{contract.Spot, contract.Regional, contract.StopTimes,
+		contract.MemberLister, contract.LeftoverLister, contract.StartPacer}
+}
+
 // TestContract runs the behaviour every provider owes the core against
 // the Fargate provider on the wire-level fake.
 func TestContract(t *testing.T) {
@@ -20,7 +27,9 @@ func TestContract(t *testing.T) {
 		Spec: func(t *testing.T, cluster, owner string) providers.ClusterSpec {
 			return testSpec(cluster, owner)
 		},
-		Timeout: 10 * time.Second,
-		Poll:    5 * time.Millisecond,
+		Capabilities: capabilities(),
+		Region:       fargatetest.DefaultRegion,
+		Timeout:      10 * time.Second,
+		Poll:         5 * time.Millisecond,
 	})
 }

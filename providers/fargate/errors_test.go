@@ -123,7 +123,7 @@ func TestThrottlingRetried(t *testing.T) {
 		if err == nil {
 			t.Fatal("StartScheduler succeeded through endless throttling")
 		}
-		mustContain(t, "error", err.Error(), "ThrottlingException", "gave up after 6 attempts")
+		mustContain(t, "error", err.Error(), "ThrottlingException", "still failing after 6 attempts")
 		if got, want := sl.all(), []time.Duration{10 * ms, 20 * ms, 40 * ms, 40 * ms, 40 * ms}; !slices.Equal(got, want) {
 			t.Errorf("waits %v; want %v (doubling, capped at MaxDelay)", got, want)
 		}

@@ -166,6 +166,10 @@ type Provider struct {
 	gwKey string // short hash of the gateway id, in names AWS restricts
 	locks keylock.Locks
 
+	// region is the one the SDK's clients were made for, which Region
+	// reports to quotas.
+	region string
+
 	mu  sync.Mutex
 	vpc string
 	// tables holds the launcher's tables read from stopped tasks' logs,
@@ -185,6 +189,7 @@ type Provider struct {
 var _ providers.Provider = (*Provider)(nil)
 var _ providers.StopTimes = (*Provider)(nil)
 var _ providers.Spot = (*Provider)(nil)
+var _ providers.Regional = (*Provider)(nil)
 
 // validate reports every problem of the configuration at once, so that an
 // operator fixes them in one go.
@@ -372,8 +377,9 @@ func New(cfg Config) (*Provider, error) {
 	// After loading, which configures the SDK's own client (AWS_CA_BUNDLE).
 	awsCfg.HTTPClient = sdkhttp.Client(awsCfg.HTTPClient)
 	p := &Provider{
-		cfg: cfg,
-		log: cfg.Logger.With("provider", Name),
+		cfg:    cfg,
+		log:    cfg.Logger.With("provider", Name),
+		region: awsCfg.Region,
 		// A configured endpoint replaces the SDK's; an unset one leaves what
 		// the SDK resolved (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>,
 		// endpoint_url in the shared config) in place.
@@ -415,3 +421,9 @@ func (p *Provider) SpotCapacity() {}
 
 // Name implements providers.Provider.
 func (p *Provider) Name() string { return Name }
+
+// Region implements providers.Regional: the region of the SDK
+// configuration the clients were made with (the configured region, which
+// takes precedence over AWS_REGION and the profile's), which quotas'
+// allowed_regions are checked against.
+func (p *Provider) Region() string { return p.region }

@@ -106,7 +106,7 @@ func TestBackoff(t *testing.T) {
 		window := min(100*time.Millisecond<<min(attempt-1, 20), time.Second)
 		seen := map[time.Duration]bool{}
 		for range 200 {
-			d := p.backoff(attempt)
+			d := p.retry().Backoff(attempt)
 			if d < 0 || d > window {
 				t.Fatalf("attempt %d: wait %s outside [0, %s]", attempt, d, window)
 			}

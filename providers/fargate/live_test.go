@@ -61,8 +61,10 @@ func TestLiveContract(t *testing.T) {
 				DashboardPrefix: "/clusters/" + cluster, WorkerThreads: 1, WorkerMemory: 1 << 30,
 				Scheduler: providers.Machine{VCPUs: 1, MemoryGiB: 2}, Worker: providers.Machine{VCPUs: 1, MemoryGiB: 2}}
 		},
-		Timeout: 15 * time.Minute,
-		Poll:    5 * time.Second,
+		Capabilities: capabilities(),
+		Region:       cfg.Region,
+		Timeout:      15 * time.Minute,
+		Poll:         5 * time.Second,
 	})
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 // Ports the scheduler listens on inside its task.
@@ -150,7 +150,7 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string) (stri
 			})
 		})
 		switch {
-		case errorCode(err) == "InvalidGroup.Duplicate":
+		case awsutil.ErrorCode(err) == "InvalidGroup.Duplicate":
 			// Made by a concurrent or earlier call whose answer was lost.
 			if g, err = p.findGroup(ctx, cluster, vpc); err != nil {
 				return "", err
@@ -167,28 +167,28 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string) (stri
 		}
 	}
 	id = aws.ToString(g.GroupId)
-	if missing := p.missingIngress(id, g.IpPermissions); len(missing) > 0 {
+	if missing := awsutil.Missing(p.ingress().Rules(id), g.IpPermissions); len(missing) > 0 {
 		_, err := call(ctx, p, "AuthorizeSecurityGroupIngress", func(ctx context.Context) (*ec2.AuthorizeSecurityGroupIngressOutput, error) {
 			return p.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(id), IpPermissions: missing})
 		})
 		// A duplicate means a retried request had already added them.
 		switch {
-		case err != nil && errorCode(err) == "InvalidGroup.NotFound" && p.cfg.GatewaySecurityGroup != "":
+		case err != nil && awsutil.ErrorCode(err) == "InvalidGroup.NotFound" && p.cfg.GatewaySecurityGroup != "":
 			return "", fmt.Errorf("fargate provider: the gateway's security group %s is not in %s, the subnets' VPC; set gateway_security_group to the group of the gateway's tasks in that VPC: %w",
 				p.cfg.GatewaySecurityGroup, vpc, err)
-		case err != nil && errorCode(err) != "InvalidPermission.Duplicate":
+		case err != nil && awsutil.ErrorCode(err) != "InvalidPermission.Duplicate":
 			return "", fmt.Errorf("fargate provider: allow the gateway into security group %s: %w", id, err)
 		}
 		crashpoint.Hit(ctx, crashpoint.FargateGroupAuthorized)
 	}
-	if stale := p.staleIngress(id, g.IpPermissions); len(stale) > 0 {
+	if stale := awsutil.Stale(p.ingress().Rules(id), g.IpPermissions); len(stale) > 0 {
 		// A group made under an earlier configuration (gateway_cidrs, or
 		// another gateway group) keeps no source that is no longer wanted.
 		_, err := call(ctx, p, "RevokeSecurityGroupIngress", func(ctx context.Context) (*ec2.RevokeSecurityGroupIngressOutput, error) {
 			return p.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: aws.String(id), IpPermissions: stale})
 		})
 		// Not found means another process removed them meanwhile.
-		if err != nil && errorCode(err) != "InvalidPermission.NotFound" {
+		if err != nil && awsutil.ErrorCode(err) != "InvalidPermission.NotFound" {
 			return "", fmt.Errorf("fargate provider: remove ingress rules no longer wanted from security group %s: %w", id, err)
 		}
 		p.log.Info("removed ingress rules no longer wanted", "cluster", cluster, "group", id, "rules", len(stale))
@@ -199,122 +199,9 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string) (stri
 	return id, nil
 }
 
-// staleIngress is what the group admits beyond ingress: each source of
-// each permission that no wanted rule has.
-func (p *Provider) staleIngress(groupID string, have []ec2types.IpPermission) []ec2types.IpPermission {
-	wanted := ingressSources(p.ingress(groupID))
-	var out []ec2types.IpPermission
-	for _, h := range have {
-		r := sourceOf(h)
-		stale := ec2types.IpPermission{IpProtocol: h.IpProtocol, FromPort: h.FromPort, ToPort: h.ToPort}
-		for _, x := range h.IpRanges {
-			if r.src = aws.ToString(x.CidrIp); !wanted[r] {
-				stale.IpRanges = append(stale.IpRanges, ec2types.IpRange{CidrIp: x.CidrIp})
-			}
-		}
-		for _, x := range h.Ipv6Ranges {
-			if r.src = aws.ToString(x.CidrIpv6); !wanted[r] {
-				stale.Ipv6Ranges = append(stale.Ipv6Ranges, ec2types.Ipv6Range{CidrIpv6: x.CidrIpv6})
-			}
-		}
-		for _, x := range h.UserIdGroupPairs {
-			if r.src = aws.ToString(x.GroupId); !wanted[r] {
-				stale.UserIdGroupPairs = append(stale.UserIdGroupPairs, ec2types.UserIdGroupPair{GroupId: x.GroupId})
-			}
-		}
-		if len(stale.IpRanges)+len(stale.Ipv6Ranges)+len(stale.UserIdGroupPairs) > 0 {
-			out = append(out, stale)
-		}
-	}
-	return out
-}
-
-// ingress is the group's wanted rules; missingIngress those not in have.
-func (p *Provider) ingress(groupID string) []ec2types.IpPermission {
-	gw := ec2types.IpPermission{
-		IpProtocol: aws.String("tcp"),
-		FromPort:   aws.Int32(schedulerPort), ToPort: aws.Int32(dashboardPort),
-	}
-	if g := p.cfg.GatewaySecurityGroup; g != "" {
-		gw.UserIdGroupPairs = []ec2types.UserIdGroupPair{{GroupId: aws.String(g), Description: aws.String("gateway to scheduler and dashboard")}}
-	}
-	for _, c := range p.cfg.GatewayCIDRs {
-		desc := aws.String("gateway to scheduler and dashboard")
-		if pf := netip.MustParsePrefix(c); pf.Addr().Is4() {
-			gw.IpRanges = append(gw.IpRanges, ec2types.IpRange{CidrIp: aws.String(pf.String()), Description: desc})
-		} else {
-			gw.Ipv6Ranges = append(gw.Ipv6Ranges, ec2types.Ipv6Range{CidrIpv6: aws.String(pf.String()), Description: desc})
-		}
-	}
-	self := ec2types.IpPermission{
-		IpProtocol: aws.String("tcp"),
-		FromPort:   aws.Int32(0), ToPort: aws.Int32(65535),
-		UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: aws.String(groupID), Description: aws.String("members of the cluster")}},
-	}
-	return []ec2types.IpPermission{gw, self}
-}
-
-func (p *Provider) missingIngress(groupID string, have []ec2types.IpPermission) []ec2types.IpPermission {
-	present := ingressSources(have)
-	var out []ec2types.IpPermission
-	for _, want := range p.ingress(groupID) {
-		r := sourceOf(want)
-		miss := want
-		miss.IpRanges, miss.Ipv6Ranges, miss.UserIdGroupPairs = nil, nil, nil
-		for _, x := range want.IpRanges {
-			if r.src = aws.ToString(x.CidrIp); !present[r] {
-				miss.IpRanges = append(miss.IpRanges, x)
-			}
-		}
-		for _, x := range want.Ipv6Ranges {
-			if r.src = aws.ToString(x.CidrIpv6); !present[r] {
-				miss.Ipv6Ranges = append(miss.Ipv6Ranges, x)
-			}
-		}
-		for _, x := range want.UserIdGroupPairs {
-			if r.src = aws.ToString(x.GroupId); !present[r] {
-				miss.UserIdGroupPairs = append(miss.UserIdGroupPairs, x)
-			}
-		}
-		if len(miss.IpRanges)+len(miss.Ipv6Ranges)+len(miss.UserIdGroupPairs) > 0 {
-			out = append(out, miss)
-		}
-	}
-	return out
-}
-
-// ingressSource is what EC2 tells ingress rules apart by: protocol, ports
-// and one source (a CIDR or a group id), whatever the description.
-type ingressSource struct {
-	proto    string
-	from, to int32
-	src      string
-}
-
-// sourceOf is perm's protocol and ports, its source left to fill in.
-func sourceOf(perm ec2types.IpPermission) ingressSource {
-	return ingressSource{proto: aws.ToString(perm.IpProtocol), from: aws.ToInt32(perm.FromPort), to: aws.ToInt32(perm.ToPort)}
-}
-
-// ingressSources is every source of every permission in perms.
-func ingressSources(perms []ec2types.IpPermission) map[ingressSource]bool {
-	set := map[ingressSource]bool{}
-	for _, perm := range perms {
-		r := sourceOf(perm)
-		for _, x := range perm.IpRanges {
-			r.src = aws.ToString(x.CidrIp)
-			set[r] = true
-		}
-		for _, x := range perm.Ipv6Ranges {
-			r.src = aws.ToString(x.CidrIpv6)
-			set[r] = true
-		}
-		for _, x := range perm.UserIdGroupPairs {
-			r.src = aws.ToString(x.GroupId)
-			set[r] = true
-		}
-	}
-	return set
+// ingress is what a cluster's security group admits (awsutil.Ingress).
+func (p *Provider) ingress() awsutil.Ingress {
+	return awsutil.Ingress{GatewayGroup: p.cfg.GatewaySecurityGroup, GatewayCIDRs: p.cfg.GatewayCIDRs, FromPort: schedulerPort, ToPort: dashboardPort}
 }
 
 // ---- the cluster's TLS secret ----
@@ -362,7 +249,7 @@ func (p *Provider) ensureSecret(ctx context.Context, spec providers.ClusterSpec)
 		arn = aws.ToString(out.ARN)
 		p.log.Info("stored the cluster's TLS secret", "cluster", spec.Name, "secret", name)
 		crashpoint.Hit(ctx, crashpoint.FargateSecretCreated)
-	case errorCode(err) == "ResourceExistsException":
+	case awsutil.ErrorCode(err) == "ResourceExistsException":
 		// Made by an earlier start of this cluster (the material does not
 		// change during a cluster's life).
 		d, derr := call(ctx, p, "DescribeSecret", func(ctx context.Context) (*secretsmanager.DescribeSecretOutput, error) {

@@ -2,19 +2,12 @@ package fargate
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/gatewayhq/gateway/internal/backoff"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 // The budget of read calls that one gateway keeps to, per service (ECS;
@@ -56,63 +49,18 @@ func (p *Provider) budgetFor(op string) *backoff.Budget {
 	return *b
 }
 
-// throttled reports whether err is the service refusing a call for its
-// request rate.
-func throttled(err error) bool {
-	switch errorCode(err) {
-	case "ThrottlingException", "Throttling", "ThrottledException", "RequestLimitExceeded",
-		"TooManyRequestsException", "RequestThrottled", "RequestThrottledException", "EC2ThrottledException", "SlowDown":
-		return true
-	}
-	var re *smithyhttp.ResponseError
-	return errors.As(err, &re) && re.HTTPStatusCode() == http.StatusTooManyRequests
+// retry is how the provider repeats its calls (awsutil.Call), through
+// cfg.Sleep as it is at each wait.
+func (p *Provider) retry() awsutil.Retry {
+	r := p.cfg.Retry
+	return awsutil.Retry{MaxAttempts: r.MaxAttempts, BaseDelay: r.BaseDelay, MaxDelay: r.MaxDelay, Jitter: r.Jitter, Log: p.log,
+		Sleep: func(ctx context.Context, d time.Duration) error { return p.cfg.Sleep(ctx, d) }}
 }
 
-// call runs one AWS request, retrying what is worth retrying (throttling,
-// AWS's own failures, a connection that failed under the request) with exponential
-// backoff and full jitter, at most Retry.MaxAttempts times. Every request
-// the provider makes is safe to repeat: reads, creations that are
-// idempotent by name or client token, and deletions that treat "not found"
-// as done. Reads first take their turn in their service's budget; a
-// throttled call waits at least half the backoff window, and a throttled
-// read pauses its budget for every cluster.
+// call runs one AWS request with awsutil.Call's retries; reads first take
+// their turn in their service's budget.
 func call[T any](ctx context.Context, p *Provider, op string, fn func(context.Context) (T, error)) (T, error) {
-	var zero T
-	budget := p.budgetFor(op)
-	paused := false // the retry after a throttled call: it has waited the pause
-	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return zero, err
-		}
-		if !paused {
-			if err := budget.Wait(ctx); err != nil {
-				return zero, err
-			}
-		}
-		out, err := fn(ctx)
-		if err == nil {
-			return out, nil
-		}
-		if !retryable(err) || ctx.Err() != nil {
-			return zero, err
-		}
-		if attempt >= p.cfg.Retry.MaxAttempts {
-			return zero, fmt.Errorf("%w (gave up after %d attempts)", err, attempt)
-		}
-		wait := p.backoff(attempt)
-		if throttled(err) {
-			wait = max(wait, backoff.Window(attempt, p.cfg.Retry.BaseDelay, p.cfg.Retry.MaxDelay)/2)
-		}
-		p.log.Warn("AWS request failed; retrying", "op", op, "attempt", attempt, "wait", wait, "err", err)
-		// Everyone else sharing the budget keeps the pause too.
-		paused = throttled(err)
-		if paused {
-			budget.Throttled(wait)
-		}
-		if serr := p.cfg.Sleep(ctx, wait); serr != nil {
-			return zero, fmt.Errorf("%w (while waiting to retry %s after: %v)", serr, op, err)
-		}
-	}
+	return awsutil.Call(ctx, p.retry(), p.budgetFor(op), op, fn)
 }
 
 // StartPoll implements the scheduler's start pacing: a Fargate task takes
@@ -120,66 +68,13 @@ func call[T any](ctx context.Context, p *Provider, op string, fn func(context.Co
 // second, not ten times.
 func (p *Provider) StartPoll() time.Duration { return time.Second }
 
-// backoff is the wait after the given failed attempt: full jitter over an
-// exponentially growing, capped window.
-func (p *Provider) backoff(attempt int) time.Duration {
-	window := backoff.Window(attempt, p.cfg.Retry.BaseDelay, p.cfg.Retry.MaxDelay)
-	return min(max(p.cfg.Retry.Jitter(window), 0), window)
-}
-
-// errorCode is the AWS error code of err, or "".
-func errorCode(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
-}
-
-func errorMessage(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorMessage()
-	}
-	return ""
-}
-
-// retryable reports whether a failed request may succeed if sent again.
-func retryable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	switch errorCode(err) {
-	case "ThrottlingException", "Throttling", "ThrottledException", "RequestLimitExceeded",
-		"TooManyRequestsException", "RequestThrottled", "RequestThrottledException",
-		"EC2ThrottledException", "PriorRequestNotComplete", "SlowDown",
-		"ServerException", "InternalServiceError", "InternalServiceErrorException",
-		"InternalFailure", "InternalError", "ServiceUnavailable", "ServiceUnavailableException", "Unavailable":
-		return true
-	}
-	var re *smithyhttp.ResponseError
-	if errors.As(err, &re) {
-		if c := re.HTTPStatusCode(); c >= 500 || c == http.StatusTooManyRequests {
-			return true
-		}
-	}
-	// Connections that fail, reset or close under a request or its answer
-	// (the SDK's own classification; it includes a Go transport race that
-	// closes a connection while a 200 answer is read, aws-sdk-go-v2#2737).
-	if (retry.RetryableConnectionError{}).IsErrorRetryable(err) == aws.TrueTernary {
-		return true
-	}
-	var se *smithyhttp.RequestSendError
-	return errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF)
-}
-
 // isNotFound reports errors that mean the thing is already gone.
 func isNotFound(err error) bool {
-	switch errorCode(err) {
+	switch awsutil.ErrorCode(err) {
 	case "ResourceNotFoundException", "InvalidGroup.NotFound", "InvalidGroupId.NotFound":
 		return true
 	case "InvalidParameterException", "ClientException":
-		m := strings.ToLower(errorMessage(err))
+		m := strings.ToLower(awsutil.ErrorMessage(err))
 		return strings.Contains(m, "not found") || strings.Contains(m, "does not exist") || strings.Contains(m, "unable to describe")
 	}
 	return false

@@ -16,6 +16,7 @@ import (
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 // StartScheduler implements providers.Provider.
@@ -253,10 +254,10 @@ func (p *Provider) runTask(ctx context.Context, spec providers.ClusterSpec, memb
 			// The ECS cluster has no FARGATE_SPOT capacity provider: no
 			// subnet will do better; regular Fargate may.
 			p.log.Warn("FARGATE_SPOT is not a capacity provider of the ECS cluster; starting on regular Fargate", "cluster", spec.Name, "member", member, "ecs_cluster", p.cfg.Cluster)
-			tries = append(tries, l.String()+": "+errorMessage(err))
+			tries = append(tries, l.String()+": "+awsutil.ErrorMessage(err))
 			spotRefused = true
-		case err != nil && capacityError(errorMessage(err)):
-			tries = append(tries, l.String()+": "+errorMessage(err))
+		case err != nil && awsutil.ErrorCode(err) != "" && capacityError(awsutil.ErrorMessage(err)):
+			tries = append(tries, l.String()+": "+awsutil.ErrorMessage(err))
 			p.log.Warn("no Fargate capacity; trying elsewhere", "cluster", spec.Name, "member", member, "tried", l.String(), "err", err)
 		case err != nil:
 			return fmt.Errorf("fargate provider: start %s of %s (%s): %w", member, spec.Name, l, err)
@@ -320,7 +321,7 @@ func capacityError(reason string) bool {
 }
 
 func spotNotAssociated(err error) bool {
-	return errorCode(err) == "InvalidParameterException" && strings.Contains(strings.ToLower(errorMessage(err)), "capacity provider")
+	return awsutil.ErrorCode(err) == "InvalidParameterException" && strings.Contains(strings.ToLower(awsutil.ErrorMessage(err)), "capacity provider")
 }
 
 // remember keeps a started task's ARN: ECS lists new tasks with a delay,

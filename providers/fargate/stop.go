@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/gatewayhq/gateway/internal/crashpoint"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 // stopTask asks ECS to stop a task; one ECS no longer knows is stopped.
@@ -199,7 +200,7 @@ func (p *Provider) deleteGroupID(ctx context.Context, cluster, id string, deadli
 			p.log.Info("deleted security group", "cluster", cluster, "group", id)
 			crashpoint.Hit(ctx, crashpoint.FargateClusterGroupDeleted)
 			return nil
-		case errorCode(err) != "DependencyViolation":
+		case awsutil.ErrorCode(err) != "DependencyViolation":
 			return fmt.Errorf("fargate provider: delete security group %s of %s: %w", id, cluster, err)
 		case *polls <= 0 || time.Now().After(deadline):
 			return fmt.Errorf("fargate provider: security group %s of %s is still in use after %s: %w", id, cluster, p.cfg.StopTimeout, err)

@@ -10,6 +10,13 @@ import (
 	"github.com/gatewayhq/gateway/providers/gce/gcetest"
 )
 
+// capabilities are the optional interfaces of providers/provider.go the
+// Compute Engine provider implements, which the suite exercises.
+func capabilities() []contract.Capability {
+	return []contract.Capability{contract.InstanceTypes, contract.Regional, contract.StopTimes,
+		contract.MemberLister, contract.LeftoverLister, contract.StartPacer, contract.Closer}
+}
+
 // TestContract runs the providers' contract suite against the provider on
 // the wire-level fake.
 func TestContract(t *testing.T) {
@@ -23,8 +30,10 @@ func TestContract(t *testing.T) {
 			t.Cleanup(func() { _ = p.Close(context.Background(), true) })
 			return p
 		},
-		Spec:    func(t *testing.T, cluster, owner string) providers.ClusterSpec { return testSpec(t, cluster, owner) },
-		Timeout: 20 * time.Second,
-		Poll:    5 * time.Millisecond,
+		Spec:         func(t *testing.T, cluster, owner string) providers.ClusterSpec { return testSpec(t, cluster, owner) },
+		Capabilities: capabilities(),
+		Region:       "us-central1", // of testConfig's zones
+		Timeout:      20 * time.Second,
+		Poll:         5 * time.Millisecond,
 	})
 }

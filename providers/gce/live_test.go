@@ -65,7 +65,9 @@ func TestLiveContract(t *testing.T) {
 				Scheduler: providers.Machine{InstanceType: "e2-standard-2", VCPUs: 2, MemoryGiB: 8},
 				Worker:    providers.Machine{InstanceType: "e2-standard-2", VCPUs: 2, MemoryGiB: 8}}
 		},
-		Timeout: 15 * time.Minute,
-		Poll:    5 * time.Second,
+		Capabilities: capabilities(),
+		Region:       regionOf(strings.Split(env("ZONES"), ",")[0]),
+		Timeout:      15 * time.Minute,
+		Poll:         5 * time.Second,
 	})
 }
