@@ -183,23 +183,19 @@ type Core struct {
 	leases         leaseRead
 	membersChecked time.Time
 
-	mu                    sync.Mutex
-	watchers              map[string]*watch          // per cluster, closed on its next change
-	exits                 map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
-	active                map[string]time.Time       // last time each running cluster was seen busy
-	reaped                atomic.Int64               // leftover clusters the reaper stopped
-	cleaned               map[string]bool            // clusters the reaper tidied whose stopped members the provider still lists
-	firstSeen             map[string]time.Time       // when the reaper first saw each leftover the cloud gives no date for (reaper.go)
-	answered              map[string]time.Time       // last answer of each running scheduler
-	downSince             map[string]time.Time       // when each adaptive cluster first asked for fewer workers
-	quotaNote             map[string]string          // per cluster, the last quota message recorded for adaptive scaling
-	settled               map[string]*settled        // running clusters with nothing to do, which the sweep watches (sweep.go)
-	polled                map[string]*settled        // those of settled not yet on the due heaps: streams not live, polled schedulers
-	settles               uint64                     // clusters settled so far
-	settlesChecked        uint64                     // settles when the sweep last compared settled with a read of the leases
-	settledCompared       time.Time                  // when it did
-	silenceDue, expiryDue dueHeap                    // the rest, by deadline (due.go)
-	failures              map[string]int             // failed passes in a row, per cluster (retry.go)
+	// waits are the API's waits for clusters' changes.
+	waits *waiters
+	// tidied is the reaper's memory (reaper.go).
+	tidied reaperMemory
+	reaped atomic.Int64 // leftover clusters the reaper stopped
+
+	mu sync.Mutex
+	// clusters is one record per cluster (state.go).
+	clusters              *clusterTable
+	settles               uint64    // clusters settled so far
+	settlesChecked        uint64    // settles when the sweep last compared settled with a read of the leases
+	settledCompared       time.Time // when it did
+	silenceDue, expiryDue dueHeap   // the settled clusters with live streams, by deadline (due.go)
 }
 
 // New makes a core. Run starts its loop.
@@ -217,17 +213,10 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 	}
 	c := &Core{
 		cfg: cfg, store: st, provider: p, router: r, log: log, now: time.Now,
-		dash:      newCountsPool(),
-		queue:     newQueue(),
-		watchers:  map[string]*watch{},
-		exits:     map[string]map[string]bool{},
-		active:    map[string]time.Time{},
-		answered:  map[string]time.Time{},
-		downSince: map[string]time.Time{},
-		quotaNote: map[string]string{},
-		settled:   map[string]*settled{},
-		polled:    map[string]*settled{},
-		failures:  map[string]int{},
+		dash:     newCountsPool(),
+		queue:    newQueue(),
+		waits:    newWaiters(),
+		clusters: newClusterTable(),
 	}
 	c.health = newWatchPool(cfg.HeartbeatTimeout, cfg.HeartbeatInterval, c.watchLine, c.watchEnded)
 	c.health.live = c.dash.Drop
@@ -326,47 +315,11 @@ func (c *Core) worker(ctx context.Context) {
 	}
 }
 
-type watch struct {
-	ch      chan struct{}
-	waiters int
-}
-
-func (c *Core) notify(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if w, ok := c.watchers[name]; ok {
-		close(w.ch)
-		delete(c.watchers, name)
-	}
-}
-
-// watch returns a channel closed on the cluster's next change, and a
-// function to call when no longer waiting, so that waits on names that never
-// change leave nothing behind.
-func (c *Core) watch(name string) (<-chan struct{}, func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	w, ok := c.watchers[name]
-	if !ok {
-		w = &watch{ch: make(chan struct{})}
-		c.watchers[name] = w
-	}
-	w.waiters++
-	return w.ch, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		w.waiters--
-		if w.waiters == 0 && c.watchers[name] == w {
-			delete(c.watchers, name)
-		}
-	}
-}
-
 // update applies fn to the stored cluster and wakes any waiters.
 func (c *Core) update(ctx context.Context, name string, fn store.UpdateFunc) (*store.Cluster, error) {
 	cl, err := c.store.UpdateCluster(ctx, name, fn)
 	if err == nil {
-		c.notify(name)
+		c.waits.notify(name)
 	}
 	return cl, err
 }
@@ -376,7 +329,7 @@ func (c *Core) update(ctx context.Context, name string, fn store.UpdateFunc) (*s
 func (c *Core) updateOwned(ctx context.Context, name string, fn store.OwnedUpdateFunc) (*store.Cluster, error) {
 	cl, err := c.store.UpdateOwned(ctx, name, quota.MonthStart(c.now()), fn)
 	if err == nil {
-		c.notify(name)
+		c.waits.notify(name)
 	}
 	return cl, err
 }
@@ -504,7 +457,7 @@ func (c *Core) Wait(ctx context.Context, owner, name string, timeout time.Durati
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		ch, done := c.watch(name)
+		ch, done := c.waits.watch(name)
 		cl, err := c.Get(ctx, owner, name)
 		if err != nil || (cl.Status != store.Pending && cl.Status != store.Starting) {
 			done()
@@ -677,14 +630,15 @@ func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts schedulerCou
 	target := max(cl.AdaptMin, min(counts.Desired, cl.AdaptMax))
 	now := c.now()
 	c.mu.Lock()
+	st := c.clusters.ensure(cl.Name)
 	if target >= cl.DesiredWorkers {
-		delete(c.downSince, cl.Name)
-	} else if _, ok := c.downSince[cl.Name]; !ok {
-		c.downSince[cl.Name] = now
+		st.downSince = time.Time{}
+	} else if st.downSince.IsZero() {
+		st.downSince = now
 	}
-	since, down := c.downSince[cl.Name]
+	since := st.downSince
 	c.mu.Unlock()
-	if target == cl.DesiredWorkers || (down && now.Sub(since) < adaptDownAfter) {
+	if target == cl.DesiredWorkers || (!since.IsZero() && now.Sub(since) < adaptDownAfter) {
 		return false, nil
 	}
 	// Loaded whatever the direction: the stored cluster may have changed
@@ -719,7 +673,9 @@ func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts schedulerCou
 		return false, nil
 	}
 	c.mu.Lock()
-	delete(c.downSince, cl.Name)
+	if st := c.clusters.get(cl.Name); st != nil {
+		st.downSince = time.Time{}
+	}
 	c.mu.Unlock()
 	return err == nil, err
 }
@@ -729,8 +685,9 @@ func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts schedulerCou
 // at every poll.
 func (c *Core) noteQuota(ctx context.Context, cluster, note string) {
 	c.mu.Lock()
-	same := c.quotaNote[cluster] == note
-	c.quotaNote[cluster] = note
+	st := c.clusters.ensure(cluster)
+	same := st.quotaNote == note
+	st.quotaNote = note
 	c.mu.Unlock()
 	if !same {
 		c.log.Info("adaptive scaling held by quota", "cluster", cluster, "why", note)
@@ -1111,7 +1068,7 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		// not counted as silence, and the check is tried again.
 		c.log.Warn("health check: the gateway has no file descriptor left (raise its limit)", "cluster", cl.Name, "err", err)
 		c.mu.Lock()
-		c.answered[cl.Name] = c.now()
+		c.clusters.ensure(cl.Name).answered = c.now()
 		c.mu.Unlock()
 		return c.cfg.PollInterval, nil
 	}
@@ -1119,19 +1076,18 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		// A scheduler whose process lives but does not answer (hung,
 		// overloaded, partitioned) is failed after the heartbeat timeout.
 		c.mu.Lock()
-		since, seen := c.answered[cl.Name]
-		if !seen {
-			since = c.now()
-			c.answered[cl.Name] = since
+		st := c.clusters.ensure(cl.Name)
+		if st.answered.IsZero() {
+			st.answered = c.now()
 		}
 		// Its stream's last line counts as an answer too (heartbeats are
 		// kept on the stream, not here: see watchLine).
 		if heard, ok := c.health.lastHeard(cl.Name); ok {
-			if at := c.now().Add(-time.Since(heard)); at.After(since) {
-				since = at
-				c.answered[cl.Name] = at
+			if at := c.now().Add(-time.Since(heard)); at.After(st.answered) {
+				st.answered = at
 			}
 		}
+		since := st.answered
 		c.mu.Unlock()
 		if silent := c.now().Sub(since); silent >= c.cfg.HeartbeatTimeout {
 			return 0, c.fail(ctx, cl, fmt.Sprintf("the scheduler stopped answering (nothing for %s: %v)", silent.Round(time.Second), err))
@@ -1150,7 +1106,7 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		return c.cfg.PollInterval / 5, nil
 	}
 	c.mu.Lock()
-	c.answered[cl.Name] = c.now()
+	c.clusters.ensure(cl.Name).answered = c.now()
 	c.mu.Unlock()
 	if why := c.expired(cl); why != "" {
 		c.log.Info("stopping cluster", "cluster", cl.Name, "why", why)
@@ -1203,9 +1159,9 @@ func (c *Core) expired(cl *store.Cluster) string {
 // expiredWith is expired with the cluster's options already parsed.
 func (c *Core) expiredWith(cl *store.Cluster, o Options) string {
 	c.mu.Lock()
-	last, ok := c.active[cl.Name]
+	last := c.lastBusy(cl.Name)
 	c.mu.Unlock()
-	return c.expiredAt(cl, o, c.now(), last, ok)
+	return c.expiredAt(cl, o, c.now(), last, !last.IsZero())
 }
 
 // expiredAt is expired at now, the cluster last seen busy at last (if
@@ -1263,8 +1219,8 @@ func (c *Core) connectedWorkers(ctx context.Context, cl *store.Cluster) (schedul
 		return schedulerCounts{}, err
 	}
 	c.mu.Lock()
-	if _, seen := c.active[cl.Name]; !seen || counts.busy() {
-		c.active[cl.Name] = c.now()
+	if st := c.clusters.ensure(cl.Name); st.lastBusy.IsZero() || counts.busy() {
+		st.lastBusy = c.now()
 	}
 	c.mu.Unlock()
 	return counts, nil
@@ -1334,16 +1290,12 @@ func (c *Core) fail(ctx context.Context, cl *store.Cluster, reason string) error
 	return err
 }
 
+// forget drops all the loop keeps of a cluster that ended.
 func (c *Core) forget(name string) {
 	c.dash.Drop(name)
 	c.health.drop(name)
 	c.mu.Lock()
-	delete(c.exits, name)
-	delete(c.active, name)
-	delete(c.answered, name)
-	delete(c.downSince, name)
-	delete(c.quotaNote, name)
-	delete(c.settled, name)
+	c.clusters.forget(name)
 	c.mu.Unlock()
 }
 
@@ -1351,20 +1303,24 @@ func (c *Core) forget(name string) {
 func (c *Core) countExit(cluster, worker string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.exits[cluster] == nil {
-		c.exits[cluster] = map[string]bool{}
+	st := c.clusters.ensure(cluster)
+	if st.exits == nil {
+		st.exits = map[string]bool{}
 	}
-	if c.exits[cluster][worker] {
+	if st.exits[worker] {
 		return false
 	}
-	c.exits[cluster][worker] = true
+	st.exits[worker] = true
 	return true
 }
 
 func (c *Core) exitCount(cluster string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.exits[cluster])
+	if st := c.clusters.get(cluster); st != nil {
+		return len(st.exits)
+	}
+	return 0
 }
 
 func (c *Core) event(ctx context.Context, name, kind, msg string) {

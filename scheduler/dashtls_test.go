@@ -42,7 +42,7 @@ func TestHealthPollVerifiesClusterCert(t *testing.T) {
 	certA, certB := testutil.ClusterCert(t, "ca"), testutil.ClusterCert(t, "cb")
 	urlA := countsMember(t, "ca", certA)
 	urlB := countsMember(t, "cb", certA) // cb's address, but a member with ca's certificate
-	c := &Core{dash: newCountsPool(), health: newWatchPool(time.Second, time.Second, nil, nil), now: time.Now, active: map[string]time.Time{}}
+	c := &Core{dash: newCountsPool(), health: newWatchPool(time.Second, time.Second, nil, nil), now: time.Now, clusters: newClusterTable()}
 	if !strings.HasPrefix(urlA, "https://") {
 		t.Fatalf("member URL %s", urlA)
 	}

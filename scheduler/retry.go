@@ -20,13 +20,16 @@ const (
 func (c *Core) retryAfter(name string) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.failures[name]++
-	return backoff.Window(c.failures[name], retryBase, retryMax)
+	st := c.clusters.ensure(name)
+	st.failures++
+	return backoff.Window(st.failures, retryBase, retryMax)
 }
 
 // succeeded ends the cluster's run of failures.
 func (c *Core) succeeded(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.failures, name)
+	if st := c.clusters.get(name); st != nil {
+		st.failures = 0
+	}
 }

@@ -10,7 +10,7 @@ import (
 // so that work resumes within retryMax of the database's return; a pass
 // that succeeds starts the count again.
 func TestRetryBacksOffAndResets(t *testing.T) {
-	c := &Core{failures: map[string]int{}}
+	c := &Core{clusters: newClusterTable()}
 	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second}
 	for i, w := range want {
 		if got := c.retryAfter("a"); got != w {

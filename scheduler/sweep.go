@@ -99,8 +99,7 @@ func (c *Core) settle(cl *store.Cluster, members []providers.Member) {
 	_ = json.Unmarshal([]byte(cl.Options), &s.opts)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.settled[cl.Name] = s
-	c.polled[cl.Name] = s // until the sweep sees its stream live
+	c.clusters.settle(cl.Name, s)
 	c.settles++
 }
 
@@ -109,9 +108,8 @@ func (c *Core) settle(cl *store.Cluster, members []providers.Member) {
 func (c *Core) unsettle(name string) {
 	c.mu.Lock()
 	var check *inflightCheck
-	if s := c.settled[name]; s != nil {
+	if s := c.clusters.unsettle(name); s != nil {
 		check = s.checking
-		delete(c.settled, name)
 	}
 	c.mu.Unlock()
 	if check != nil {
@@ -196,15 +194,15 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 	membersDue := now.Sub(c.membersChecked) >= watchedMembersEvery
 	c.mu.Lock()
 	// A kept read (not scanned) holds only leases held here (sweepLeases).
-	if resync && !scanned && c.settles == c.settlesChecked && len(c.settled) == len(leases) && now.Sub(c.settledCompared) < leaseRescanEvery {
+	if resync && !scanned && c.settles == c.settlesChecked && c.clusters.settledCount() == len(leases) && now.Sub(c.settledCompared) < leaseRescanEvery {
 		resync = false
 	}
 	var queue []string
 	if scanned || resync {
 		c.settlesChecked, c.settledCompared = c.settles, now
-		settledBefore, matched := len(c.settled), 0
+		settledBefore, matched := c.clusters.settledCount(), 0
 		for _, l := range leases {
-			s := c.settled[l.Name]
+			s := c.clusters.settledOf(l.Name)
 			if s != nil {
 				matched++
 			}
@@ -212,16 +210,16 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 			case l.Free():
 				// Nobody holds it (its replica died, or let go): take it.
 				queue = append(queue, l.Name)
-				delete(c.settled, l.Name)
+				c.clusters.unsettle(l.Name)
 			case !l.Held(c.cfg.ReplicaID):
-				delete(c.settled, l.Name) // another replica's now
+				c.clusters.unsettle(l.Name) // another replica's now
 			case s == nil:
 				if resync {
 					queue = append(queue, l.Name)
 				}
 			case s.cl.Version != l.Version:
 				queue = append(queue, l.Name) // changed, here or by another replica
-				delete(c.settled, l.Name)
+				c.clusters.unsettle(l.Name)
 			}
 		}
 		if matched < settledBefore {
@@ -231,47 +229,47 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 			for _, l := range leases {
 				seen[l.Name] = true
 			}
-			for name := range c.settled {
+			c.clusters.eachSettled(func(name string, _ *settled) {
 				if !seen[name] {
-					delete(c.settled, name)
+					c.clusters.unsettle(name)
 				}
-			}
+			})
 		}
 	}
 	var check []candidate
 	var retry []*settled // polled long enough: try their streams again
 	anyPolled, healthJobs := false, 0
 	nowNano, cnow := now.UnixNano(), c.now()
-	for name, s := range c.polled {
-		if c.settled[name] != s {
-			delete(c.polled, name) // it left the sweep
+	for name, s := range c.clusters.polled {
+		if c.clusters.settledOf(name) != s {
+			delete(c.clusters.polled, name) // it left the sweep
 			continue
 		}
 		if w := s.watch; w != nil {
 			switch w.State() {
 			case watchLive:
-				delete(c.polled, name)
+				delete(c.clusters.polled, name)
 				if n := w.workers.Load(); n >= 0 && int(n) != s.cl.ReadyWorkers {
-					delete(c.settled, name)
+					c.clusters.unsettle(name)
 					queue = append(queue, name)
 					continue
 				}
 				s.onHeaps = true
 				c.silenceDue.add(time.Unix(0, w.heard.Load()).Add(c.health.silence), s)
-				last, seen := c.active[name]
-				if at := c.nextExpiry(s.cl, s.opts, cnow, last, seen); !at.IsZero() {
+				last := c.lastBusy(name)
+				if at := c.nextExpiry(s.cl, s.opts, cnow, last, !last.IsZero()); !at.IsZero() {
 					c.expiryDue.add(at, s)
 				}
 				continue
 			case watchDialing:
 				if w.silentFor(now) > c.health.silence {
 					c.health.dropIf(name, w)
-					delete(c.settled, name)
+					c.clusters.unsettle(name)
 					queue = append(queue, name)
 				}
 				continue
 			case watchEnded:
-				delete(c.settled, name)
+				c.clusters.unsettle(name)
 				queue = append(queue, name)
 				continue
 			}
@@ -299,11 +297,11 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 			break
 		}
 		name, w := s.cl.Name, s.watch
-		if c.settled[name] != s {
+		if c.clusters.settledOf(name) != s {
 			continue
 		}
 		if w.State() != watchLive {
-			delete(c.settled, name) // ended (its end queued a pass too)
+			c.clusters.unsettle(name) // ended (its end queued a pass too)
 			queue = append(queue, name)
 			continue
 		}
@@ -312,7 +310,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 			continue
 		}
 		c.health.dropIf(name, w)
-		delete(c.settled, name)
+		c.clusters.unsettle(name)
 		queue = append(queue, name)
 	}
 	// Those whose lifetime or idle timeout may have run out.
@@ -322,15 +320,16 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 			break
 		}
 		name := s.cl.Name
-		if c.settled[name] != s {
+		if c.clusters.settledOf(name) != s {
 			continue
 		}
+		st := c.clusters.get(name)
 		if s.watch.busy.Load() {
-			c.active[name] = cnow // busy all along
+			st.lastBusy = cnow // busy all along
 		}
-		last, seen := c.active[name]
+		last, seen := st.lastBusy, !st.lastBusy.IsZero()
 		if c.expiredAt(s.cl, s.opts, cnow, last, seen) != "" {
-			delete(c.settled, name)
+			c.clusters.unsettle(name)
 			queue = append(queue, name)
 			continue
 		}
@@ -339,11 +338,11 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 		}
 	}
 	if membersDue {
-		for _, s := range c.settled {
+		c.clusters.eachSettled(func(_ string, s *settled) {
 			if s.onHeaps {
 				check = append(check, candidate{settled: s, members: true})
 			}
-		}
+		})
 	}
 	c.mu.Unlock()
 	for _, name := range queue {
@@ -352,7 +351,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 	for _, s := range retry {
 		w := c.health.ensure(s.cl)
 		c.mu.Lock()
-		if c.settled[s.cl.Name] == s {
+		if c.clusters.settledOf(s.cl.Name) == s {
 			s.watch = w
 		}
 		c.mu.Unlock()
@@ -549,7 +548,7 @@ type leaseRead struct {
 func (c *Core) checkHealth(ctx context.Context, s *settled) {
 	cl := s.cl
 	c.mu.Lock()
-	if c.settled[cl.Name] != s {
+	if c.clusters.settledOf(cl.Name) != s {
 		c.mu.Unlock()
 		return // a full pass took it back since the sweep listed it
 	}
@@ -564,9 +563,9 @@ func (c *Core) checkHealth(ctx context.Context, s *settled) {
 	expired := err == nil && c.expiredWith(cl, s.opts) != ""
 	c.mu.Lock()
 	s.checking = nil
-	ours := c.settled[cl.Name] == s
+	ours := c.clusters.settledOf(cl.Name) == s
 	if ours && err == nil {
-		c.answered[cl.Name] = c.now()
+		c.clusters.ensure(cl.Name).answered = c.now()
 	}
 	c.mu.Unlock()
 	switch {

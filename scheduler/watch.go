@@ -566,10 +566,11 @@ func (e *countsEntry) watchRequest(beat, stall time.Duration) []byte {
 func (c *Core) watchLine(cluster string, counts *schedulerCounts, wasBusy bool) {
 	c.mu.Lock()
 	now := c.now()
-	c.answered[cluster] = now
-	s := c.settled[cluster]
-	if _, seen := c.active[cluster]; !seen || counts.busy() || wasBusy {
-		c.active[cluster] = now
+	st := c.clusters.ensure(cluster)
+	st.answered = now
+	s := st.settled
+	if st.lastBusy.IsZero() || counts.busy() || wasBusy {
+		st.lastBusy = now
 	}
 	c.mu.Unlock()
 	if s != nil && counts.Workers != s.cl.ReadyWorkers {
@@ -583,7 +584,7 @@ func (c *Core) watchLine(cluster string, counts *schedulerCounts, wasBusy bool) 
 func (c *Core) watchEnded(cluster string, err error) {
 	c.log.Debug("health watch ended", "cluster", cluster, "err", err)
 	c.mu.Lock()
-	_, settled := c.settled[cluster]
+	settled := c.clusters.settledOf(cluster) != nil
 	c.mu.Unlock()
 	if settled {
 		c.requeue(cluster)
