@@ -29,6 +29,7 @@ import (
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/quota"
+	"github.com/gatewayhq/gateway/scheduler/health"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -172,11 +173,10 @@ type Core struct {
 	router   Router
 	log      *slog.Logger
 	now      func() time.Time
-	// dash keeps a connection per cluster for the health poll (health.go),
-	// each verifying https dashboards against that cluster's certificate.
-	dash *countsPool
-	// health holds each settled cluster's stream of counts (watch.go).
-	health *watchPool
+	// health watches the running clusters' schedulers: each settled
+	// cluster's stream of counts, and the polls of the rest (package
+	// health).
+	health healthWatcher
 	queue  *queue
 	// The sweep's own state (its goroutine only).
 	leasesMu       sync.Mutex // leases: written by the sweep, read by the reaper too
@@ -213,13 +213,11 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 	}
 	c := &Core{
 		cfg: cfg, store: st, provider: p, router: r, log: log, now: time.Now,
-		dash:     newCountsPool(),
 		queue:    newQueue(),
 		waits:    newWaiters(),
 		clusters: newClusterTable(),
 	}
-	c.health = newWatchPool(cfg.HeartbeatTimeout, cfg.HeartbeatInterval, c.watchLine, c.watchEnded)
-	c.health.live = c.dash.Drop
+	c.health = health.New(health.Config{Timeout: cfg.HeartbeatTimeout, Beat: cfg.HeartbeatInterval, Lines: c.watchLine, Ended: c.watchEnded})
 	return c
 }
 
@@ -246,7 +244,7 @@ func (c *Core) Run(ctx context.Context) error {
 		c.queue.Add(cl.Name)
 	}
 	c.log.Info("scheduling core started", "active_clusters", len(active), "provider", c.provider.Name())
-	c.health.run(ctx)
+	c.health.Run(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -626,7 +624,7 @@ func (c *Core) Adapt(ctx context.Context, who Who, name string, minimum, maximum
 // within the cluster's bounds. Up at once; down only when the estimate has
 // stayed lower for adaptDownAfter, so a pause between two computations
 // does not throw workers (and their data) away.
-func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts schedulerCounts) (bool, error) {
+func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts health.Counts) (bool, error) {
 	target := max(cl.AdaptMin, min(counts.Desired, cl.AdaptMax))
 	now := c.now()
 	c.mu.Lock()
@@ -1082,7 +1080,7 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		}
 		// Its stream's last line counts as an answer too (heartbeats are
 		// kept on the stream, not here: see watchLine).
-		if heard, ok := c.health.lastHeard(cl.Name); ok {
+		if heard, ok := c.health.LastHeard(cl.Name); ok {
 			if at := c.now().Add(-time.Since(heard)); at.After(st.answered) {
 				st.answered = at
 			}
@@ -1194,32 +1192,15 @@ func outOfDescriptors(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
-// schedulerCounts is what the scheduler's counts.json says.
-type schedulerCounts struct {
-	Workers int `json:"workers"`
-	// Desired is the scheduler's own estimate of the workers its load
-	// needs (Scheduler.adaptive_target, what Dask's Adaptive follows).
-	Desired    int `json:"desired_workers"`
-	Processing int `json:"processing"`
-	Waiting    int `json:"waiting"`
-	Clients    int `json:"clients"`
-}
-
-// busy: tasks running or queued, or a client connected (the scheduler
-// counts one client of its own, for fire-and-forget futures).
-func (s schedulerCounts) busy() bool { return s.Processing > 0 || s.Waiting > 0 || s.Clients > 1 }
-
-const pollTimeout = 3 * time.Second
-
 // connectedWorkers asks the scheduler how many workers it has, and notes
 // whether it is busy.
-func (c *Core) connectedWorkers(ctx context.Context, cl *store.Cluster) (schedulerCounts, error) {
-	counts, err := c.dash.counts(ctx, cl)
+func (c *Core) connectedWorkers(ctx context.Context, cl *store.Cluster) (health.Counts, error) {
+	counts, err := c.health.Counts(ctx, cl)
 	if err != nil {
-		return schedulerCounts{}, err
+		return health.Counts{}, err
 	}
 	c.mu.Lock()
-	if st := c.clusters.ensure(cl.Name); st.lastBusy.IsZero() || counts.busy() {
+	if st := c.clusters.ensure(cl.Name); st.lastBusy.IsZero() || counts.Busy() {
 		st.lastBusy = c.now()
 	}
 	c.mu.Unlock()
@@ -1292,8 +1273,7 @@ func (c *Core) fail(ctx context.Context, cl *store.Cluster, reason string) error
 
 // forget drops all the loop keeps of a cluster that ended.
 func (c *Core) forget(name string) {
-	c.dash.Drop(name)
-	c.health.drop(name)
+	c.health.Forget(name)
 	c.mu.Lock()
 	c.clusters.forget(name)
 	c.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/scheduler/health"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -54,7 +55,7 @@ type memberLister interface {
 
 // settled is what the last full pass of a settled cluster saw.
 type settled struct {
-	watch   *clusterWatch // nil before the core runs
+	watch   *health.Watch // nil before the core runs
 	cl      *store.Cluster
 	opts    Options // cl.Options, parsed
 	members []memberKey
@@ -92,10 +93,7 @@ const healthChecks = 16
 
 // settle hands a cluster over to the sweep, as the full pass left it.
 func (c *Core) settle(cl *store.Cluster, members []providers.Member) {
-	s := &settled{cl: cl, members: memberKeys(members), checked: time.Now(), watch: c.health.ensure(cl)}
-	if s.watch != nil && s.watch.State() == watchLive {
-		c.dash.Drop(cl.Name) // the pass's counts.json connection: the stream serves
-	}
+	s := &settled{cl: cl, members: memberKeys(members), checked: time.Now(), watch: c.health.Watch(cl)}
 	_ = json.Unmarshal([]byte(cl.Options), &s.opts)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -239,7 +237,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 	var check []candidate
 	var retry []*settled // polled long enough: try their streams again
 	anyPolled, healthJobs := false, 0
-	nowNano, cnow := now.UnixNano(), c.now()
+	cnow := c.now()
 	for name, s := range c.clusters.polled {
 		if c.clusters.settledOf(name) != s {
 			delete(c.clusters.polled, name) // it left the sweep
@@ -247,28 +245,28 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 		}
 		if w := s.watch; w != nil {
 			switch w.State() {
-			case watchLive:
+			case health.Live:
 				delete(c.clusters.polled, name)
-				if n := w.workers.Load(); n >= 0 && int(n) != s.cl.ReadyWorkers {
+				if n := w.Workers(); n >= 0 && n != s.cl.ReadyWorkers {
 					c.clusters.unsettle(name)
 					queue = append(queue, name)
 					continue
 				}
 				s.onHeaps = true
-				c.silenceDue.add(time.Unix(0, w.heard.Load()).Add(c.health.silence), s)
+				c.silenceDue.add(w.Heard().Add(c.health.Silence()), s)
 				last := c.lastBusy(name)
 				if at := c.nextExpiry(s.cl, s.opts, cnow, last, !last.IsZero()); !at.IsZero() {
 					c.expiryDue.add(at, s)
 				}
 				continue
-			case watchDialing:
-				if w.silentFor(now) > c.health.silence {
-					c.health.dropIf(name, w)
+			case health.Dialing:
+				if w.SilentFor(now) > c.health.Silence() {
+					c.health.DropWatch(name, w)
 					c.clusters.unsettle(name)
 					queue = append(queue, name)
 				}
 				continue
-			case watchEnded:
+			case health.Ended:
 				c.clusters.unsettle(name)
 				queue = append(queue, name)
 				continue
@@ -276,7 +274,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 		}
 		// Polled: its scheduler has no watch.
 		anyPolled = true
-		if w := s.watch; w != nil && w.State() == watchUnsupported && now.Sub(w.made) > watchRetry {
+		if w := s.watch; w != nil && w.RetryDue(now) {
 			retry = append(retry, s)
 		}
 		// Half a sweep early rather than a whole sweep late.
@@ -300,16 +298,16 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 		if c.clusters.settledOf(name) != s {
 			continue
 		}
-		if w.State() != watchLive {
+		if w.State() != health.Live {
 			c.clusters.unsettle(name) // ended (its end queued a pass too)
 			queue = append(queue, name)
 			continue
 		}
-		if heard := w.heard.Load(); time.Duration(nowNano-heard) <= c.health.silence {
-			c.silenceDue.add(time.Unix(0, heard).Add(c.health.silence), s)
+		if heard := w.Heard(); now.Sub(heard) <= c.health.Silence() {
+			c.silenceDue.add(heard.Add(c.health.Silence()), s)
 			continue
 		}
-		c.health.dropIf(name, w)
+		c.health.DropWatch(name, w)
 		c.clusters.unsettle(name)
 		queue = append(queue, name)
 	}
@@ -324,7 +322,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 			continue
 		}
 		st := c.clusters.get(name)
-		if s.watch.busy.Load() {
+		if s.watch.Busy() {
 			st.lastBusy = cnow // busy all along
 		}
 		last, seen := st.lastBusy, !st.lastBusy.IsZero()
@@ -349,7 +347,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 		c.queue.Add(name)
 	}
 	for _, s := range retry {
-		w := c.health.ensure(s.cl)
+		w := c.health.Watch(s.cl)
 		c.mu.Lock()
 		if c.clusters.settledOf(s.cl.Name) == s {
 			s.watch = w
@@ -502,12 +500,12 @@ func (c *Core) sweepLeases(ctx context.Context) (leases []store.ActiveLease, sca
 	c.leasesMu.Lock()
 	c.leases = leaseRead{list: leases, changes: n, at: now, counted: ok, valid: ok && !timed, again: n != last.changes}
 	c.leasesMu.Unlock()
-	if c.health.Len() > 0 {
+	if c.health.Watching() > 0 {
 		held := make(map[string]bool, len(leases))
 		for _, l := range leases {
 			held[l.Name] = l.Held(c.cfg.ReplicaID)
 		}
-		c.health.keepOnly(func(name string) bool { return held[name] })
+		c.health.KeepOnly(func(name string) bool { return held[name] })
 	}
 	return leases, true, nil
 }
