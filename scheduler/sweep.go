@@ -183,139 +183,199 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 		}
 		return false
 	}
-	type candidate struct {
-		*settled
-		health  bool // its health check is due
-		members bool // its members are to be compared
-	}
-	now := time.Now()
-	membersDue := now.Sub(c.membersChecked) >= watchedMembersEvery
+	r := &sweepRound{now: time.Now()}
+	r.membersDue = r.now.Sub(c.membersChecked) >= watchedMembersEvery
 	c.mu.Lock()
+	resync = c.compareLeases(r, leases, scanned, resync)
+	r.cnow = c.now()
+	c.walkPolled(r)
+	c.popSilent(r)
+	c.popExpired(r)
+	if r.membersDue {
+		c.clusters.eachSettled(func(_ string, s *settled) {
+			if s.onHeaps {
+				r.check = append(r.check, sweepCandidate{settled: s, members: true})
+			}
+		})
+	}
+	c.mu.Unlock()
+	for _, name := range r.queue {
+		c.queue.Add(name)
+	}
+	c.retryWatches(r.retry)
+	if len(r.check) > 0 {
+		c.checkSettled(ctx, r)
+	}
+	return resync
+}
+
+// sweepRound is what one sweep gathers under the core's lock, and then
+// acts on.
+type sweepRound struct {
+	now        time.Time // real time
+	cnow       time.Time // the core's clock
+	membersDue bool      // the streaming clusters' members are to be compared
+	queue      []string  // clusters for a full pass
+	check      []sweepCandidate
+	retry      []*settled // polled long enough: try their streams again
+	anyPolled  bool
+	healthJobs int
+}
+
+// sweepCandidate is a settled cluster the sweep looks at after the lock.
+type sweepCandidate struct {
+	*settled
+	health  bool // its health check is due
+	members bool // its members are to be compared
+}
+
+// take queues a settled cluster for a full pass (c.mu).
+func (c *Core) take(r *sweepRound, name string) {
+	c.clusters.unsettle(name)
+	r.queue = append(r.queue, name)
+}
+
+// compareLeases compares the settled clusters with a read of the leases
+// (c.mu): those changed, free or another replica's now leave the sweep,
+// and, with resync, the held ones not settled are queued. It says whether
+// it resynced.
+func (c *Core) compareLeases(r *sweepRound, leases []store.ActiveLease, scanned, resync bool) bool {
 	// A kept read (not scanned) holds only leases held here (sweepLeases).
-	if resync && !scanned && c.settles == c.settlesChecked && c.clusters.settledCount() == len(leases) && now.Sub(c.settledCompared) < leaseRescanEvery {
+	if resync && !scanned && c.settles == c.settlesChecked && c.clusters.settledCount() == len(leases) && r.now.Sub(c.settledCompared) < leaseRescanEvery {
 		resync = false
 	}
-	var queue []string
-	if scanned || resync {
-		c.settlesChecked, c.settledCompared = c.settles, now
-		settledBefore, matched := c.clusters.settledCount(), 0
-		for _, l := range leases {
-			s := c.clusters.settledOf(l.Name)
-			if s != nil {
-				matched++
-			}
-			switch {
-			case l.Free():
-				// Nobody holds it (its replica died, or let go): take it.
-				queue = append(queue, l.Name)
-				c.clusters.unsettle(l.Name)
-			case !l.Held(c.cfg.ReplicaID):
-				c.clusters.unsettle(l.Name) // another replica's now
-			case s == nil:
-				if resync {
-					queue = append(queue, l.Name)
-				}
-			case s.cl.Version != l.Version:
-				queue = append(queue, l.Name) // changed, here or by another replica
-				c.clusters.unsettle(l.Name)
-			}
+	if !scanned && !resync {
+		return resync
+	}
+	c.settlesChecked, c.settledCompared = c.settles, r.now
+	settledBefore, matched := c.clusters.settledCount(), 0
+	for _, l := range leases {
+		s := c.clusters.settledOf(l.Name)
+		if s != nil {
+			matched++
 		}
-		if matched < settledBefore {
-			// Some settled cluster is no longer active: whoever ended it
-			// cleaned up.
-			seen := make(map[string]bool, len(leases))
-			for _, l := range leases {
-				seen[l.Name] = true
+		switch {
+		case l.Free():
+			// Nobody holds it (its replica died, or let go): take it.
+			c.take(r, l.Name)
+		case !l.Held(c.cfg.ReplicaID):
+			c.clusters.unsettle(l.Name) // another replica's now
+		case s == nil:
+			if resync {
+				r.queue = append(r.queue, l.Name)
 			}
-			c.clusters.eachSettled(func(name string, _ *settled) {
-				if !seen[name] {
-					c.clusters.unsettle(name)
-				}
-			})
+		case s.cl.Version != l.Version:
+			c.take(r, l.Name) // changed, here or by another replica
 		}
 	}
-	var check []candidate
-	var retry []*settled // polled long enough: try their streams again
-	anyPolled, healthJobs := false, 0
-	cnow := c.now()
+	if matched < settledBefore {
+		// Some settled cluster is no longer active: whoever ended it
+		// cleaned up.
+		seen := make(map[string]bool, len(leases))
+		for _, l := range leases {
+			seen[l.Name] = true
+		}
+		c.clusters.eachSettled(func(name string, _ *settled) {
+			if !seen[name] {
+				c.clusters.unsettle(name)
+			}
+		})
+	}
+	return resync
+}
+
+// walkPolled looks at the settled clusters not on the due heaps (c.mu):
+// a stream gone live puts its cluster on the heaps, a stream that failed
+// queues a pass, and the polled ones are to be checked.
+func (c *Core) walkPolled(r *sweepRound) {
 	for name, s := range c.clusters.polled {
 		if c.clusters.settledOf(name) != s {
 			delete(c.clusters.polled, name) // it left the sweep
 			continue
 		}
-		if w := s.watch; w != nil {
-			switch w.State() {
-			case health.Live:
-				delete(c.clusters.polled, name)
-				if n := w.Workers(); n >= 0 && n != s.cl.ReadyWorkers {
-					c.clusters.unsettle(name)
-					queue = append(queue, name)
-					continue
-				}
-				s.onHeaps = true
-				c.silenceDue.add(w.Heard().Add(c.health.Silence()), s)
-				last := c.lastBusy(name)
-				if at := c.nextExpiry(s.cl, s.opts, cnow, last, !last.IsZero()); !at.IsZero() {
-					c.expiryDue.add(at, s)
-				}
-				continue
-			case health.Dialing:
-				if w.SilentFor(now) > c.health.Silence() {
-					c.health.DropWatch(name, w)
-					c.clusters.unsettle(name)
-					queue = append(queue, name)
-				}
-				continue
-			case health.Ended:
-				c.clusters.unsettle(name)
-				queue = append(queue, name)
-				continue
-			}
+		if w := s.watch; w != nil && c.watchedPolled(r, name, s) {
+			continue
 		}
 		// Polled: its scheduler has no watch.
-		anyPolled = true
-		if w := s.watch; w != nil && w.RetryDue(now) {
-			retry = append(retry, s)
+		r.anyPolled = true
+		if w := s.watch; w != nil && w.RetryDue(r.now) {
+			r.retry = append(r.retry, s)
 		}
 		// Half a sweep early rather than a whole sweep late.
-		due := now.Sub(s.checked) >= c.cfg.HealthInterval-c.sweepEvery()/2
+		due := r.now.Sub(s.checked) >= c.cfg.HealthInterval-c.sweepEvery()/2
 		if due {
-			s.checked = now
-			healthJobs++
+			s.checked = r.now
+			r.healthJobs++
 		}
-		check = append(check, candidate{settled: s, health: due, members: true})
+		r.check = append(r.check, sweepCandidate{settled: s, health: due, members: true})
 	}
-	// Streaming clusters whose silence allowance ran out since their last
-	// look: a heartbeat since then pushes them on, else the full pass asks
-	// counts.json and keeps the heartbeat clock; the next settle opens a
-	// new watch.
+}
+
+// watchedPolled takes a polled cluster by its watch's state (c.mu), and
+// says whether that settled it; false leaves the cluster polled.
+func (c *Core) watchedPolled(r *sweepRound, name string, s *settled) bool {
+	w := s.watch
+	switch w.State() {
+	case health.Live:
+		delete(c.clusters.polled, name)
+		if n := w.Workers(); n >= 0 && n != s.cl.ReadyWorkers {
+			c.take(r, name)
+			return true
+		}
+		s.onHeaps = true
+		c.silenceDue.add(w.Heard().Add(c.health.Silence()), s)
+		last := c.lastBusy(name)
+		if at := c.nextExpiry(s.cl, s.opts, r.cnow, last, !last.IsZero()); !at.IsZero() {
+			c.expiryDue.add(at, s)
+		}
+		return true
+	case health.Dialing:
+		if w.SilentFor(r.now) > c.health.Silence() {
+			c.health.DropWatch(name, w)
+			c.take(r, name)
+		}
+		return true
+	case health.Ended:
+		c.take(r, name)
+		return true
+	}
+	return false
+}
+
+// popSilent looks at the streaming clusters whose silence allowance ran
+// out since their last look (c.mu): a heartbeat since then pushes them
+// on, else the full pass asks counts.json and keeps the heartbeat clock;
+// the next settle opens a new watch.
+func (c *Core) popSilent(r *sweepRound) {
 	for {
-		s, ok := c.silenceDue.popDue(now)
+		s, ok := c.silenceDue.popDue(r.now)
 		if !ok {
-			break
+			return
 		}
 		name, w := s.cl.Name, s.watch
 		if c.clusters.settledOf(name) != s {
 			continue
 		}
 		if w.State() != health.Live {
-			c.clusters.unsettle(name) // ended (its end queued a pass too)
-			queue = append(queue, name)
+			c.take(r, name) // ended (its end queued a pass too)
 			continue
 		}
-		if heard := w.Heard(); now.Sub(heard) <= c.health.Silence() {
+		if heard := w.Heard(); r.now.Sub(heard) <= c.health.Silence() {
 			c.silenceDue.add(heard.Add(c.health.Silence()), s)
 			continue
 		}
 		c.health.DropWatch(name, w)
-		c.clusters.unsettle(name)
-		queue = append(queue, name)
+		c.take(r, name)
 	}
-	// Those whose lifetime or idle timeout may have run out.
+}
+
+// popExpired looks at the streaming clusters whose lifetime or idle
+// timeout may have run out (c.mu).
+func (c *Core) popExpired(r *sweepRound) {
 	for {
-		s, ok := c.expiryDue.popDue(cnow)
+		s, ok := c.expiryDue.popDue(r.cnow)
 		if !ok {
-			break
+			return
 		}
 		name := s.cl.Name
 		if c.clusters.settledOf(name) != s {
@@ -323,29 +383,22 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 		}
 		st := c.clusters.get(name)
 		if s.watch.Busy() {
-			st.lastBusy = cnow // busy all along
+			st.lastBusy = r.cnow // busy all along
 		}
 		last, seen := st.lastBusy, !st.lastBusy.IsZero()
-		if c.expiredAt(s.cl, s.opts, cnow, last, seen) != "" {
-			c.clusters.unsettle(name)
-			queue = append(queue, name)
+		if c.expiredAt(s.cl, s.opts, r.cnow, last, seen) != "" {
+			c.take(r, name)
 			continue
 		}
-		if at := c.nextExpiry(s.cl, s.opts, cnow, last, seen); !at.IsZero() {
+		if at := c.nextExpiry(s.cl, s.opts, r.cnow, last, seen); !at.IsZero() {
 			c.expiryDue.add(at, s)
 		}
 	}
-	if membersDue {
-		c.clusters.eachSettled(func(_ string, s *settled) {
-			if s.onHeaps {
-				check = append(check, candidate{settled: s, members: true})
-			}
-		})
-	}
-	c.mu.Unlock()
-	for _, name := range queue {
-		c.queue.Add(name)
-	}
+}
+
+// retryWatches opens new watches for polled clusters whose streams are to
+// be tried again.
+func (c *Core) retryWatches(retry []*settled) {
 	for _, s := range retry {
 		w := c.health.Watch(s.cl)
 		c.mu.Lock()
@@ -354,43 +407,20 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 		}
 		c.mu.Unlock()
 	}
-	if len(check) == 0 {
-		return resync
-	}
-	listMembers := anyPolled || membersDue
-	lastChecked := c.membersChecked
-	if membersDue {
-		c.membersChecked = now
-	}
+}
 
-	// Members: one listing when the backend can, else one Describe each.
-	var listed map[string][]providers.Member
-	skipMembers := false
-	if ml, ok := c.provider.(memberLister); ok && listMembers {
-		all, err := ml.ListMembers(ctx)
-		if ctx.Err() != nil {
-			return resync
-		}
-		if err != nil {
-			// A failed listing (a throttled cloud API) says nothing of
-			// any cluster: the comparison waits for the next sweep, and
-			// the health checks go on. Sending every cluster to a full
-			// pass would describe each, at the worst moment.
-			c.log.Warn("sweep: list members; compared at the next sweep", "err", err)
-			c.membersChecked = lastChecked
-			skipMembers = true
-		} else {
-			listed = make(map[string][]providers.Member, len(check))
-			for _, m := range all {
-				listed[m.Cluster] = append(listed[m.Cluster], m)
-			}
-		}
+// checkSettled compares the candidates' members with the provider's and
+// runs their due health checks.
+func (c *Core) checkSettled(ctx context.Context, r *sweepRound) {
+	listed, skipMembers, ok := c.listSettledMembers(ctx, r)
+	if !ok {
+		return
 	}
 	// A few goroutines for all the checks rather than one for each: each
 	// keeps the stack its first check grew.
 	jobs := make(chan *settled)
 	var wg sync.WaitGroup
-	for range min(healthChecks, healthJobs) {
+	for range min(healthChecks, r.healthJobs) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -399,26 +429,13 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 			}
 		}()
 	}
-	for _, s := range check {
+	for _, s := range r.check {
 		if ctx.Err() != nil {
 			break
 		}
-		if s.members && !skipMembers {
-			var members []providers.Member
-			if listed != nil {
-				members = listed[s.cl.Name]
-			} else {
-				ms, err := c.provider.Describe(ctx, s.cl.Name)
-				if err != nil {
-					c.requeue(s.cl.Name) // the full pass retries and says why
-					continue
-				}
-				members = ms
-			}
-			if !slices.Equal(memberKeys(members), s.settled.members) {
-				c.requeue(s.cl.Name)
-				continue
-			}
+		if s.members && !skipMembers && !c.sameMembers(ctx, s.settled, listed) {
+			c.requeue(s.cl.Name)
+			continue
 		}
 		if !s.health {
 			if c.expiredWith(s.cl, s.opts) != "" {
@@ -430,7 +447,55 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 	}
 	close(jobs)
 	wg.Wait()
-	return resync
+}
+
+// listSettledMembers lists every cluster's members in one call when the
+// backend can and the sweep needs them (listed nil: describe each). skip
+// says the comparison waits for the next sweep; ok false that the sweep
+// is ending.
+func (c *Core) listSettledMembers(ctx context.Context, r *sweepRound) (listed map[string][]providers.Member, skip, ok bool) {
+	lastChecked := c.membersChecked
+	if r.membersDue {
+		c.membersChecked = r.now
+	}
+	ml, can := c.provider.(memberLister)
+	if !can || !(r.anyPolled || r.membersDue) {
+		return nil, false, true
+	}
+	all, err := ml.ListMembers(ctx)
+	if ctx.Err() != nil {
+		return nil, false, false
+	}
+	if err != nil {
+		// A failed listing (a throttled cloud API) says nothing of
+		// any cluster: the comparison waits for the next sweep, and
+		// the health checks go on. Sending every cluster to a full
+		// pass would describe each, at the worst moment.
+		c.log.Warn("sweep: list members; compared at the next sweep", "err", err)
+		c.membersChecked = lastChecked
+		return nil, true, true
+	}
+	listed = make(map[string][]providers.Member, len(r.check))
+	for _, m := range all {
+		listed[m.Cluster] = append(listed[m.Cluster], m)
+	}
+	return listed, false, true
+}
+
+// sameMembers says whether a settled cluster's members are as its last
+// full pass saw them: from the listing, else described.
+func (c *Core) sameMembers(ctx context.Context, s *settled, listed map[string][]providers.Member) bool {
+	var members []providers.Member
+	if listed != nil {
+		members = listed[s.cl.Name]
+	} else {
+		ms, err := c.provider.Describe(ctx, s.cl.Name)
+		if err != nil {
+			return false // the full pass retries and says why
+		}
+		members = ms
+	}
+	return slices.Equal(memberKeys(members), s.members)
 }
 
 // watchedMembersEvery is how often the members of clusters whose
