@@ -108,60 +108,66 @@ func (c *Core) ReapOnce(ctx context.Context) {
 		if active[name] {
 			continue // the reconcile loop owns it
 		}
-		cl, err := c.store.GetCluster(ctx, name)
-		known := err == nil
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			c.log.Warn("reaper: cannot look up cluster", "cluster", name, "err", err)
-			continue
-		}
-		if known && cl.Status.Active() {
-			continue // the reconcile loop owns it
-		}
-		live, young := 0, false
-		for _, m := range ms {
-			if m.State == providers.StateStopped {
-				continue
-			}
-			live++
-			if now.Sub(m.StartedAt) < c.cfg.Reaper.Grace {
-				young = true
-			}
-		}
-		if live > 0 && young {
-			continue
-		}
-		why := "unknown to the store"
-		if known {
-			why = "cluster is " + string(cl.Status)
-		}
-		if live == 0 {
-			// Only records of stopped members: tidy them without fuss, once.
-			// EC2 lists terminated instances for about an hour, and calling
-			// StopCluster on every pass of that hour only costs API calls.
-			if !c.cfg.Reaper.DryRun && !c.wasCleaned(name) && c.provider.StopCluster(ctx, name) == nil {
-				c.markCleaned(name)
-			}
-			continue
-		}
-		c.forgetCleaned(name) // a member runs again: reap it like any other
-		if c.cfg.Reaper.DryRun {
-			c.log.Warn("reaper (dry run): would stop leftover resources", "cluster", name, "running", live, "why", why)
-			c.reaped.Add(1)
-			continue
-		}
-		if err := c.provider.StopCluster(ctx, name); err != nil {
-			c.log.Error("reaper: stop leftover resources", "cluster", name, "err", err)
-			continue
-		}
-		crashpoint.Hit(ctx, crashpoint.CoreReaperOrphanStopped)
-		c.reaped.Add(1)
-		c.log.Warn("reaper: stopped leftover resources", "cluster", name, "running", live, "why", why)
-		if known {
-			c.event(ctx, name, "reaped", "stopped "+why+" leftovers")
-		}
+		c.reapCluster(ctx, name, ms, now)
 	}
 	if canList {
 		c.reapLeftovers(ctx, lister, leftovers, byCluster, active, now)
+	}
+}
+
+// reapCluster stops the listed members of a cluster that is not active
+// in the store, once they are past the grace period.
+func (c *Core) reapCluster(ctx context.Context, name string, ms []providers.Member, now time.Time) {
+	cl, err := c.store.GetCluster(ctx, name)
+	known := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		c.log.Warn("reaper: cannot look up cluster", "cluster", name, "err", err)
+		return
+	}
+	if known && cl.Status.Active() {
+		return // the reconcile loop owns it
+	}
+	live, young := 0, false
+	for _, m := range ms {
+		if m.State == providers.StateStopped {
+			continue
+		}
+		live++
+		if now.Sub(m.StartedAt) < c.cfg.Reaper.Grace {
+			young = true
+		}
+	}
+	if live > 0 && young {
+		return
+	}
+	why := "unknown to the store"
+	if known {
+		why = "cluster is " + string(cl.Status)
+	}
+	if live == 0 {
+		// Only records of stopped members: tidy them without fuss, once.
+		// EC2 lists terminated instances for about an hour, and calling
+		// StopCluster on every pass of that hour only costs API calls.
+		if !c.cfg.Reaper.DryRun && !c.wasCleaned(name) && c.provider.StopCluster(ctx, name) == nil {
+			c.markCleaned(name)
+		}
+		return
+	}
+	c.forgetCleaned(name) // a member runs again: reap it like any other
+	if c.cfg.Reaper.DryRun {
+		c.log.Warn("reaper (dry run): would stop leftover resources", "cluster", name, "running", live, "why", why)
+		c.reaped.Add(1)
+		return
+	}
+	if err := c.provider.StopCluster(ctx, name); err != nil {
+		c.log.Error("reaper: stop leftover resources", "cluster", name, "err", err)
+		return
+	}
+	crashpoint.Hit(ctx, crashpoint.CoreReaperOrphanStopped)
+	c.reaped.Add(1)
+	c.log.Warn("reaper: stopped leftover resources", "cluster", name, "running", live, "why", why)
+	if known {
+		c.event(ctx, name, "reaped", "stopped "+why+" leftovers")
 	}
 }
 
