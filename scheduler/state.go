@@ -60,6 +60,7 @@ func (t *clusterTable) ensure(name string) *clusterState {
 // forget drops the cluster's record.
 func (t *clusterTable) forget(name string) {
 	if st := t.m[name]; st != nil && st.settled != nil {
+		st.settled = nil // what was settled is no longer current
 		t.nSettled--
 	}
 	delete(t.m, name)
@@ -81,7 +82,7 @@ func (t *clusterTable) settle(name string, s *settled) {
 	if st.settled == nil {
 		t.nSettled++
 	}
-	st.settled = s
+	st.settled, s.st = s, st
 	t.polled[name] = s
 }
 
@@ -108,6 +109,11 @@ func (t *clusterTable) eachSettled(fn func(name string, s *settled)) {
 		}
 	}
 }
+
+// current says whether s is still what the sweep holds of its cluster
+// (c.mu): not taken back by a full pass, nor settled anew, nor forgotten.
+// It spares the sweep a lookup per cluster.
+func (s *settled) current() bool { return s.st != nil && s.st.settled == s }
 
 // lastBusy is the cluster's idle clock, zero if it has none (c.mu).
 func (c *Core) lastBusy(name string) time.Time {

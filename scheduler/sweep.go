@@ -56,6 +56,7 @@ type memberLister interface {
 // settled is what the last full pass of a settled cluster saw.
 type settled struct {
 	watch   *health.Watch // nil before the core runs
+	st      *clusterState // the cluster's record (c.mu)
 	cl      *store.Cluster
 	opts    Options // cl.Options, parsed
 	members []memberKey
@@ -289,7 +290,7 @@ func (c *Core) compareLeases(r *sweepRound, leases []store.ActiveLease, scanned,
 // queues a pass, and the polled ones are to be checked.
 func (c *Core) walkPolled(r *sweepRound) {
 	for name, s := range c.clusters.polled {
-		if c.clusters.settledOf(name) != s {
+		if !s.current() {
 			delete(c.clusters.polled, name) // it left the sweep
 			continue
 		}
@@ -324,7 +325,7 @@ func (c *Core) watchedPolled(r *sweepRound, name string, s *settled) bool {
 		}
 		s.onHeaps = true
 		c.silenceDue.add(w.Heard().Add(c.health.Silence()), s)
-		last := c.lastBusy(name)
+		last := s.st.lastBusy
 		if at := c.nextExpiry(s.cl, s.opts, r.cnow, last, !last.IsZero()); !at.IsZero() {
 			c.expiryDue.add(at, s)
 		}
@@ -353,7 +354,7 @@ func (c *Core) popSilent(r *sweepRound) {
 			return
 		}
 		name, w := s.cl.Name, s.watch
-		if c.clusters.settledOf(name) != s {
+		if !s.current() {
 			continue
 		}
 		if w.State() != health.Live {
@@ -378,10 +379,10 @@ func (c *Core) popExpired(r *sweepRound) {
 			return
 		}
 		name := s.cl.Name
-		if c.clusters.settledOf(name) != s {
+		if !s.current() {
 			continue
 		}
-		st := c.clusters.get(name)
+		st := s.st
 		if s.watch.Busy() {
 			st.lastBusy = r.cnow // busy all along
 		}
@@ -402,7 +403,7 @@ func (c *Core) retryWatches(retry []*settled) {
 	for _, s := range retry {
 		w := c.health.Watch(s.cl)
 		c.mu.Lock()
-		if c.clusters.settledOf(s.cl.Name) == s {
+		if s.current() {
 			s.watch = w
 		}
 		c.mu.Unlock()
@@ -438,7 +439,7 @@ func (c *Core) checkSettled(ctx context.Context, r *sweepRound) {
 			continue
 		}
 		if !s.health {
-			if c.expiredWith(s.cl, s.opts) != "" {
+			if c.expiredSettled(s.settled) != "" {
 				c.requeue(s.cl.Name)
 			}
 			continue
@@ -496,6 +497,14 @@ func (c *Core) sameMembers(ctx context.Context, s *settled, listed map[string][]
 		members = ms
 	}
 	return slices.Equal(memberKeys(members), s.members)
+}
+
+// expiredSettled is expired for a settled cluster.
+func (c *Core) expiredSettled(s *settled) string {
+	c.mu.Lock()
+	last := s.st.lastBusy
+	c.mu.Unlock()
+	return c.expiredAt(s.cl, s.opts, c.now(), last, !last.IsZero())
 }
 
 // watchedMembersEvery is how often the members of clusters whose
@@ -611,7 +620,7 @@ type leaseRead struct {
 func (c *Core) checkHealth(ctx context.Context, s *settled) {
 	cl := s.cl
 	c.mu.Lock()
-	if c.clusters.settledOf(cl.Name) != s {
+	if !s.current() {
 		c.mu.Unlock()
 		return // a full pass took it back since the sweep listed it
 	}
@@ -623,12 +632,12 @@ func (c *Core) checkHealth(ctx context.Context, s *settled) {
 	defer cancel()
 
 	counts, err := c.connectedWorkers(checkCtx, cl)
-	expired := err == nil && c.expiredWith(cl, s.opts) != ""
+	expired := err == nil && c.expiredSettled(s) != ""
 	c.mu.Lock()
 	s.checking = nil
-	ours := c.clusters.settledOf(cl.Name) == s
+	ours := s.current()
 	if ours && err == nil {
-		c.clusters.ensure(cl.Name).answered = c.now()
+		s.st.answered = c.now()
 	}
 	c.mu.Unlock()
 	switch {
