@@ -97,3 +97,10 @@ func (c *Core) LeaseNames() []string {
 	}
 	return names
 }
+
+// HasRecord reports whether the loop keeps a record of the cluster.
+func (c *Core) HasRecord(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clusters.get(name) != nil
+}
