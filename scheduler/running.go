@@ -52,6 +52,7 @@ func earliest(a, b time.Duration) time.Duration {
 // runningPass is what the steps of a running cluster's pass learn and
 // hand on.
 type runningPass struct {
+	c       *Core
 	cl      *store.Cluster
 	members []providers.Member
 	open    map[string]bool // members whose ledger entries are open
@@ -60,23 +61,23 @@ type runningPass struct {
 }
 
 // runningStep is one step of a running cluster's pass.
-type runningStep func(ctx context.Context, p *runningPass) (result, error)
+type runningStep func(ctx context.Context) (result, error)
 
 func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Duration, error) {
-	p := &runningPass{cl: cl}
+	p := &runningPass{c: c, cl: cl}
 	steps := [...]runningStep{
-		c.runMembers,
-		c.runLedger,
-		c.runWorkerExits,
-		c.runScale,
-		c.runHealth,
-		c.runExpiry,
-		c.runAdaptive,
-		c.runReady,
+		p.describe,
+		p.ledger,
+		p.workerExits,
+		p.scale,
+		p.heartbeat,
+		p.expiry,
+		p.adaptive,
+		p.ready,
 	}
 	var after time.Duration
 	for _, step := range steps {
-		r, err := step(ctx, p)
+		r, err := step(ctx)
 		after = earliest(after, r.requeueAfter)
 		if err != nil || r.done {
 			return after, err
@@ -85,9 +86,10 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 	return after, nil
 }
 
-// runMembers describes the cluster's members, fails it when its scheduler
+// describe describes the cluster's members, fails it when its scheduler
 // is gone, and follows a scheduler that moved.
-func (c *Core) runMembers(ctx context.Context, p *runningPass) (result, error) {
+func (p *runningPass) describe(ctx context.Context) (result, error) {
+	c := p.c
 	members, err := c.provider.Describe(ctx, p.cl.Name)
 	if err != nil {
 		return requeue(time.Second), err
@@ -115,10 +117,11 @@ func (c *Core) runMembers(ctx context.Context, p *runningPass) (result, error) {
 	return goOn, nil
 }
 
-// runLedger brings the usage ledger in line with the members, before
+// ledger brings the usage ledger in line with the members, before
 // anything starts or stops: members started in this pass are not in
 // p.members yet.
-func (c *Core) runLedger(ctx context.Context, p *runningPass) (result, error) {
+func (p *runningPass) ledger(ctx context.Context) (result, error) {
+	c := p.c
 	cl, err := c.adoptLegacy(ctx, p.cl, p.members)
 	if errors.Is(err, errStale) {
 		return requeue(1), nil
@@ -132,17 +135,18 @@ func (c *Core) runLedger(ctx context.Context, p *runningPass) (result, error) {
 	return goOn, nil
 }
 
-// runWorkerExits counts the workers that exited on their own (failing the
+// workerExits counts the workers that exited on their own (failing the
 // cluster past the restart limit), stops again those whose stop is in the
 // ledger, and keeps the rest as the alive workers.
-func (c *Core) runWorkerExits(ctx context.Context, p *runningPass) (result, error) {
+func (p *runningPass) workerExits(ctx context.Context) (result, error) {
+	c := p.c
 	cl := p.cl
 	for _, m := range p.members {
 		if m.Role != providers.RoleWorker {
 			continue
 		}
 		if m.State == providers.StateStopped {
-			if r, err := c.workerExited(ctx, cl, m); err != nil || r.done {
+			if r, err := p.workerExited(ctx, m); err != nil || r.done {
 				return r, err
 			}
 			continue
@@ -164,7 +168,8 @@ func (c *Core) runWorkerExits(ctx context.Context, p *runningPass) (result, erro
 // workerExited takes a stopped worker: one stopped on request carries no
 // reason; one that exited on its own is counted once, however often the
 // backend reports it.
-func (c *Core) workerExited(ctx context.Context, cl *store.Cluster, m providers.Member) (result, error) {
+func (p *runningPass) workerExited(ctx context.Context, m providers.Member) (result, error) {
+	c, cl := p.c, p.cl
 	if m.Reason == "" || !c.countExit(cl.Name, m.Name) {
 		return goOn, nil
 	}
@@ -182,12 +187,12 @@ func (c *Core) workerExited(ctx context.Context, cl *store.Cluster, m providers.
 	return goOn, nil
 }
 
-// runScale starts the missing workers or stops the extra ones.
-func (c *Core) runScale(ctx context.Context, p *runningPass) (result, error) {
+// scale starts the missing workers or stops the extra ones.
+func (p *runningPass) scale(ctx context.Context) (result, error) {
 	if missing := p.cl.DesiredWorkers - len(p.alive); missing > 0 {
-		return c.startWorkers(ctx, p, missing)
+		return p.startWorkers(ctx, missing)
 	} else if extra := len(p.alive) - p.cl.DesiredWorkers; extra > 0 {
-		return c.stopWorkers(ctx, p, extra)
+		return p.stopWorkers(ctx, extra)
 	}
 	return goOn, nil
 }
@@ -195,7 +200,8 @@ func (c *Core) runScale(ctx context.Context, p *runningPass) (result, error) {
 // startWorkers starts missing workers. It records their names before
 // starting anything: a crash between the two can then never start a
 // worker twice under one name.
-func (c *Core) startWorkers(ctx context.Context, p *runningPass, missing int) (result, error) {
+func (p *runningPass) startWorkers(ctx context.Context, missing int) (result, error) {
+	c := p.c
 	first := p.cl.NextWorkerSeq
 	names := make([]string, 0, missing)
 	for seq := first; seq < first+missing; seq++ {
@@ -228,7 +234,8 @@ func (c *Core) startWorkers(ctx context.Context, p *runningPass, missing int) (r
 
 // stopWorkers stops extra workers, the newest first: the oldest hold the
 // most data.
-func (c *Core) stopWorkers(ctx context.Context, p *runningPass, extra int) (result, error) {
+func (p *runningPass) stopWorkers(ctx context.Context, extra int) (result, error) {
+	c := p.c
 	alive := p.alive
 	sort.Slice(alive, func(i, j int) bool { return workerSeq(alive[i].Name) > workerSeq(alive[j].Name) })
 	for _, m := range alive[:extra] {
@@ -247,8 +254,9 @@ func (c *Core) stopWorkers(ctx context.Context, p *runningPass, extra int) (resu
 	return goOn, nil
 }
 
-// runHealth asks the scheduler for its counts (the heartbeat clock).
-func (c *Core) runHealth(ctx context.Context, p *runningPass) (result, error) {
+// heartbeat asks the scheduler for its counts (the heartbeat clock).
+func (p *runningPass) heartbeat(ctx context.Context) (result, error) {
+	c := p.c
 	cl := p.cl
 	counts, err := c.connectedWorkers(ctx, cl)
 	if err != nil && outOfDescriptors(err) {
@@ -259,7 +267,7 @@ func (c *Core) runHealth(ctx context.Context, p *runningPass) (result, error) {
 		return requeue(c.cfg.PollInterval), nil
 	}
 	if err != nil {
-		return c.notAnswering(ctx, cl, err)
+		return p.notAnswering(ctx, err)
 	}
 	c.markAnswered(cl.Name)
 	p.counts = counts
@@ -276,7 +284,8 @@ func (c *Core) markAnswered(name string) {
 // notAnswering takes a scheduler whose process lives but does not answer
 // (hung, overloaded, partitioned): it is failed after the heartbeat
 // timeout, and its phase says so meanwhile.
-func (c *Core) notAnswering(ctx context.Context, cl *store.Cluster, err error) (result, error) {
+func (p *runningPass) notAnswering(ctx context.Context, err error) (result, error) {
+	c, cl := p.c, p.cl
 	c.mu.Lock()
 	st := c.clusters.ensure(cl.Name)
 	if st.answered.IsZero() {
@@ -308,9 +317,10 @@ func (c *Core) notAnswering(ctx context.Context, cl *store.Cluster, err error) (
 	return requeue(c.cfg.PollInterval / 5), nil
 }
 
-// runExpiry stops a cluster idle past its idle timeout or past its
+// expiry stops a cluster idle past its idle timeout or past its
 // maximum lifetime.
-func (c *Core) runExpiry(ctx context.Context, p *runningPass) (result, error) {
+func (p *runningPass) expiry(ctx context.Context) (result, error) {
+	c := p.c
 	if why := c.expired(p.cl); why != "" {
 		c.log.Info("stopping cluster", "cluster", p.cl.Name, "why", why)
 		return requeue(1), c.Stop(ctx, p.cl.Owner, p.cl.Name, why)
@@ -318,9 +328,10 @@ func (c *Core) runExpiry(ctx context.Context, p *runningPass) (result, error) {
 	return goOn, nil
 }
 
-// runAdaptive follows the scheduler's own estimate of the workers it
+// adaptive follows the scheduler's own estimate of the workers it
 // needs.
-func (c *Core) runAdaptive(ctx context.Context, p *runningPass) (result, error) {
+func (p *runningPass) adaptive(ctx context.Context) (result, error) {
+	c := p.c
 	if !p.cl.Adaptive {
 		return goOn, nil
 	}
@@ -332,10 +343,11 @@ func (c *Core) runAdaptive(ctx context.Context, p *runningPass) (result, error) 
 	return goOn, nil
 }
 
-// runReady records the ready workers and the phase, and says when to look
+// ready records the ready workers and the phase, and says when to look
 // again: soon while workers come up, often for adaptive scaling, else
 // never, the cluster being settled for the sweep to watch.
-func (c *Core) runReady(ctx context.Context, p *runningPass) (result, error) {
+func (p *runningPass) ready(ctx context.Context) (result, error) {
+	c := p.c
 	cl, ready := p.cl, p.counts.Workers
 	phase := workerPhase(ready, cl.DesiredWorkers)
 	if ready != cl.ReadyWorkers || phase != cl.Phase {
