@@ -184,14 +184,14 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 		}
 		return false
 	}
-	r := &sweepRound{now: time.Now()}
+	r := &sweepRound{c: c, now: time.Now()}
 	r.membersDue = r.now.Sub(c.membersChecked) >= watchedMembersEvery
 	c.mu.Lock()
-	resync = c.compareLeases(r, leases, scanned, resync)
+	resync = r.compareLeases(leases, scanned, resync)
 	r.cnow = c.now()
-	c.walkPolled(r)
-	c.popSilent(r)
-	c.popExpired(r)
+	r.walkPolled()
+	r.popSilent()
+	r.popExpired()
 	if r.membersDue {
 		c.clusters.eachSettled(func(_ string, s *settled) {
 			if s.onHeaps {
@@ -203,9 +203,9 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 	for _, name := range r.queue {
 		c.queue.Add(name)
 	}
-	c.retryWatches(r.retry)
+	r.retryWatches()
 	if len(r.check) > 0 {
-		c.checkSettled(ctx, r)
+		r.checkSettled(ctx)
 	}
 	return resync
 }
@@ -213,6 +213,7 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 // sweepRound is what one sweep gathers under the core's lock, and then
 // acts on.
 type sweepRound struct {
+	c          *Core
 	now        time.Time // real time
 	cnow       time.Time // the core's clock
 	membersDue bool      // the streaming clusters' members are to be compared
@@ -231,7 +232,8 @@ type sweepCandidate struct {
 }
 
 // take queues a settled cluster for a full pass (c.mu).
-func (c *Core) take(r *sweepRound, name string) {
+func (r *sweepRound) take(name string) {
+	c := r.c
 	c.clusters.unsettle(name)
 	r.queue = append(r.queue, name)
 }
@@ -240,7 +242,8 @@ func (c *Core) take(r *sweepRound, name string) {
 // (c.mu): those changed, free or another replica's now leave the sweep,
 // and, with resync, the held ones not settled are queued. It says whether
 // it resynced.
-func (c *Core) compareLeases(r *sweepRound, leases []store.ActiveLease, scanned, resync bool) bool {
+func (r *sweepRound) compareLeases(leases []store.ActiveLease, scanned, resync bool) bool {
+	c := r.c
 	// A kept read (not scanned) holds only leases held here (sweepLeases).
 	if resync && !scanned && c.settles == c.settlesChecked && c.clusters.settledCount() == len(leases) && r.now.Sub(c.settledCompared) < leaseRescanEvery {
 		resync = false
@@ -258,7 +261,7 @@ func (c *Core) compareLeases(r *sweepRound, leases []store.ActiveLease, scanned,
 		switch {
 		case l.Free():
 			// Nobody holds it (its replica died, or let go): take it.
-			c.take(r, l.Name)
+			r.take(l.Name)
 		case !l.Held(c.cfg.ReplicaID):
 			c.clusters.unsettle(l.Name) // another replica's now
 		case s == nil:
@@ -266,7 +269,7 @@ func (c *Core) compareLeases(r *sweepRound, leases []store.ActiveLease, scanned,
 				r.queue = append(r.queue, l.Name)
 			}
 		case s.cl.Version != l.Version:
-			c.take(r, l.Name) // changed, here or by another replica
+			r.take(l.Name) // changed, here or by another replica
 		}
 	}
 	if matched < settledBefore {
@@ -288,13 +291,14 @@ func (c *Core) compareLeases(r *sweepRound, leases []store.ActiveLease, scanned,
 // walkPolled looks at the settled clusters not on the due heaps (c.mu):
 // a stream gone live puts its cluster on the heaps, a stream that failed
 // queues a pass, and the polled ones are to be checked.
-func (c *Core) walkPolled(r *sweepRound) {
+func (r *sweepRound) walkPolled() {
+	c := r.c
 	for name, s := range c.clusters.polled {
 		if !s.current() {
 			delete(c.clusters.polled, name) // it left the sweep
 			continue
 		}
-		if w := s.watch; w != nil && c.watchedPolled(r, name, s) {
+		if w := s.watch; w != nil && r.watchedPolled(name, s) {
 			continue
 		}
 		// Polled: its scheduler has no watch.
@@ -314,13 +318,14 @@ func (c *Core) walkPolled(r *sweepRound) {
 
 // watchedPolled takes a polled cluster by its watch's state (c.mu), and
 // says whether that settled it; false leaves the cluster polled.
-func (c *Core) watchedPolled(r *sweepRound, name string, s *settled) bool {
+func (r *sweepRound) watchedPolled(name string, s *settled) bool {
+	c := r.c
 	w := s.watch
 	switch w.State() {
 	case health.Live:
 		delete(c.clusters.polled, name)
 		if n := w.Workers(); n >= 0 && n != s.cl.ReadyWorkers {
-			c.take(r, name)
+			r.take(name)
 			return true
 		}
 		s.onHeaps = true
@@ -333,11 +338,11 @@ func (c *Core) watchedPolled(r *sweepRound, name string, s *settled) bool {
 	case health.Dialing:
 		if w.SilentFor(r.now) > c.health.Silence() {
 			c.health.DropWatch(name, w)
-			c.take(r, name)
+			r.take(name)
 		}
 		return true
 	case health.Ended:
-		c.take(r, name)
+		r.take(name)
 		return true
 	}
 	return false
@@ -347,7 +352,8 @@ func (c *Core) watchedPolled(r *sweepRound, name string, s *settled) bool {
 // out since their last look (c.mu): a heartbeat since then pushes them
 // on, else the full pass asks counts.json and keeps the heartbeat clock;
 // the next settle opens a new watch.
-func (c *Core) popSilent(r *sweepRound) {
+func (r *sweepRound) popSilent() {
+	c := r.c
 	for {
 		s, ok := c.silenceDue.popDue(r.now)
 		if !ok {
@@ -358,7 +364,7 @@ func (c *Core) popSilent(r *sweepRound) {
 			continue
 		}
 		if w.State() != health.Live {
-			c.take(r, name) // ended (its end queued a pass too)
+			r.take(name) // ended (its end queued a pass too)
 			continue
 		}
 		if heard := w.Heard(); r.now.Sub(heard) <= c.health.Silence() {
@@ -366,13 +372,14 @@ func (c *Core) popSilent(r *sweepRound) {
 			continue
 		}
 		c.health.DropWatch(name, w)
-		c.take(r, name)
+		r.take(name)
 	}
 }
 
 // popExpired looks at the streaming clusters whose lifetime or idle
 // timeout may have run out (c.mu).
-func (c *Core) popExpired(r *sweepRound) {
+func (r *sweepRound) popExpired() {
+	c := r.c
 	for {
 		s, ok := c.expiryDue.popDue(r.cnow)
 		if !ok {
@@ -388,7 +395,7 @@ func (c *Core) popExpired(r *sweepRound) {
 		}
 		last, seen := st.lastBusy, !st.lastBusy.IsZero()
 		if c.expiredAt(s.cl, s.opts, r.cnow, last, seen) != "" {
-			c.take(r, name)
+			r.take(name)
 			continue
 		}
 		if at := c.nextExpiry(s.cl, s.opts, r.cnow, last, seen); !at.IsZero() {
@@ -399,8 +406,9 @@ func (c *Core) popExpired(r *sweepRound) {
 
 // retryWatches opens new watches for polled clusters whose streams are to
 // be tried again.
-func (c *Core) retryWatches(retry []*settled) {
-	for _, s := range retry {
+func (r *sweepRound) retryWatches() {
+	c := r.c
+	for _, s := range r.retry {
 		w := c.health.Watch(s.cl)
 		c.mu.Lock()
 		if s.current() {
@@ -412,8 +420,9 @@ func (c *Core) retryWatches(retry []*settled) {
 
 // checkSettled compares the candidates' members with the provider's and
 // runs their due health checks.
-func (c *Core) checkSettled(ctx context.Context, r *sweepRound) {
-	listed, skipMembers, ok := c.listSettledMembers(ctx, r)
+func (r *sweepRound) checkSettled(ctx context.Context) {
+	c := r.c
+	listed, skipMembers, ok := r.listSettledMembers(ctx)
 	if !ok {
 		return
 	}
@@ -434,7 +443,7 @@ func (c *Core) checkSettled(ctx context.Context, r *sweepRound) {
 		if ctx.Err() != nil {
 			break
 		}
-		if s.members && !skipMembers && !c.sameMembers(ctx, s.settled, listed) {
+		if s.members && !skipMembers && !r.sameMembers(ctx, s.settled, listed) {
 			c.requeue(s.cl.Name)
 			continue
 		}
@@ -454,7 +463,8 @@ func (c *Core) checkSettled(ctx context.Context, r *sweepRound) {
 // backend can and the sweep needs them (listed nil: describe each). skip
 // says the comparison waits for the next sweep; ok false that the sweep
 // is ending.
-func (c *Core) listSettledMembers(ctx context.Context, r *sweepRound) (listed map[string][]providers.Member, skip, ok bool) {
+func (r *sweepRound) listSettledMembers(ctx context.Context) (listed map[string][]providers.Member, skip, ok bool) {
+	c := r.c
 	lastChecked := c.membersChecked
 	if r.membersDue {
 		c.membersChecked = r.now
@@ -485,7 +495,8 @@ func (c *Core) listSettledMembers(ctx context.Context, r *sweepRound) (listed ma
 
 // sameMembers says whether a settled cluster's members are as its last
 // full pass saw them: from the listing, else described.
-func (c *Core) sameMembers(ctx context.Context, s *settled, listed map[string][]providers.Member) bool {
+func (r *sweepRound) sameMembers(ctx context.Context, s *settled, listed map[string][]providers.Member) bool {
+	c := r.c
 	var members []providers.Member
 	if listed != nil {
 		members = listed[s.cl.Name]
