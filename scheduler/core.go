@@ -183,7 +183,9 @@ type Core struct {
 	waits *waiters
 	// tidied is the reaper's memory (reaper.go).
 	tidied reaperMemory
-	reaped atomic.Int64 // leftover clusters the reaper stopped
+	// retries are the failed passes in a row (retry.go).
+	retries retries
+	reaped  atomic.Int64 // leftover clusters the reaper stopped
 
 	mu sync.Mutex
 	// clusters is one record per cluster (state.go).

@@ -25,8 +25,6 @@ type clusterState struct {
 	// settled is what the last full pass saw, while the sweep watches the
 	// cluster (sweep.go); nil while it is the loop's.
 	settled *settled
-	// failures are the failed passes in a row (retry.go).
-	failures int
 }
 
 // clusterTable is the loop's records, one per cluster, and the sweep's
