@@ -14,21 +14,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/quota"
+	"github.com/gatewayhq/gateway/scheduler/health"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -172,34 +169,31 @@ type Core struct {
 	router   Router
 	log      *slog.Logger
 	now      func() time.Time
-	// dash keeps a connection per cluster for the health poll (health.go),
-	// each verifying https dashboards against that cluster's certificate.
-	dash *countsPool
-	// health holds each settled cluster's stream of counts (watch.go).
-	health *watchPool
+	// health watches the running clusters' schedulers: each settled
+	// cluster's stream of counts, and the polls of the rest (package
+	// health).
+	health healthWatcher
 	queue  *queue
 	// The sweep's own state (its goroutine only).
 	leasesMu       sync.Mutex // leases: written by the sweep, read by the reaper too
 	leases         leaseRead
 	membersChecked time.Time
 
-	mu                    sync.Mutex
-	watchers              map[string]*watch          // per cluster, closed on its next change
-	exits                 map[string]map[string]bool // workers seen exiting on their own, per cluster (names are never reused)
-	active                map[string]time.Time       // last time each running cluster was seen busy
-	reaped                atomic.Int64               // leftover clusters the reaper stopped
-	cleaned               map[string]bool            // clusters the reaper tidied whose stopped members the provider still lists
-	firstSeen             map[string]time.Time       // when the reaper first saw each leftover the cloud gives no date for (reaper.go)
-	answered              map[string]time.Time       // last answer of each running scheduler
-	downSince             map[string]time.Time       // when each adaptive cluster first asked for fewer workers
-	quotaNote             map[string]string          // per cluster, the last quota message recorded for adaptive scaling
-	settled               map[string]*settled        // running clusters with nothing to do, which the sweep watches (sweep.go)
-	polled                map[string]*settled        // those of settled not yet on the due heaps: streams not live, polled schedulers
-	settles               uint64                     // clusters settled so far
-	settlesChecked        uint64                     // settles when the sweep last compared settled with a read of the leases
-	settledCompared       time.Time                  // when it did
-	silenceDue, expiryDue dueHeap                    // the rest, by deadline (due.go)
-	failures              map[string]int             // failed passes in a row, per cluster (retry.go)
+	// waits are the API's waits for clusters' changes.
+	waits *waiters
+	// tidied is the reaper's memory (reaper.go).
+	tidied reaperMemory
+	// retries are the failed passes in a row (retry.go).
+	retries retries
+	reaped  atomic.Int64 // leftover clusters the reaper stopped
+
+	mu sync.Mutex
+	// clusters is one record per cluster (state.go).
+	clusters              *clusterTable
+	settles               uint64    // clusters settled so far
+	settlesChecked        uint64    // settles when the sweep last compared settled with a read of the leases
+	settledCompared       time.Time // when it did
+	silenceDue, expiryDue dueHeap   // the settled clusters with live streams, by deadline (due.go)
 }
 
 // New makes a core. Run starts its loop.
@@ -217,20 +211,11 @@ func New(cfg Config, st Store, p providers.Provider, r Router, log *slog.Logger)
 	}
 	c := &Core{
 		cfg: cfg, store: st, provider: p, router: r, log: log, now: time.Now,
-		dash:      newCountsPool(),
-		queue:     newQueue(),
-		watchers:  map[string]*watch{},
-		exits:     map[string]map[string]bool{},
-		active:    map[string]time.Time{},
-		answered:  map[string]time.Time{},
-		downSince: map[string]time.Time{},
-		quotaNote: map[string]string{},
-		settled:   map[string]*settled{},
-		polled:    map[string]*settled{},
-		failures:  map[string]int{},
+		queue:    newQueue(),
+		waits:    newWaiters(),
+		clusters: newClusterTable(),
 	}
-	c.health = newWatchPool(cfg.HeartbeatTimeout, cfg.HeartbeatInterval, c.watchLine, c.watchEnded)
-	c.health.live = c.dash.Drop
+	c.health = health.New(health.Config{Timeout: cfg.HeartbeatTimeout, Beat: cfg.HeartbeatInterval, Lines: c.watchLine, Ended: c.watchEnded})
 	return c
 }
 
@@ -257,7 +242,7 @@ func (c *Core) Run(ctx context.Context) error {
 		c.queue.Add(cl.Name)
 	}
 	c.log.Info("scheduling core started", "active_clusters", len(active), "provider", c.provider.Name())
-	c.health.run(ctx)
+	c.health.Run(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -326,47 +311,11 @@ func (c *Core) worker(ctx context.Context) {
 	}
 }
 
-type watch struct {
-	ch      chan struct{}
-	waiters int
-}
-
-func (c *Core) notify(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if w, ok := c.watchers[name]; ok {
-		close(w.ch)
-		delete(c.watchers, name)
-	}
-}
-
-// watch returns a channel closed on the cluster's next change, and a
-// function to call when no longer waiting, so that waits on names that never
-// change leave nothing behind.
-func (c *Core) watch(name string) (<-chan struct{}, func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	w, ok := c.watchers[name]
-	if !ok {
-		w = &watch{ch: make(chan struct{})}
-		c.watchers[name] = w
-	}
-	w.waiters++
-	return w.ch, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		w.waiters--
-		if w.waiters == 0 && c.watchers[name] == w {
-			delete(c.watchers, name)
-		}
-	}
-}
-
 // update applies fn to the stored cluster and wakes any waiters.
 func (c *Core) update(ctx context.Context, name string, fn store.UpdateFunc) (*store.Cluster, error) {
 	cl, err := c.store.UpdateCluster(ctx, name, fn)
 	if err == nil {
-		c.notify(name)
+		c.waits.notify(name)
 	}
 	return cl, err
 }
@@ -376,7 +325,7 @@ func (c *Core) update(ctx context.Context, name string, fn store.UpdateFunc) (*s
 func (c *Core) updateOwned(ctx context.Context, name string, fn store.OwnedUpdateFunc) (*store.Cluster, error) {
 	cl, err := c.store.UpdateOwned(ctx, name, quota.MonthStart(c.now()), fn)
 	if err == nil {
-		c.notify(name)
+		c.waits.notify(name)
 	}
 	return cl, err
 }
@@ -504,7 +453,7 @@ func (c *Core) Wait(ctx context.Context, owner, name string, timeout time.Durati
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		ch, done := c.watch(name)
+		ch, done := c.waits.watch(name)
 		cl, err := c.Get(ctx, owner, name)
 		if err != nil || (cl.Status != store.Pending && cl.Status != store.Starting) {
 			done()
@@ -673,18 +622,19 @@ func (c *Core) Adapt(ctx context.Context, who Who, name string, minimum, maximum
 // within the cluster's bounds. Up at once; down only when the estimate has
 // stayed lower for adaptDownAfter, so a pause between two computations
 // does not throw workers (and their data) away.
-func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts schedulerCounts) (bool, error) {
+func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts health.Counts) (bool, error) {
 	target := max(cl.AdaptMin, min(counts.Desired, cl.AdaptMax))
 	now := c.now()
 	c.mu.Lock()
+	st := c.clusters.ensure(cl.Name)
 	if target >= cl.DesiredWorkers {
-		delete(c.downSince, cl.Name)
-	} else if _, ok := c.downSince[cl.Name]; !ok {
-		c.downSince[cl.Name] = now
+		st.downSince = time.Time{}
+	} else if st.downSince.IsZero() {
+		st.downSince = now
 	}
-	since, down := c.downSince[cl.Name]
+	since := st.downSince
 	c.mu.Unlock()
-	if target == cl.DesiredWorkers || (down && now.Sub(since) < adaptDownAfter) {
+	if target == cl.DesiredWorkers || (!since.IsZero() && now.Sub(since) < adaptDownAfter) {
 		return false, nil
 	}
 	// Loaded whatever the direction: the stored cluster may have changed
@@ -719,7 +669,9 @@ func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts schedulerCou
 		return false, nil
 	}
 	c.mu.Lock()
-	delete(c.downSince, cl.Name)
+	if st := c.clusters.get(cl.Name); st != nil {
+		st.downSince = time.Time{}
+	}
 	c.mu.Unlock()
 	return err == nil, err
 }
@@ -729,8 +681,9 @@ func (c *Core) adapt(ctx context.Context, cl *store.Cluster, counts schedulerCou
 // at every poll.
 func (c *Core) noteQuota(ctx context.Context, cluster, note string) {
 	c.mu.Lock()
-	same := c.quotaNote[cluster] == note
-	c.quotaNote[cluster] = note
+	st := c.clusters.ensure(cluster)
+	same := st.quotaNote == note
+	st.quotaNote = note
 	c.mu.Unlock()
 	if !same {
 		c.log.Info("adaptive scaling held by quota", "cluster", cluster, "why", note)
@@ -818,132 +771,6 @@ func (c *Core) Shutdown(ctx context.Context) {
 	wg.Wait()
 }
 
-// ---- the reconcile loop ----
-
-func (c *Core) spec(cl *store.Cluster) providers.ClusterSpec {
-	var o Options
-	_ = json.Unmarshal([]byte(cl.Options), &o)
-	shape := shapeOf(cl)
-	return providers.ClusterSpec{
-		Name: cl.Name, Owner: cl.Owner, GatewayID: c.cfg.GatewayID,
-		TLSCert: cl.TLSCert, TLSKey: cl.TLSKey,
-		DashboardPrefix: "/clusters/" + cl.Name,
-		WorkerThreads:   o.WorkerThreads,
-		WorkerMemory:    int64(math.Round(o.WorkerMemory * (1 << 30))),
-		Scheduler:       machineFrom(shape.Scheduler),
-		Worker:          machineFrom(shape.Worker),
-		Region:          shape.Region,
-		Spot:            o.Spot,
-		Image:           o.Image,
-		EnvExpect:       envExpect(o),
-	}
-}
-
-// reconcile moves one cluster one or more steps towards its goal and says
-// when to look at it again (0: only when something changes).
-func (c *Core) reconcile(ctx context.Context, name string) (time.Duration, error) {
-	c.unsettle(name)
-	cl, err := c.store.GetCluster(ctx, name)
-	if errors.Is(err, store.ErrNotFound) {
-		c.router.DeleteRoute(name)
-		return 0, nil
-	}
-	if err != nil {
-		return time.Second, err
-	}
-	switch cl.Status {
-	case store.Pending:
-		_, err := c.update(ctx, name, func(x *store.Cluster) (store.Event, error) {
-			if x.Status != store.Pending {
-				return store.Event{}, errStale
-			}
-			x.Status, x.Phase = store.Starting, "starting scheduler"
-			// The ledger's clock starts before the machine does: a crash
-			// between the two then never leaves a machine unaccounted.
-			return store.Event{Kind: "starting", Message: "starting the scheduler on " + c.provider.Name(),
-				Ledger: ledgerStart(shapeOf(x).Scheduler, schedulerMember)}, nil
-		})
-		if err != nil && !errors.Is(err, errStale) {
-			return time.Second, err
-		}
-		if err == nil {
-			crashpoint.Hit(ctx, crashpoint.CoreStartRecorded)
-		}
-		return 1, nil // at once
-	case store.Starting:
-		return c.reconcileStarting(ctx, cl)
-	case store.Running:
-		return c.reconcileRunning(ctx, cl)
-	case store.Stopping:
-		return c.reconcileStopping(ctx, cl)
-	default: // STOPPED, FAILED: nothing runs; make sure nothing routes there
-		c.router.DeleteRoute(name)
-		return 0, nil
-	}
-}
-
-func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.Duration, error) {
-	if age := c.now().Sub(cl.CreatedAt); age > c.cfg.StartTimeout {
-		reason := fmt.Sprintf("the scheduler did not start within %s", c.cfg.StartTimeout)
-		if tail := c.logTail(ctx, cl.Name); tail != "" {
-			reason += "; last lines of its log:\n" + tail
-		}
-		return 0, c.fail(ctx, cl, reason)
-	}
-	// Launch only when the backend knows no scheduler: one that was
-	// launched and has exited must fail the cluster with its reason, not be
-	// relaunched until the start timeout hides why.
-	members, err := c.provider.Describe(ctx, cl.Name)
-	if err != nil {
-		return time.Second, err
-	}
-	sched := findScheduler(members)
-	if sched == nil {
-		if err := c.provider.StartScheduler(ctx, c.spec(cl)); err != nil {
-			return 0, c.fail(ctx, cl, "could not start the scheduler: "+err.Error())
-		}
-		crashpoint.Hit(ctx, crashpoint.CoreStartLaunched)
-		if members, err = c.provider.Describe(ctx, cl.Name); err != nil {
-			return time.Second, err
-		}
-		sched = findScheduler(members)
-	}
-	starting := c.now().Sub(cl.CreatedAt)
-	switch {
-	case sched == nil:
-		return c.startPoll(starting, 200*time.Millisecond), nil
-	case sched.State == providers.StateStopped:
-		if table, ok := images.MismatchIn(sched.Reason); ok {
-			return 0, c.fail(ctx, cl, "the scheduler runs other software than the client:\n"+table)
-		}
-		return 0, c.fail(ctx, cl, "the scheduler failed to start: "+orDefault(sched.Reason, "it exited"))
-	case sched.State != providers.StateRunning || sched.Address == "":
-		return c.startPoll(starting, 100*time.Millisecond), nil
-	}
-	c.router.SetRoute(cl.Name, cl.Owner, sched.Address, sched.DashboardURL, cl.TLSCert)
-	crashpoint.Hit(ctx, crashpoint.CoreStartRoutePublished)
-	running, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
-		if x.Status != store.Starting {
-			return store.Event{}, errStale
-		}
-		x.Status, x.StartedAt = store.Running, c.now()
-		x.SchedulerAddress, x.DashboardAddress = sched.Address, sched.DashboardURL
-		x.Phase = workerPhase(0, x.DesiredWorkers)
-		return store.Event{Kind: "running", Message: "scheduler ready at " + sched.Address}, nil
-	})
-	if errors.Is(err, errStale) {
-		return 1, nil
-	}
-	if err != nil {
-		return time.Second, err
-	}
-	crashpoint.Hit(ctx, crashpoint.CoreStartRunningRecorded)
-	c.log.Info("cluster running", "cluster", cl.Name, "scheduler", sched.Address, "startup", c.now().Sub(cl.CreatedAt).Round(time.Millisecond))
-	// On in the same pass: behind a queue of other clusters' passes, a
-	// second pass for the workers (or to settle) would only come later.
-	return c.reconcileRunning(ctx, running)
-}
-
 // startPoll is how soon to look again at a cluster that is coming up,
 // elapsed after it was asked for: often at first, when a local or container
 // cluster is about to be ready and every poll saved is latency the user
@@ -968,395 +795,6 @@ func (c *Core) startPoll(elapsed, ceiling time.Duration) time.Duration {
 // cloudStartPoll grows like startPoll, from first to ceiling.
 func cloudStartPoll(elapsed, first, ceiling time.Duration) time.Duration {
 	return min(max(elapsed/20, first), max(ceiling, first))
-}
-
-func workerPhase(ready, desired int) string {
-	if ready >= desired {
-		return "running"
-	}
-	return fmt.Sprintf("waiting for workers %d/%d", ready, desired)
-}
-
-func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Duration, error) {
-	members, err := c.provider.Describe(ctx, cl.Name)
-	if err != nil {
-		return time.Second, err
-	}
-	sched := findScheduler(members)
-	if sched == nil || sched.State == providers.StateStopped {
-		reason := "the scheduler is gone"
-		if sched != nil && sched.Reason != "" {
-			reason = "the scheduler stopped: " + sched.Reason
-		}
-		return 0, c.fail(ctx, cl, reason)
-	}
-	if sched.Address != "" && (sched.Address != cl.SchedulerAddress || sched.DashboardURL != cl.DashboardAddress) {
-		// A re-adopted or restarted scheduler may have moved.
-		cl, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
-			x.SchedulerAddress, x.DashboardAddress = sched.Address, sched.DashboardURL
-			return store.Event{}, nil
-		})
-		if err != nil {
-			return time.Second, err
-		}
-	}
-	c.router.SetRoute(cl.Name, cl.Owner, cl.SchedulerAddress, cl.DashboardAddress, cl.TLSCert)
-
-	if cl, err = c.adoptLegacy(ctx, cl, members); errors.Is(err, errStale) {
-		return 1, nil
-	} else if err != nil {
-		return time.Second, err
-	}
-	// Before anything starts or stops below: members started in this
-	// pass are not in members yet.
-	open, err := c.syncLedger(ctx, cl, members)
-	if err != nil {
-		return time.Second, err
-	}
-	var alive []providers.Member
-	for _, m := range members {
-		if m.Role != providers.RoleWorker {
-			continue
-		}
-		if m.State == providers.StateStopped {
-			// Workers stopped on request carry no reason; one that exited on
-			// its own is counted once, however often the backend reports it.
-			if m.Reason == "" || !c.countExit(cl.Name, m.Name) {
-				continue
-			}
-			_ = c.provider.StopWorker(ctx, cl.Name, m.Name) // let the backend forget it
-			if table, ok := images.MismatchIn(m.Reason); ok {
-				// Replacements would run the same image: fail at once.
-				return 0, c.fail(ctx, cl, fmt.Sprintf("%s runs other software than the client:\n%s", m.Name, table))
-			}
-			n := c.exitCount(cl.Name)
-			c.log.Warn("worker exited", "cluster", cl.Name, "worker", m.Name, "reason", firstLine(m.Reason))
-			c.event(ctx, cl.Name, "worker-exited", m.Name+": "+m.Reason)
-			if n > c.cfg.WorkerRestarts {
-				return 0, c.fail(ctx, cl, fmt.Sprintf("workers keep exiting (%d exits; the limit is %d). Last: %s", n, c.cfg.WorkerRestarts, m.Reason))
-			}
-			continue
-		}
-		if !open[m.Name] {
-			// Its stop is in the ledger (recorded at the intent) but it
-			// still runs: a stop that failed, or a crash in between. Stop
-			// it again, and do not count it as one of the wanted workers.
-			if err := c.provider.StopWorker(ctx, cl.Name, m.Name); err != nil {
-				return time.Second, err
-			}
-			continue
-		}
-		alive = append(alive, m)
-	}
-
-	if missing := cl.DesiredWorkers - len(alive); missing > 0 {
-		// Record the names before starting anything: a crash between the
-		// two can then never start a worker twice under one name.
-		first := cl.NextWorkerSeq
-		names := make([]string, 0, missing)
-		for seq := first; seq < first+missing; seq++ {
-			names = append(names, "worker-"+strconv.Itoa(seq))
-		}
-		cl, err = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
-			if x.Status != store.Running || x.NextWorkerSeq != first {
-				return store.Event{}, errStale
-			}
-			x.NextWorkerSeq += missing
-			return store.Event{Ledger: ledgerStart(shapeOf(x).Worker, names...)}, nil
-		})
-		if errors.Is(err, errStale) {
-			return 1, nil
-		}
-		if err != nil {
-			return time.Second, err
-		}
-		crashpoint.Hit(ctx, crashpoint.CoreWorkersNamed)
-		spec := c.spec(cl)
-		for _, w := range names {
-			if err := c.provider.StartWorker(ctx, spec, w, cl.SchedulerAddress); err != nil {
-				return 0, c.fail(ctx, cl, fmt.Sprintf("could not start %s: %v", w, err))
-			}
-			crashpoint.Hit(ctx, crashpoint.CoreWorkerLaunched)
-		}
-	} else if extra := len(alive) - cl.DesiredWorkers; extra > 0 {
-		// Stop the newest first: the oldest hold the most data.
-		sort.Slice(alive, func(i, j int) bool { return workerSeq(alive[i].Name) > workerSeq(alive[j].Name) })
-		for _, m := range alive[:extra] {
-			// The ledger stops at the intent, as it starts at one: a crash
-			// after it only lets the stop happen later, and a member the
-			// backend no longer lists is then never in doubt.
-			if err := c.ledgerClosed(ctx, cl.Name, m.Name, time.Time{}); err != nil {
-				return time.Second, err
-			}
-			crashpoint.Hit(ctx, crashpoint.CoreWorkerStopRecorded)
-			if err := c.provider.StopWorker(ctx, cl.Name, m.Name); err != nil {
-				return time.Second, err
-			}
-			crashpoint.Hit(ctx, crashpoint.CoreWorkerStopped)
-		}
-	}
-
-	counts, err := c.connectedWorkers(ctx, cl)
-	ready := counts.Workers
-	if err != nil && outOfDescriptors(err) {
-		// The gateway's own shortage says nothing of the scheduler: it is
-		// not counted as silence, and the check is tried again.
-		c.log.Warn("health check: the gateway has no file descriptor left (raise its limit)", "cluster", cl.Name, "err", err)
-		c.mu.Lock()
-		c.answered[cl.Name] = c.now()
-		c.mu.Unlock()
-		return c.cfg.PollInterval, nil
-	}
-	if err != nil {
-		// A scheduler whose process lives but does not answer (hung,
-		// overloaded, partitioned) is failed after the heartbeat timeout.
-		c.mu.Lock()
-		since, seen := c.answered[cl.Name]
-		if !seen {
-			since = c.now()
-			c.answered[cl.Name] = since
-		}
-		// Its stream's last line counts as an answer too (heartbeats are
-		// kept on the stream, not here: see watchLine).
-		if heard, ok := c.health.lastHeard(cl.Name); ok {
-			if at := c.now().Add(-time.Since(heard)); at.After(since) {
-				since = at
-				c.answered[cl.Name] = at
-			}
-		}
-		c.mu.Unlock()
-		if silent := c.now().Sub(since); silent >= c.cfg.HeartbeatTimeout {
-			return 0, c.fail(ctx, cl, fmt.Sprintf("the scheduler stopped answering (nothing for %s: %v)", silent.Round(time.Second), err))
-		}
-		// Say so while it lasts: the phase shows in list and show.
-		if phase := "scheduler not answering since " + since.UTC().Format("15:04:05"); cl.Phase != phase {
-			_, _ = c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
-				if x.Status != store.Running {
-					return store.Event{}, errStale
-				}
-				x.Phase = phase
-				return store.Event{}, nil
-			})
-		}
-		c.log.Debug("scheduler not answering", "cluster", cl.Name, "err", err)
-		return c.cfg.PollInterval / 5, nil
-	}
-	c.mu.Lock()
-	c.answered[cl.Name] = c.now()
-	c.mu.Unlock()
-	if why := c.expired(cl); why != "" {
-		c.log.Info("stopping cluster", "cluster", cl.Name, "why", why)
-		return 1, c.Stop(ctx, cl.Owner, cl.Name, why)
-	}
-	if cl.Adaptive {
-		if changed, err := c.adapt(ctx, cl, counts); err != nil {
-			return time.Second, err
-		} else if changed {
-			return 1, nil
-		}
-	}
-	phase := workerPhase(ready, cl.DesiredWorkers)
-	if ready != cl.ReadyWorkers || phase != cl.Phase {
-		updated, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
-			if x.Status != store.Running {
-				return store.Event{}, errStale
-			}
-			x.ReadyWorkers, x.Phase = ready, workerPhase(ready, x.DesiredWorkers)
-			return store.Event{}, nil
-		})
-		if errors.Is(err, errStale) {
-			return 1, nil
-		}
-		if err != nil {
-			return time.Second, err
-		}
-		crashpoint.Hit(ctx, crashpoint.CoreWorkersReadyRecorded)
-		cl = updated
-	}
-	if ready != cl.DesiredWorkers {
-		return c.startPoll(c.now().Sub(cl.CreatedAt), 250*time.Millisecond), nil
-	}
-	if cl.Adaptive {
-		return min(c.cfg.PollInterval, time.Second), nil // follow demand closely
-	}
-	// Nothing to do until something changes: the sweep watches it.
-	c.settle(cl, members)
-	return 0, nil
-}
-
-// expired says why a running cluster should stop now: idle for longer than
-// its idle timeout, or past the maximum lifetime; "" when neither.
-func (c *Core) expired(cl *store.Cluster) string {
-	var o Options
-	_ = json.Unmarshal([]byte(cl.Options), &o)
-	return c.expiredWith(cl, o)
-}
-
-// expiredWith is expired with the cluster's options already parsed.
-func (c *Core) expiredWith(cl *store.Cluster, o Options) string {
-	c.mu.Lock()
-	last, ok := c.active[cl.Name]
-	c.mu.Unlock()
-	return c.expiredAt(cl, o, c.now(), last, ok)
-}
-
-// expiredAt is expired at now, the cluster last seen busy at last (if
-// seen).
-func (c *Core) expiredAt(cl *store.Cluster, o Options, now, last time.Time, seen bool) string {
-	lifetime, whose := c.lifetimeOf(o)
-	if lifetime > 0 && !cl.StartedAt.IsZero() && now.Sub(cl.StartedAt) >= lifetime {
-		return fmt.Sprintf("reached %s maximum lifetime of %s", whose, lifetime)
-	}
-	if o.IdleTimeout <= 0 {
-		return ""
-	}
-	if idle := time.Duration(o.IdleTimeout) * time.Second; seen && now.Sub(last) >= idle {
-		return fmt.Sprintf("idle for %s (no tasks and no clients)", idle)
-	}
-	return ""
-}
-
-func workerSeq(name string) int {
-	n, err := strconv.Atoi(strings.TrimPrefix(name, "worker-"))
-	if err != nil {
-		return -1
-	}
-	return n
-}
-
-// outOfDescriptors says whether err is this process (or the system)
-// running out of file descriptors.
-func outOfDescriptors(err error) bool {
-	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
-}
-
-// schedulerCounts is what the scheduler's counts.json says.
-type schedulerCounts struct {
-	Workers int `json:"workers"`
-	// Desired is the scheduler's own estimate of the workers its load
-	// needs (Scheduler.adaptive_target, what Dask's Adaptive follows).
-	Desired    int `json:"desired_workers"`
-	Processing int `json:"processing"`
-	Waiting    int `json:"waiting"`
-	Clients    int `json:"clients"`
-}
-
-// busy: tasks running or queued, or a client connected (the scheduler
-// counts one client of its own, for fire-and-forget futures).
-func (s schedulerCounts) busy() bool { return s.Processing > 0 || s.Waiting > 0 || s.Clients > 1 }
-
-const pollTimeout = 3 * time.Second
-
-// connectedWorkers asks the scheduler how many workers it has, and notes
-// whether it is busy.
-func (c *Core) connectedWorkers(ctx context.Context, cl *store.Cluster) (schedulerCounts, error) {
-	counts, err := c.dash.counts(ctx, cl)
-	if err != nil {
-		return schedulerCounts{}, err
-	}
-	c.mu.Lock()
-	if _, seen := c.active[cl.Name]; !seen || counts.busy() {
-		c.active[cl.Name] = c.now()
-	}
-	c.mu.Unlock()
-	return counts, nil
-}
-
-func (c *Core) reconcileStopping(ctx context.Context, cl *store.Cluster) (time.Duration, error) {
-	c.router.DeleteRoute(cl.Name)
-	crashpoint.Hit(ctx, crashpoint.CoreStoppingRouteDeleted)
-	if err := c.provider.StopCluster(ctx, cl.Name); err != nil {
-		return time.Second, fmt.Errorf("stop cluster: %w", err)
-	}
-	crashpoint.Hit(ctx, crashpoint.CoreStoppingProviderDone)
-	ends := c.endStops(ctx, cl.Name)
-	_, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
-		if x.Status != store.Stopping {
-			return store.Event{}, errStale
-		}
-		ev := c.stopped(x)
-		ev.Ledger = ends
-		return ev, nil
-	})
-	if err != nil && !errors.Is(err, errStale) {
-		return time.Second, err
-	}
-	if err == nil {
-		crashpoint.Hit(ctx, crashpoint.CoreStoppingStoppedRecorded)
-	}
-	c.forget(cl.Name)
-	c.log.Info("cluster stopped", "cluster", cl.Name)
-	return 0, nil
-}
-
-// stopped records that the cluster's resources are gone, for a stop that
-// was asked for (its reason, if any, says by whom or why).
-func (c *Core) stopped(x *store.Cluster) store.Event {
-	x.Status, x.Phase, x.StoppedAt, x.ReadyWorkers = store.Stopped, "stopped", c.now(), 0
-	return store.Event{Kind: "stopped", Message: orDefault(x.Reason, "stopped"), CloseLedger: true}
-}
-
-// fail stops whatever runs of the cluster and records why it failed.
-func (c *Core) fail(ctx context.Context, cl *store.Cluster, reason string) error {
-	c.router.DeleteRoute(cl.Name)
-	if err := c.provider.StopCluster(ctx, cl.Name); err != nil {
-		return fmt.Errorf("clean up failed cluster: %w", err)
-	}
-	ends := c.endStops(ctx, cl.Name)
-	_, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
-		if !x.Status.Active() {
-			return store.Event{}, errStale
-		}
-		if x.Status == store.Stopping { // a stop was asked: honour it as a stop
-			ev := c.stopped(x)
-			ev.Ledger = ends
-			return ev, nil
-		}
-		x.Status, x.Phase, x.Reason, x.StoppedAt, x.ReadyWorkers = store.Failed, "failed", reason, c.now(), 0
-		return store.Event{Kind: "failed", Message: reason, Ledger: ends, CloseLedger: true}, nil
-	})
-	c.forget(cl.Name)
-	if errors.Is(err, errStale) {
-		return nil
-	}
-	if err == nil {
-		crashpoint.Hit(ctx, crashpoint.CoreFailRecorded)
-		c.log.Warn("cluster failed", "cluster", cl.Name, "reason", firstLine(reason))
-	}
-	return err
-}
-
-func (c *Core) forget(name string) {
-	c.dash.Drop(name)
-	c.health.drop(name)
-	c.mu.Lock()
-	delete(c.exits, name)
-	delete(c.active, name)
-	delete(c.answered, name)
-	delete(c.downSince, name)
-	delete(c.quotaNote, name)
-	delete(c.settled, name)
-	c.mu.Unlock()
-}
-
-// countExit records a worker's unexpected exit; false if it was counted already.
-func (c *Core) countExit(cluster, worker string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.exits[cluster] == nil {
-		c.exits[cluster] = map[string]bool{}
-	}
-	if c.exits[cluster][worker] {
-		return false
-	}
-	c.exits[cluster][worker] = true
-	return true
-}
-
-func (c *Core) exitCount(cluster string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.exits[cluster])
 }
 
 func (c *Core) event(ctx context.Context, name, kind, msg string) {

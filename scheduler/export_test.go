@@ -16,7 +16,7 @@ func (c *Core) LoseFollowUp(name string) { c.unsettle(name) }
 func (c *Core) Settled(name string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.settled[name] != nil
+	return c.clusters.settledOf(name) != nil
 }
 
 // LeasesKept reports whether the sweep's last read of the leases will
@@ -31,7 +31,7 @@ func (c *Core) LeasesKept() bool {
 // before another replica's write: with a version older than the store's.
 func (c *Core) SettleStale(name string) {
 	c.mu.Lock()
-	s := c.settled[name]
+	s := c.clusters.settledOf(name)
 	c.mu.Unlock()
 	cl := *s.cl
 	cl.Version--
@@ -48,7 +48,7 @@ func (c *Core) SettleStale(name string) {
 func (c *Core) SettledVersion(name string) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s := c.settled[name]; s != nil {
+	if s := c.clusters.settledOf(name); s != nil {
 		return s.cl.Version
 	}
 	return 0
@@ -96,4 +96,11 @@ func (c *Core) LeaseNames() []string {
 		names[i] = l.Name
 	}
 	return names
+}
+
+// HasRecord reports whether the loop keeps a record of the cluster.
+func (c *Core) HasRecord(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clusters.get(name) != nil
 }

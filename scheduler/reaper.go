@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gatewayhq/gateway/internal/crashpoint"
@@ -94,60 +95,66 @@ func (c *Core) ReapOnce(ctx context.Context) {
 		if active[name] {
 			continue // the reconcile loop owns it
 		}
-		cl, err := c.store.GetCluster(ctx, name)
-		known := err == nil
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			c.log.Warn("reaper: cannot look up cluster", "cluster", name, "err", err)
-			continue
-		}
-		if known && cl.Status.Active() {
-			continue // the reconcile loop owns it
-		}
-		live, young := 0, false
-		for _, m := range ms {
-			if m.State == providers.StateStopped {
-				continue
-			}
-			live++
-			if now.Sub(m.StartedAt) < c.cfg.Reaper.Grace {
-				young = true
-			}
-		}
-		if live > 0 && young {
-			continue
-		}
-		why := "unknown to the store"
-		if known {
-			why = "cluster is " + string(cl.Status)
-		}
-		if live == 0 {
-			// Only records of stopped members: tidy them without fuss, once.
-			// EC2 lists terminated instances for about an hour, and calling
-			// StopCluster on every pass of that hour only costs API calls.
-			if !c.cfg.Reaper.DryRun && !c.wasCleaned(name) && c.provider.StopCluster(ctx, name) == nil {
-				c.markCleaned(name)
-			}
-			continue
-		}
-		c.forgetCleaned(name) // a member runs again: reap it like any other
-		if c.cfg.Reaper.DryRun {
-			c.log.Warn("reaper (dry run): would stop leftover resources", "cluster", name, "running", live, "why", why)
-			c.reaped.Add(1)
-			continue
-		}
-		if err := c.provider.StopCluster(ctx, name); err != nil {
-			c.log.Error("reaper: stop leftover resources", "cluster", name, "err", err)
-			continue
-		}
-		crashpoint.Hit(ctx, crashpoint.CoreReaperOrphanStopped)
-		c.reaped.Add(1)
-		c.log.Warn("reaper: stopped leftover resources", "cluster", name, "running", live, "why", why)
-		if known {
-			c.event(ctx, name, "reaped", "stopped "+why+" leftovers")
-		}
+		c.reapCluster(ctx, name, ms, now)
 	}
 	if canList {
 		c.reapLeftovers(ctx, lister, leftovers, byCluster, active, now)
+	}
+}
+
+// reapCluster stops the listed members of a cluster that is not active
+// in the store, once they are past the grace period.
+func (c *Core) reapCluster(ctx context.Context, name string, ms []providers.Member, now time.Time) {
+	cl, err := c.store.GetCluster(ctx, name)
+	known := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		c.log.Warn("reaper: cannot look up cluster", "cluster", name, "err", err)
+		return
+	}
+	if known && cl.Status.Active() {
+		return // the reconcile loop owns it
+	}
+	live, young := 0, false
+	for _, m := range ms {
+		if m.State == providers.StateStopped {
+			continue
+		}
+		live++
+		if now.Sub(m.StartedAt) < c.cfg.Reaper.Grace {
+			young = true
+		}
+	}
+	if live > 0 && young {
+		return
+	}
+	why := "unknown to the store"
+	if known {
+		why = "cluster is " + string(cl.Status)
+	}
+	if live == 0 {
+		// Only records of stopped members: tidy them without fuss, once.
+		// EC2 lists terminated instances for about an hour, and calling
+		// StopCluster on every pass of that hour only costs API calls.
+		if !c.cfg.Reaper.DryRun && !c.wasCleaned(name) && c.provider.StopCluster(ctx, name) == nil {
+			c.markCleaned(name)
+		}
+		return
+	}
+	c.forgetCleaned(name) // a member runs again: reap it like any other
+	if c.cfg.Reaper.DryRun {
+		c.log.Warn("reaper (dry run): would stop leftover resources", "cluster", name, "running", live, "why", why)
+		c.reaped.Add(1)
+		return
+	}
+	if err := c.provider.StopCluster(ctx, name); err != nil {
+		c.log.Error("reaper: stop leftover resources", "cluster", name, "err", err)
+		return
+	}
+	crashpoint.Hit(ctx, crashpoint.CoreReaperOrphanStopped)
+	c.reaped.Add(1)
+	c.log.Warn("reaper: stopped leftover resources", "cluster", name, "running", live, "why", why)
+	if known {
+		c.event(ctx, name, "reaped", "stopped "+why+" leftovers")
 	}
 }
 
@@ -241,40 +248,49 @@ func leftoverKey(l providers.Leftover) string {
 // old behaviour, one needless StopCluster per pass.
 const maxCleaned = 10000
 
+// reaperMemory is what the reaper remembers between passes, keyed by
+// cluster name or leftoverKey: not the loop's clusters, so not in their
+// records.
+type reaperMemory struct {
+	mu        sync.Mutex
+	cleaned   map[string]bool      // clusters tidied whose stopped members the provider still lists
+	firstSeen map[string]time.Time // when each leftover the cloud gives no date for was first seen
+}
+
 func (c *Core) wasCleaned(cluster string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cleaned[cluster]
+	c.tidied.mu.Lock()
+	defer c.tidied.mu.Unlock()
+	return c.tidied.cleaned[cluster]
 }
 
 func (c *Core) markCleaned(cluster string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cleaned == nil {
-		c.cleaned = map[string]bool{}
+	c.tidied.mu.Lock()
+	defer c.tidied.mu.Unlock()
+	if c.tidied.cleaned == nil {
+		c.tidied.cleaned = map[string]bool{}
 	}
-	if len(c.cleaned) < maxCleaned {
-		c.cleaned[cluster] = true
+	if len(c.tidied.cleaned) < maxCleaned {
+		c.tidied.cleaned[cluster] = true
 	}
 }
 
 func (c *Core) forgetCleaned(cluster string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.cleaned, cluster)
+	c.tidied.mu.Lock()
+	defer c.tidied.mu.Unlock()
+	delete(c.tidied.cleaned, cluster)
 }
 
 // pruneCleaned forgets the clusters the provider no longer lists: once
 // their records are gone there is nothing left to skip.
 func (c *Core) pruneCleaned(listed map[string][]providers.Member) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for name := range c.cleaned {
+	c.tidied.mu.Lock()
+	defer c.tidied.mu.Unlock()
+	for name := range c.tidied.cleaned {
 		if strings.HasPrefix(name, "leftover\x00") {
 			continue // pruneLeftovers' to forget
 		}
 		if _, ok := listed[name]; !ok {
-			delete(c.cleaned, name)
+			delete(c.tidied.cleaned, name)
 		}
 	}
 }
@@ -282,16 +298,16 @@ func (c *Core) pruneCleaned(listed map[string][]providers.Member) {
 // pruneLeftovers forgets the leftovers the provider no longer lists: those
 // removed, and those someone else removed before their grace ran out.
 func (c *Core) pruneLeftovers(listed map[string]bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for key := range c.cleaned {
+	c.tidied.mu.Lock()
+	defer c.tidied.mu.Unlock()
+	for key := range c.tidied.cleaned {
 		if strings.HasPrefix(key, "leftover\x00") && !listed[key] {
-			delete(c.cleaned, key)
+			delete(c.tidied.cleaned, key)
 		}
 	}
-	for key := range c.firstSeen {
+	for key := range c.tidied.firstSeen {
 		if !listed[key] {
-			delete(c.firstSeen, key)
+			delete(c.tidied.firstSeen, key)
 		}
 	}
 }
@@ -300,16 +316,16 @@ func (c *Core) pruneLeftovers(listed map[string]bool) {
 // it had not. Past maxCleaned entries nothing new is noted, and the
 // leftover counts as seen now on every pass: kept, the safe side.
 func (c *Core) noteSeen(key string, now time.Time) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t, ok := c.firstSeen[key]; ok {
+	c.tidied.mu.Lock()
+	defer c.tidied.mu.Unlock()
+	if t, ok := c.tidied.firstSeen[key]; ok {
 		return t
 	}
-	if c.firstSeen == nil {
-		c.firstSeen = map[string]time.Time{}
+	if c.tidied.firstSeen == nil {
+		c.tidied.firstSeen = map[string]time.Time{}
 	}
-	if len(c.firstSeen) < maxCleaned {
-		c.firstSeen[key] = now
+	if len(c.tidied.firstSeen) < maxCleaned {
+		c.tidied.firstSeen[key] = now
 	}
 	return now
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"sync"
 	"time"
 
 	"github.com/gatewayhq/gateway/internal/backoff"
@@ -15,18 +16,32 @@ const (
 	retryMax  = 4 * time.Second
 )
 
+// retries are the failed passes in a row, per cluster. They are the
+// worker's, not the cluster's record's (as a rate-limited work queue keeps
+// its items' failures): a pass that forgets its cluster and then fails
+// (fail's write with the database away) keeps backing off.
+type retries struct {
+	mu       sync.Mutex
+	failures map[string]int
+}
+
 // retryAfter counts one more failure of the cluster's pass and says when
 // to try again.
 func (c *Core) retryAfter(name string) time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.failures[name]++
-	return backoff.Window(c.failures[name], retryBase, retryMax)
+	r := &c.retries
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failures == nil {
+		r.failures = map[string]int{}
+	}
+	r.failures[name]++
+	return backoff.Window(r.failures[name], retryBase, retryMax)
 }
 
 // succeeded ends the cluster's run of failures.
 func (c *Core) succeeded(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.failures, name)
+	r := &c.retries
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.failures, name)
 }

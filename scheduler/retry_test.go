@@ -3,6 +3,8 @@ package scheduler
 import (
 	"testing"
 	"time"
+
+	"github.com/gatewayhq/gateway/providers"
 )
 
 // TestRetryBacksOffAndResets: a cluster whose passes keep failing (the
@@ -10,7 +12,7 @@ import (
 // so that work resumes within retryMax of the database's return; a pass
 // that succeeds starts the count again.
 func TestRetryBacksOffAndResets(t *testing.T) {
-	c := &Core{failures: map[string]int{}}
+	c := &Core{}
 	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second}
 	for i, w := range want {
 		if got := c.retryAfter("a"); got != w {
@@ -25,3 +27,21 @@ func TestRetryBacksOffAndResets(t *testing.T) {
 		t.Errorf("first failure after a success: %s, want %s", got, retryBase)
 	}
 }
+
+// TestRetryOutlivesForget: a pass that forgets its cluster and then fails
+// (fail's record write with the database away) keeps backing off, rather
+// than calling the provider again every retryBase for as long as the
+// outage lasts.
+func TestRetryOutlivesForget(t *testing.T) {
+	c := New(Config{}, nil, retryProvider{}, nil, nil)
+	c.retryAfter("a")
+	c.retryAfter("a")
+	c.forget("a")
+	if got, want := c.retryAfter("a"), 2*time.Second; got != want {
+		t.Errorf("third failure, after forget: retry after %s, want %s", got, want)
+	}
+}
+
+type retryProvider struct{ providers.Provider }
+
+func (retryProvider) Name() string { return "retry" }

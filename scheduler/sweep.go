@@ -10,6 +10,7 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/scheduler/health"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -46,7 +47,8 @@ import (
 
 // settled is what the last full pass of a settled cluster saw.
 type settled struct {
-	watch   *clusterWatch // nil before the core runs
+	watch   *health.Watch // nil before the core runs
+	st      *clusterState // the cluster's record (c.mu)
 	cl      *store.Cluster
 	opts    Options // cl.Options, parsed
 	members []memberKey
@@ -84,15 +86,11 @@ const healthChecks = 16
 
 // settle hands a cluster over to the sweep, as the full pass left it.
 func (c *Core) settle(cl *store.Cluster, members []providers.Member) {
-	s := &settled{cl: cl, members: memberKeys(members), checked: time.Now(), watch: c.health.ensure(cl)}
-	if s.watch != nil && s.watch.State() == watchLive {
-		c.dash.Drop(cl.Name) // the pass's counts.json connection: the stream serves
-	}
+	s := &settled{cl: cl, members: memberKeys(members), checked: time.Now(), watch: c.health.Watch(cl)}
 	_ = json.Unmarshal([]byte(cl.Options), &s.opts)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.settled[cl.Name] = s
-	c.polled[cl.Name] = s // until the sweep sees its stream live
+	c.clusters.settle(cl.Name, s)
 	c.settles++
 }
 
@@ -101,9 +99,8 @@ func (c *Core) settle(cl *store.Cluster, members []providers.Member) {
 func (c *Core) unsettle(name string) {
 	c.mu.Lock()
 	var check *inflightCheck
-	if s := c.settled[name]; s != nil {
+	if s := c.clusters.unsettle(name); s != nil {
 		check = s.checking
-		delete(c.settled, name)
 	}
 	c.mu.Unlock()
 	if check != nil {
@@ -179,213 +176,253 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 		}
 		return false
 	}
-	type candidate struct {
-		*settled
-		health  bool // its health check is due
-		members bool // its members are to be compared
-	}
-	now := time.Now()
-	membersDue := now.Sub(c.membersChecked) >= watchedMembersEvery
+	r := &sweepRound{c: c, now: time.Now()}
+	r.membersDue = r.now.Sub(c.membersChecked) >= watchedMembersEvery
 	c.mu.Lock()
+	resync = r.compareLeases(leases, scanned, resync)
+	r.cnow = c.now()
+	r.walkPolled()
+	r.popSilent()
+	r.popExpired()
+	if r.membersDue {
+		c.clusters.eachSettled(func(_ string, s *settled) {
+			if s.onHeaps {
+				r.check = append(r.check, sweepCandidate{settled: s, members: true})
+			}
+		})
+	}
+	c.mu.Unlock()
+	for _, name := range r.queue {
+		c.queue.Add(name)
+	}
+	r.retryWatches()
+	if len(r.check) > 0 {
+		r.checkSettled(ctx)
+	}
+	return resync
+}
+
+// sweepRound is what one sweep gathers under the core's lock, and then
+// acts on.
+type sweepRound struct {
+	c          *Core
+	now        time.Time // real time
+	cnow       time.Time // the core's clock
+	membersDue bool      // the streaming clusters' members are to be compared
+	queue      []string  // clusters for a full pass
+	check      []sweepCandidate
+	retry      []*settled // polled long enough: try their streams again
+	anyPolled  bool
+	healthJobs int
+}
+
+// sweepCandidate is a settled cluster the sweep looks at after the lock.
+type sweepCandidate struct {
+	*settled
+	health  bool // its health check is due
+	members bool // its members are to be compared
+}
+
+// take queues a settled cluster for a full pass (c.mu).
+func (r *sweepRound) take(name string) {
+	c := r.c
+	c.clusters.unsettle(name)
+	r.queue = append(r.queue, name)
+}
+
+// compareLeases compares the settled clusters with a read of the leases
+// (c.mu): those changed, free or another replica's now leave the sweep,
+// and, with resync, the held ones not settled are queued. It says whether
+// it resynced.
+func (r *sweepRound) compareLeases(leases []store.ActiveLease, scanned, resync bool) bool {
+	c := r.c
 	// A kept read (not scanned) holds only leases held here (sweepLeases).
-	if resync && !scanned && c.settles == c.settlesChecked && len(c.settled) == len(leases) && now.Sub(c.settledCompared) < leaseRescanEvery {
+	if resync && !scanned && c.settles == c.settlesChecked && c.clusters.settledCount() == len(leases) && r.now.Sub(c.settledCompared) < leaseRescanEvery {
 		resync = false
 	}
-	var queue []string
-	if scanned || resync {
-		c.settlesChecked, c.settledCompared = c.settles, now
-		settledBefore, matched := len(c.settled), 0
-		for _, l := range leases {
-			s := c.settled[l.Name]
-			if s != nil {
-				matched++
-			}
-			switch {
-			case l.Free():
-				// Nobody holds it (its replica died, or let go): take it.
-				queue = append(queue, l.Name)
-				delete(c.settled, l.Name)
-			case !l.Held(c.cfg.ReplicaID):
-				delete(c.settled, l.Name) // another replica's now
-			case s == nil:
-				if resync {
-					queue = append(queue, l.Name)
-				}
-			case s.cl.Version != l.Version:
-				queue = append(queue, l.Name) // changed, here or by another replica
-				delete(c.settled, l.Name)
-			}
+	if !scanned && !resync {
+		return resync
+	}
+	c.settlesChecked, c.settledCompared = c.settles, r.now
+	settledBefore, matched := c.clusters.settledCount(), 0
+	for _, l := range leases {
+		s := c.clusters.settledOf(l.Name)
+		if s != nil {
+			matched++
 		}
-		if matched < settledBefore {
-			// Some settled cluster is no longer active: whoever ended it
-			// cleaned up.
-			seen := make(map[string]bool, len(leases))
-			for _, l := range leases {
-				seen[l.Name] = true
+		switch {
+		case l.Free():
+			// Nobody holds it (its replica died, or let go): take it.
+			r.take(l.Name)
+		case !l.Held(c.cfg.ReplicaID):
+			c.clusters.unsettle(l.Name) // another replica's now
+		case s == nil:
+			if resync {
+				r.queue = append(r.queue, l.Name)
 			}
-			for name := range c.settled {
-				if !seen[name] {
-					delete(c.settled, name)
-				}
-			}
+		case s.cl.Version != l.Version:
+			r.take(l.Name) // changed, here or by another replica
 		}
 	}
-	var check []candidate
-	var retry []*settled // polled long enough: try their streams again
-	anyPolled, healthJobs := false, 0
-	nowNano, cnow := now.UnixNano(), c.now()
-	for name, s := range c.polled {
-		if c.settled[name] != s {
-			delete(c.polled, name) // it left the sweep
+	if matched < settledBefore {
+		// Some settled cluster is no longer active: whoever ended it
+		// cleaned up.
+		seen := make(map[string]bool, len(leases))
+		for _, l := range leases {
+			seen[l.Name] = true
+		}
+		c.clusters.eachSettled(func(name string, _ *settled) {
+			if !seen[name] {
+				c.clusters.unsettle(name)
+			}
+		})
+	}
+	return resync
+}
+
+// walkPolled looks at the settled clusters not on the due heaps (c.mu):
+// a stream gone live puts its cluster on the heaps, a stream that failed
+// queues a pass, and the polled ones are to be checked.
+func (r *sweepRound) walkPolled() {
+	c := r.c
+	for name, s := range c.clusters.polled {
+		if !s.current() {
+			delete(c.clusters.polled, name) // it left the sweep
 			continue
 		}
-		if w := s.watch; w != nil {
-			switch w.State() {
-			case watchLive:
-				delete(c.polled, name)
-				if n := w.workers.Load(); n >= 0 && int(n) != s.cl.ReadyWorkers {
-					delete(c.settled, name)
-					queue = append(queue, name)
-					continue
-				}
-				s.onHeaps = true
-				c.silenceDue.add(time.Unix(0, w.heard.Load()).Add(c.health.silence), s)
-				last, seen := c.active[name]
-				if at := c.nextExpiry(s.cl, s.opts, cnow, last, seen); !at.IsZero() {
-					c.expiryDue.add(at, s)
-				}
-				continue
-			case watchDialing:
-				if w.silentFor(now) > c.health.silence {
-					c.health.dropIf(name, w)
-					delete(c.settled, name)
-					queue = append(queue, name)
-				}
-				continue
-			case watchEnded:
-				delete(c.settled, name)
-				queue = append(queue, name)
-				continue
-			}
+		if w := s.watch; w != nil && r.watchedPolled(name, s) {
+			continue
 		}
 		// Polled: its scheduler has no watch.
-		anyPolled = true
-		if w := s.watch; w != nil && w.State() == watchUnsupported && now.Sub(w.made) > watchRetry {
-			retry = append(retry, s)
+		r.anyPolled = true
+		if w := s.watch; w != nil && w.RetryDue(r.now) {
+			r.retry = append(r.retry, s)
 		}
 		// Half a sweep early rather than a whole sweep late.
-		due := now.Sub(s.checked) >= c.cfg.HealthInterval-c.sweepEvery()/2
+		due := r.now.Sub(s.checked) >= c.cfg.HealthInterval-c.sweepEvery()/2
 		if due {
-			s.checked = now
-			healthJobs++
+			s.checked = r.now
+			r.healthJobs++
 		}
-		check = append(check, candidate{settled: s, health: due, members: true})
+		r.check = append(r.check, sweepCandidate{settled: s, health: due, members: true})
 	}
-	// Streaming clusters whose silence allowance ran out since their last
-	// look: a heartbeat since then pushes them on, else the full pass asks
-	// counts.json and keeps the heartbeat clock; the next settle opens a
-	// new watch.
+}
+
+// watchedPolled takes a polled cluster by its watch's state (c.mu), and
+// says whether that settled it; false leaves the cluster polled.
+func (r *sweepRound) watchedPolled(name string, s *settled) bool {
+	c := r.c
+	w := s.watch
+	switch w.State() {
+	case health.Live:
+		delete(c.clusters.polled, name)
+		if n := w.Workers(); n >= 0 && n != s.cl.ReadyWorkers {
+			r.take(name)
+			return true
+		}
+		s.onHeaps = true
+		c.silenceDue.add(w.Heard().Add(c.health.Silence()), s)
+		last := s.st.lastBusy
+		if at := c.nextExpiry(s.cl, s.opts, r.cnow, last, !last.IsZero()); !at.IsZero() {
+			c.expiryDue.add(at, s)
+		}
+		return true
+	case health.Dialing:
+		if w.SilentFor(r.now) > c.health.Silence() {
+			c.health.DropWatch(name, w)
+			r.take(name)
+		}
+		return true
+	case health.Ended:
+		r.take(name)
+		return true
+	}
+	return false
+}
+
+// popSilent looks at the streaming clusters whose silence allowance ran
+// out since their last look (c.mu): a heartbeat since then pushes them
+// on, else the full pass asks counts.json and keeps the heartbeat clock;
+// the next settle opens a new watch.
+func (r *sweepRound) popSilent() {
+	c := r.c
 	for {
-		s, ok := c.silenceDue.popDue(now)
+		s, ok := c.silenceDue.popDue(r.now)
 		if !ok {
-			break
+			return
 		}
 		name, w := s.cl.Name, s.watch
-		if c.settled[name] != s {
+		if !s.current() {
 			continue
 		}
-		if w.State() != watchLive {
-			delete(c.settled, name) // ended (its end queued a pass too)
-			queue = append(queue, name)
+		if w.State() != health.Live {
+			r.take(name) // ended (its end queued a pass too)
 			continue
 		}
-		if heard := w.heard.Load(); time.Duration(nowNano-heard) <= c.health.silence {
-			c.silenceDue.add(time.Unix(0, heard).Add(c.health.silence), s)
+		if heard := w.Heard(); r.now.Sub(heard) <= c.health.Silence() {
+			c.silenceDue.add(heard.Add(c.health.Silence()), s)
 			continue
 		}
-		c.health.dropIf(name, w)
-		delete(c.settled, name)
-		queue = append(queue, name)
+		c.health.DropWatch(name, w)
+		r.take(name)
 	}
-	// Those whose lifetime or idle timeout may have run out.
+}
+
+// popExpired looks at the streaming clusters whose lifetime or idle
+// timeout may have run out (c.mu).
+func (r *sweepRound) popExpired() {
+	c := r.c
 	for {
-		s, ok := c.expiryDue.popDue(cnow)
+		s, ok := c.expiryDue.popDue(r.cnow)
 		if !ok {
-			break
+			return
 		}
 		name := s.cl.Name
-		if c.settled[name] != s {
+		if !s.current() {
 			continue
 		}
-		if s.watch.busy.Load() {
-			c.active[name] = cnow // busy all along
+		st := s.st
+		if s.watch.Busy() {
+			st.lastBusy = r.cnow // busy all along
 		}
-		last, seen := c.active[name]
-		if c.expiredAt(s.cl, s.opts, cnow, last, seen) != "" {
-			delete(c.settled, name)
-			queue = append(queue, name)
+		last, seen := st.lastBusy, !st.lastBusy.IsZero()
+		if c.expiredAt(s.cl, s.opts, r.cnow, last, seen) != "" {
+			r.take(name)
 			continue
 		}
-		if at := c.nextExpiry(s.cl, s.opts, cnow, last, seen); !at.IsZero() {
+		if at := c.nextExpiry(s.cl, s.opts, r.cnow, last, seen); !at.IsZero() {
 			c.expiryDue.add(at, s)
 		}
 	}
-	if membersDue {
-		for _, s := range c.settled {
-			if s.onHeaps {
-				check = append(check, candidate{settled: s, members: true})
-			}
-		}
-	}
-	c.mu.Unlock()
-	for _, name := range queue {
-		c.queue.Add(name)
-	}
-	for _, s := range retry {
-		w := c.health.ensure(s.cl)
+}
+
+// retryWatches opens new watches for polled clusters whose streams are to
+// be tried again.
+func (r *sweepRound) retryWatches() {
+	c := r.c
+	for _, s := range r.retry {
+		w := c.health.Watch(s.cl)
 		c.mu.Lock()
-		if c.settled[s.cl.Name] == s {
+		if s.current() {
 			s.watch = w
 		}
 		c.mu.Unlock()
 	}
-	if len(check) == 0 {
-		return resync
-	}
-	listMembers := anyPolled || membersDue
-	lastChecked := c.membersChecked
-	if membersDue {
-		c.membersChecked = now
-	}
+}
 
-	// Members: one listing when the backend can, else one Describe each.
-	var listed map[string][]providers.Member
-	skipMembers := false
-	if ml, ok := c.provider.(providers.MemberLister); ok && listMembers {
-		all, err := ml.ListMembers(ctx)
-		if ctx.Err() != nil {
-			return resync
-		}
-		if err != nil {
-			// A failed listing (a throttled cloud API) says nothing of
-			// any cluster: the comparison waits for the next sweep, and
-			// the health checks go on. Sending every cluster to a full
-			// pass would describe each, at the worst moment.
-			c.log.Warn("sweep: list members; compared at the next sweep", "err", err)
-			c.membersChecked = lastChecked
-			skipMembers = true
-		} else {
-			listed = make(map[string][]providers.Member, len(check))
-			for _, m := range all {
-				listed[m.Cluster] = append(listed[m.Cluster], m)
-			}
-		}
+// checkSettled compares the candidates' members with the provider's and
+// runs their due health checks.
+func (r *sweepRound) checkSettled(ctx context.Context) {
+	c := r.c
+	listed, skipMembers, ok := r.listSettledMembers(ctx)
+	if !ok {
+		return
 	}
 	// A few goroutines for all the checks rather than one for each: each
 	// keeps the stack its first check grew.
 	jobs := make(chan *settled)
 	var wg sync.WaitGroup
-	for range min(healthChecks, healthJobs) {
+	for range min(healthChecks, r.healthJobs) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -394,29 +431,16 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 			}
 		}()
 	}
-	for _, s := range check {
+	for _, s := range r.check {
 		if ctx.Err() != nil {
 			break
 		}
-		if s.members && !skipMembers {
-			var members []providers.Member
-			if listed != nil {
-				members = listed[s.cl.Name]
-			} else {
-				ms, err := c.provider.Describe(ctx, s.cl.Name)
-				if err != nil {
-					c.requeue(s.cl.Name) // the full pass retries and says why
-					continue
-				}
-				members = ms
-			}
-			if !slices.Equal(memberKeys(members), s.settled.members) {
-				c.requeue(s.cl.Name)
-				continue
-			}
+		if s.members && !skipMembers && !r.sameMembers(ctx, s.settled, listed) {
+			c.requeue(s.cl.Name)
+			continue
 		}
 		if !s.health {
-			if c.expiredWith(s.cl, s.opts) != "" {
+			if c.expiredSettled(s.settled) != "" {
 				c.requeue(s.cl.Name)
 			}
 			continue
@@ -425,7 +449,65 @@ func (c *Core) sweep(ctx context.Context, resync bool) bool {
 	}
 	close(jobs)
 	wg.Wait()
-	return resync
+}
+
+// listSettledMembers lists every cluster's members in one call when the
+// backend can and the sweep needs them (listed nil: describe each). skip
+// says the comparison waits for the next sweep; ok false that the sweep
+// is ending.
+func (r *sweepRound) listSettledMembers(ctx context.Context) (listed map[string][]providers.Member, skip, ok bool) {
+	c := r.c
+	lastChecked := c.membersChecked
+	if r.membersDue {
+		c.membersChecked = r.now
+	}
+	ml, can := c.provider.(providers.MemberLister)
+	if !can || !(r.anyPolled || r.membersDue) {
+		return nil, false, true
+	}
+	all, err := ml.ListMembers(ctx)
+	if ctx.Err() != nil {
+		return nil, false, false
+	}
+	if err != nil {
+		// A failed listing (a throttled cloud API) says nothing of
+		// any cluster: the comparison waits for the next sweep, and
+		// the health checks go on. Sending every cluster to a full
+		// pass would describe each, at the worst moment.
+		c.log.Warn("sweep: list members; compared at the next sweep", "err", err)
+		c.membersChecked = lastChecked
+		return nil, true, true
+	}
+	listed = make(map[string][]providers.Member, len(r.check))
+	for _, m := range all {
+		listed[m.Cluster] = append(listed[m.Cluster], m)
+	}
+	return listed, false, true
+}
+
+// sameMembers says whether a settled cluster's members are as its last
+// full pass saw them: from the listing, else described.
+func (r *sweepRound) sameMembers(ctx context.Context, s *settled, listed map[string][]providers.Member) bool {
+	c := r.c
+	var members []providers.Member
+	if listed != nil {
+		members = listed[s.cl.Name]
+	} else {
+		ms, err := c.provider.Describe(ctx, s.cl.Name)
+		if err != nil {
+			return false // the full pass retries and says why
+		}
+		members = ms
+	}
+	return slices.Equal(memberKeys(members), s.members)
+}
+
+// expiredSettled is expired for a settled cluster.
+func (c *Core) expiredSettled(s *settled) string {
+	c.mu.Lock()
+	last := s.st.lastBusy
+	c.mu.Unlock()
+	return c.expiredAt(s.cl, s.opts, c.now(), last, !last.IsZero())
 }
 
 // watchedMembersEvery is how often the members of clusters whose
@@ -495,12 +577,12 @@ func (c *Core) sweepLeases(ctx context.Context) (leases []store.ActiveLease, sca
 	c.leasesMu.Lock()
 	c.leases = leaseRead{list: leases, changes: n, at: now, counted: ok, valid: ok && !timed, again: n != last.changes}
 	c.leasesMu.Unlock()
-	if c.health.Len() > 0 {
+	if c.health.Watching() > 0 {
 		held := make(map[string]bool, len(leases))
 		for _, l := range leases {
 			held[l.Name] = l.Held(c.cfg.ReplicaID)
 		}
-		c.health.keepOnly(func(name string) bool { return held[name] })
+		c.health.KeepOnly(func(name string) bool { return held[name] })
 	}
 	return leases, true, nil
 }
@@ -541,7 +623,7 @@ type leaseRead struct {
 func (c *Core) checkHealth(ctx context.Context, s *settled) {
 	cl := s.cl
 	c.mu.Lock()
-	if c.settled[cl.Name] != s {
+	if !s.current() {
 		c.mu.Unlock()
 		return // a full pass took it back since the sweep listed it
 	}
@@ -553,12 +635,12 @@ func (c *Core) checkHealth(ctx context.Context, s *settled) {
 	defer cancel()
 
 	counts, err := c.connectedWorkers(checkCtx, cl)
-	expired := err == nil && c.expiredWith(cl, s.opts) != ""
+	expired := err == nil && c.expiredSettled(s) != ""
 	c.mu.Lock()
 	s.checking = nil
-	ours := c.settled[cl.Name] == s
+	ours := s.current()
 	if ours && err == nil {
-		c.answered[cl.Name] = c.now()
+		s.st.answered = c.now()
 	}
 	c.mu.Unlock()
 	switch {

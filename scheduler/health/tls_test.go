@@ -1,4 +1,4 @@
-package scheduler
+package health
 
 import (
 	"crypto/tls"
@@ -11,74 +11,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/internal/testutil"
 	"github.com/gatewayhq/gateway/store"
 )
-
-// countsMember is a member's dashboard over TLS with cert, answering
-// counts.json for cluster as a Dask scheduler does.
-func countsMember(t *testing.T, cluster string, cert pki.Pair) string {
-	t.Helper()
-	return testutil.ServeTLS(t, cert, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/clusters/"+cluster+"/gateway-health/watch" {
-			w.Header().Set("Content-Type", "application/x-ndjson")
-			fmt.Fprintln(w, `{"workers": 3, "desired_workers": 3, "processing": 1, "waiting": 0, "clients": 1}`)
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-			return
-		}
-		if r.URL.Path != "/clusters/"+cluster+"/json/counts.json" {
-			http.NotFound(w, r)
-			return
-		}
-		fmt.Fprint(w, `{"workers": 3, "desired_workers": 3, "processing": 0, "waiting": 0, "clients": 1}`)
-	})).URL
-}
-
-// Network isolation (issue 14): the health poll reads counts.json only
-// from a member presenting the cluster's own certificate.
-func TestHealthPollVerifiesClusterCert(t *testing.T) {
-	certA, certB := testutil.ClusterCert(t, "ca"), testutil.ClusterCert(t, "cb")
-	urlA := countsMember(t, "ca", certA)
-	urlB := countsMember(t, "cb", certA) // cb's address, but a member with ca's certificate
-	c := &Core{dash: newCountsPool(), health: newWatchPool(time.Second, time.Second, nil, nil), now: time.Now, active: map[string]time.Time{}}
-	if !strings.HasPrefix(urlA, "https://") {
-		t.Fatalf("member URL %s", urlA)
-	}
-
-	counts, err := c.connectedWorkers(t.Context(), &store.Cluster{Name: "ca", DashboardAddress: urlA, TLSCert: certA.CertPEM})
-	if err != nil || counts.Workers != 3 {
-		t.Fatalf("own member: %+v, %v; want 3 workers", counts, err)
-	}
-	for name, cl := range map[string]*store.Cluster{
-		"another cluster's certificate": {Name: "cb", DashboardAddress: urlB, TLSCert: certB.CertPEM},
-		"no certificate":                {Name: "cn", DashboardAddress: urlA},
-	} {
-		if _, err := c.connectedWorkers(t.Context(), cl); err == nil || !strings.Contains(err.Error(), "certificate") {
-			t.Errorf("%s: err %v, want a certificate error", name, err)
-		}
-	}
-	// A stopped cluster's pool goes.
-	c.forget("ca")
-	c.forget("cb")
-	c.forget("cn")
-	if n := c.dash.Len(); n != 0 {
-		t.Fatalf("%d pools left after the clusters were forgotten", n)
-	}
-}
 
 // The health watch, like the poll, streams only from a member presenting
 // the cluster's own certificate; one that does not is left to the poll
 // (which refuses it too).
 func TestHealthWatchVerifiesClusterCert(t *testing.T) {
 	certA, certB := testutil.ClusterCert(t, "ca"), testutil.ClusterCert(t, "cb")
-	urlA := countsMember(t, "ca", certA)
-	urlB := countsMember(t, "cb", certA) // cb's address, but a member with ca's certificate
+	urlA := testutil.CountsMember(t, "ca", certA)
+	urlB := testutil.CountsMember(t, "cb", certA) // cb's address, but a member with ca's certificate
 	got := make(chan string, 10)
-	p := newWatchPool(time.Second, time.Second, func(cluster string, c *schedulerCounts, _ bool) {
+	p := newWatchPool(time.Second, time.Second, func(cluster string, c *Counts, _ bool) {
 		if c != nil {
-			got <- fmt.Sprintf("%s %d busy=%v", cluster, c.Workers, c.busy())
+			got <- fmt.Sprintf("%s %d busy=%v", cluster, c.Workers, c.Busy())
 		}
 	}, func(cluster string, err error) { got <- cluster + " ended: " + err.Error() })
 	p.run(t.Context())
@@ -92,7 +39,7 @@ func TestHealthWatchVerifiesClusterCert(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no counts from the cluster's own member")
 	}
-	if a.State() != watchLive || a.workers.Load() != 3 || !a.busy.Load() {
+	if a.State() != Live || a.workers.Load() != 3 || !a.busy.Load() {
 		t.Errorf("own member: state %d, workers %d, busy %v", a.State(), a.workers.Load(), a.busy.Load())
 	}
 	// A server that answers 200 to any path, with a body that ends.
@@ -106,10 +53,10 @@ func TestHealthWatchVerifiesClusterCert(t *testing.T) {
 	} {
 		w := p.ensure(cl)
 		deadline := time.Now().Add(10 * time.Second)
-		for w.State() == watchDialing && time.Now().Before(deadline) {
+		for w.State() == Dialing && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		if w.State() != watchUnsupported {
+		if w.State() != Unsupported {
 			t.Errorf("%s: state %d, want it left to the poll", name, w.State())
 		}
 	}
@@ -119,7 +66,7 @@ func TestHealthWatchVerifiesClusterCert(t *testing.T) {
 	default:
 	}
 	p.drop("ca")
-	if a.State() != watchLive {
+	if a.State() != Live {
 		t.Errorf("a dropped watch changed state to %d", a.State())
 	}
 }
@@ -141,7 +88,7 @@ func TestWatchKeepAliveAndStall(t *testing.T) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	}))
-	p := newWatchPool(30*time.Second, 5*time.Minute, func(string, *schedulerCounts, bool) {}, func(string, error) {})
+	p := newWatchPool(30*time.Second, 5*time.Minute, func(string, *Counts, bool) {}, func(string, error) {})
 	if p.lostAfter > 30*time.Second || p.lostAfter < 10*time.Second {
 		t.Errorf("a lost host is found after %s, want within the 30s timeout", p.lostAfter)
 	}
@@ -236,8 +183,8 @@ func TestWatchParksBetweenLines(t *testing.T) {
 		}
 	}))
 	got := make(chan string, 10)
-	p := newWatchPool(30*time.Second, 5*time.Minute, func(cluster string, c *schedulerCounts, wasBusy bool) {
-		got <- fmt.Sprintf("%d busy=%v was=%v", c.Workers, c.busy(), wasBusy)
+	p := newWatchPool(30*time.Second, 5*time.Minute, func(cluster string, c *Counts, wasBusy bool) {
+		got <- fmt.Sprintf("%d busy=%v was=%v", c.Workers, c.Busy(), wasBusy)
 	}, func(cluster string, err error) { got <- "ended: " + err.Error() })
 	p.run(t.Context())
 	t.Cleanup(p.wg.Wait)
@@ -284,7 +231,7 @@ func TestWatchParksBetweenLines(t *testing.T) {
 	waitParked("after the heartbeat")
 	send <- "end"
 	expect("ended: " + errWatchEOF.Error())
-	if p.parked.Len() != 0 || w.State() == watchLive { // ended, or, this soon after it began, polled
+	if p.parked.Len() != 0 || w.State() == Live { // ended, or, this soon after it began, polled
 		t.Errorf("after the end: %d parked, state %d", p.parked.Len(), w.State())
 	}
 }
@@ -309,10 +256,10 @@ func TestWatchBodyDecoding(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var lines []string
-			p := newWatchPool(30*time.Second, 5*time.Minute, func(_ string, sc *schedulerCounts, _ bool) {
+			p := newWatchPool(30*time.Second, 5*time.Minute, func(_ string, sc *Counts, _ bool) {
 				lines = append(lines, fmt.Sprintf("{\"workers\": %d}\n", sc.Workers))
 			}, nil)
-			w := &clusterWatch{name: "c"}
+			w := &Watch{name: "c"}
 			w.body.chunked = c.chunked
 			var err error
 			// One byte at a time: every state boundary is a read boundary.

@@ -1,4 +1,4 @@
-package scheduler
+package health
 
 import (
 	"bufio"
@@ -57,14 +57,14 @@ import (
 // by a backend's stand-in) answers 404, and its cluster is polled as
 // before (countsPool); so is every cluster while its watch is not live.
 
-// watchState is where a cluster's watch stands.
-type watchState int32
+// State is where a cluster's watch stands.
+type State int32
 
 const (
-	watchDialing     watchState = iota // not yet streaming
-	watchLive                          // streaming
-	watchUnsupported                   // the scheduler has no watch endpoint: poll it
-	watchEnded                         // the stream ended or failed; the cluster was queued
+	Dialing     State = iota // not yet streaming
+	Live                     // streaming
+	Unsupported              // the scheduler has no watch endpoint: poll it
+	Ended                    // the stream ended or failed; the cluster was queued
 )
 
 // watchRetry is how long a cluster whose watch never streamed is polled
@@ -79,8 +79,8 @@ const watchMaxLinesPerSecond = 20
 // watchMaxLine bounds one line of the stream.
 const watchMaxLine = 64 << 10
 
-// clusterWatch is one cluster's open watch.
-type clusterWatch struct {
+// Watch is one cluster's open watch.
+type Watch struct {
 	addr    string // what it was made from
 	cert    []byte
 	made    time.Time
@@ -105,10 +105,27 @@ type clusterWatch struct {
 	inWindow int
 }
 
-func (w *clusterWatch) State() watchState { return watchState(w.state.Load()) }
+func (w *Watch) State() State { return State(w.state.Load()) }
 
-// silentFor is how long it has been since the last line.
-func (w *clusterWatch) silentFor(now time.Time) time.Duration {
+// Workers is what the stream's last counts said of the workers; -1
+// before the first.
+func (w *Watch) Workers() int { return int(w.workers.Load()) }
+
+// Heard is when the stream last said something (or, before it did, when
+// the watch began).
+func (w *Watch) Heard() time.Time { return time.Unix(0, w.heard.Load()) }
+
+// Busy is whether the stream's last counts said busy.
+func (w *Watch) Busy() bool { return w.busy.Load() }
+
+// RetryDue says whether the watch never streamed and has been polled for
+// long enough that it is to be tried again.
+func (w *Watch) RetryDue(now time.Time) bool {
+	return w.State() == Unsupported && now.Sub(w.made) > watchRetry
+}
+
+// SilentFor is how long it has been since the last line.
+func (w *Watch) SilentFor(now time.Time) time.Duration {
 	return now.Sub(time.Unix(0, w.heard.Load()))
 }
 
@@ -125,24 +142,24 @@ type watchPool struct {
 	// lines is told of each counts line of a cluster's stream, on its
 	// watch's goroutine, and whether the line before said busy
 	// (heartbeats only move the watch's heard).
-	lines func(cluster string, c *schedulerCounts, wasBusy bool)
+	lines func(cluster string, c *Counts, wasBusy bool)
 	// ended is told once when a live watch ends.
 	ended func(cluster string, err error)
 	// live is told when a watch starts streaming: the cluster's pooled
 	// counts.json connection is then not needed (nil: nothing to do).
 	live func(cluster string)
 
-	parked *park.Set[*clusterWatch] // live streams with nothing to read
+	parked *park.Set[*Watch] // live streams with nothing to read
 
 	mu   sync.Mutex
 	ctx  context.Context // the core's run; nil before Run
-	m    map[string]*clusterWatch
+	m    map[string]*Watch
 	wg   sync.WaitGroup
 	open atomic.Int64 // watches streaming now (tests, the benchmark)
 }
 
 // newWatchPool makes the pool for a heartbeat timeout and interval.
-func newWatchPool(timeout, beat time.Duration, lines func(string, *schedulerCounts, bool), ended func(string, error)) *watchPool {
+func newWatchPool(timeout, beat time.Duration, lines func(string, *Counts, bool), ended func(string, error)) *watchPool {
 	beat = max(beat, time.Second)
 	// The preload looks at the clock once a second, so a heartbeat may
 	// come a second late: a margin of 1.5s at least. A beat shorter than
@@ -152,7 +169,7 @@ func newWatchPool(timeout, beat time.Duration, lines func(string, *schedulerCoun
 	p := &watchPool{
 		beat: beat, silence: beat + margin, stall: max(timeout/3, time.Second), quick: max(min(beat, timeout), time.Second),
 		keepAlive: ka, lostAfter: ka.Idle + time.Duration(ka.Count)*ka.Interval,
-		lines: lines, ended: ended, m: map[string]*clusterWatch{},
+		lines: lines, ended: ended, m: map[string]*Watch{},
 	}
 	p.parked = park.NewInline(p.follow)
 	return p
@@ -179,7 +196,7 @@ func (p *watchPool) run(ctx context.Context) {
 // ensure has cl's scheduler watched and returns its watch: the one open
 // already unless it ended or cl's address or certificate changed. Nil
 // before run.
-func (p *watchPool) ensure(cl *store.Cluster) *clusterWatch {
+func (p *watchPool) ensure(cl *store.Cluster) *Watch {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ctx == nil || p.ctx.Err() != nil {
@@ -187,14 +204,14 @@ func (p *watchPool) ensure(cl *store.Cluster) *clusterWatch {
 	}
 	if w, ok := p.m[cl.Name]; ok {
 		st := w.State()
-		retry := st == watchEnded || st == watchUnsupported && time.Since(w.made) > watchRetry
+		retry := st == Ended || st == Unsupported && time.Since(w.made) > watchRetry
 		if w.addr == cl.DashboardAddress && bytes.Equal(w.cert, cl.TLSCert) && !retry {
 			return w
 		}
 		w.cancel()
 	}
 	ctx, cancel := context.WithCancel(p.ctx)
-	w := &clusterWatch{addr: cl.DashboardAddress, cert: bytes.Clone(cl.TLSCert), cancel: cancel, made: time.Now()}
+	w := &Watch{addr: cl.DashboardAddress, cert: bytes.Clone(cl.TLSCert), cancel: cancel, made: time.Now()}
 	w.heard.Store(time.Now().UnixNano())
 	w.workers.Store(-1)
 	p.m[cl.Name] = w
@@ -214,7 +231,7 @@ func (p *watchPool) ensure(cl *store.Cluster) *clusterWatch {
 // finish ends a watch whose stream ended or failed (err), or that was
 // dropped: it is called once, by the watch's owner (the goroutine that
 // read it last, or the drop that unparked it).
-func (p *watchPool) finish(w *clusterWatch, err error) {
+func (p *watchPool) finish(w *Watch, err error) {
 	defer p.wg.Done()
 	dropped := w.ctx.Err() != nil
 	w.cancel()
@@ -227,10 +244,10 @@ func (p *watchPool) finish(w *clusterWatch, err error) {
 	if dropped {
 		return
 	}
-	if w.State() != watchLive {
+	if w.State() != Live {
 		// Never streamed (no endpoint, refused, an error page): the
 		// cluster is polled, and the watch tried again later.
-		w.state.Store(int32(watchUnsupported))
+		w.state.Store(int32(Unsupported))
 		return
 	}
 	// An open stream said the scheduler was there until it ended (the
@@ -243,9 +260,9 @@ func (p *watchPool) finish(w *clusterWatch, err error) {
 		// A stream that ends at once, or says something wrong, would
 		// otherwise have a pass and a new stream follow each other as
 		// fast as they run: the cluster is polled for a while.
-		w.state.Store(int32(watchUnsupported))
+		w.state.Store(int32(Unsupported))
 	} else {
-		w.state.Store(int32(watchEnded))
+		w.state.Store(int32(Ended))
 	}
 	p.ended(w.name, err)
 }
@@ -273,7 +290,7 @@ func (p *watchPool) drop(cluster string) {
 
 // dropIf ends cluster's watch if it is still w (a full pass may have
 // opened a new one meanwhile).
-func (p *watchPool) dropIf(cluster string, w *clusterWatch) {
+func (p *watchPool) dropIf(cluster string, w *Watch) {
 	p.mu.Lock()
 	ok := p.m[cluster] == w
 	if ok {
@@ -319,11 +336,11 @@ var errWatchEOF = errors.New("watch: the scheduler ended the stream")
 
 // dialStream dials w's scheduler and reads the answer's head; on success the
 // stream is live and w holds its connection.
-func (p *watchPool) dialStream(ctx context.Context, e *countsEntry, w *clusterWatch) error {
+func (p *watchPool) dialStream(ctx context.Context, e *countsEntry, w *Watch) error {
 	if e.err != nil {
 		return e.err
 	}
-	deadline := time.Now().Add(pollTimeout)
+	deadline := time.Now().Add(PollTimeout)
 	conn, err := e.dialKeepAlive(ctx, deadline, p.keepAlive)
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
@@ -379,7 +396,7 @@ func (p *watchPool) dialStream(ctx context.Context, e *countsEntry, w *clusterWa
 		w.nonblock = true
 	}
 	w.live.Store(time.Now().UnixNano())
-	w.state.Store(int32(watchLive))
+	w.state.Store(int32(Live))
 	if p.live != nil {
 		p.live(w.name)
 	}
@@ -394,7 +411,7 @@ func (p *watchPool) dialStream(ctx context.Context, e *countsEntry, w *clusterWa
 // all here yet parks the watch again until the rest comes). It finishes
 // w when the stream ends. A connection that cannot read without waiting
 // (not TCP) keeps its goroutine, reading as usual.
-func (p *watchPool) follow(w *clusterWatch) {
+func (p *watchPool) follow(w *Watch) {
 	var buf [512]byte
 	for {
 		n, err := w.br.Read(buf[:])
@@ -425,7 +442,7 @@ func (p *watchPool) follow(w *clusterWatch) {
 
 // take decodes bytes of w's stream (chunked or not) and handles each
 // line they complete.
-func (p *watchPool) take(w *clusterWatch, b []byte) error {
+func (p *watchPool) take(w *Watch, b []byte) error {
 	d := &w.body
 	for len(b) > 0 {
 		if !d.chunked {
@@ -483,7 +500,7 @@ func unhex(c byte) (byte, bool) {
 }
 
 // lineBytes adds stream data to w's line, handling each line it ends.
-func (p *watchPool) lineBytes(w *clusterWatch, b []byte) error {
+func (p *watchPool) lineBytes(w *Watch, b []byte) error {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
@@ -512,7 +529,7 @@ func (p *watchPool) lineBytes(w *clusterWatch, b []byte) error {
 
 // handleLine takes one line of w's stream: a heartbeat (only heard
 // moves) or counts.
-func (p *watchPool) handleLine(w *clusterWatch, line []byte) error {
+func (p *watchPool) handleLine(w *Watch, line []byte) error {
 	now := time.Now()
 	w.heard.Store(now.UnixNano())
 	if now.Sub(w.window) > time.Second {
@@ -524,11 +541,11 @@ func (p *watchPool) handleLine(w *clusterWatch, line []byte) error {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return nil // a heartbeat: heard is all it says
 	}
-	var c schedulerCounts
+	var c Counts
 	if err := json.Unmarshal(line, &c); err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
-	wasBusy := w.busy.Swap(c.busy())
+	wasBusy := w.busy.Swap(c.Busy())
 	w.workers.Store(int64(c.Workers))
 	p.lines(w.name, &c, wasBusy)
 	return nil
@@ -558,34 +575,4 @@ func (e *countsEntry) watchRequest(beat, stall time.Duration) []byte {
 	stallS := strconv.FormatFloat(stall.Seconds(), 'f', -1, 64)
 	return []byte("GET " + e.prefix + "/gateway-health/watch?beat=" + beatS + "&stall=" + stallS + " HTTP/1.1\r\nHost: " + e.hostHeader +
 		"\r\nUser-Agent: gateway-health\r\nAccept: application/x-ndjson\r\n\r\n")
-}
-
-// watchLine takes a counts line of cluster's stream: an answer (the
-// heartbeat clock), the idle clock's news (busy now, or until now), and,
-// with workers other than the store's, a reason for a full pass.
-func (c *Core) watchLine(cluster string, counts *schedulerCounts, wasBusy bool) {
-	c.mu.Lock()
-	now := c.now()
-	c.answered[cluster] = now
-	s := c.settled[cluster]
-	if _, seen := c.active[cluster]; !seen || counts.busy() || wasBusy {
-		c.active[cluster] = now
-	}
-	c.mu.Unlock()
-	if s != nil && counts.Workers != s.cl.ReadyWorkers {
-		c.requeue(cluster)
-	}
-}
-
-// watchEnded queues a full pass for a cluster whose stream ended: it asks
-// counts.json and describes the members, and fails the cluster if its
-// scheduler is gone.
-func (c *Core) watchEnded(cluster string, err error) {
-	c.log.Debug("health watch ended", "cluster", cluster, "err", err)
-	c.mu.Lock()
-	_, settled := c.settled[cluster]
-	c.mu.Unlock()
-	if settled {
-		c.requeue(cluster)
-	}
 }

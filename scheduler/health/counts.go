@@ -1,4 +1,4 @@
-package scheduler
+package health
 
 import (
 	"bufio"
@@ -67,13 +67,13 @@ func newCountsPool() *countsPool {
 	return &countsPool{now: time.Now, m: map[string]*countsEntry{}}
 }
 
-// counts asks cl's scheduler for its counts.json, within pollTimeout.
-func (p *countsPool) counts(ctx context.Context, cl *store.Cluster) (schedulerCounts, error) {
+// counts asks cl's scheduler for its counts.json, within PollTimeout.
+func (p *countsPool) counts(ctx context.Context, cl *store.Cluster) (Counts, error) {
 	e, conn := p.take(cl)
 	if e.err != nil {
-		return schedulerCounts{}, e.err
+		return Counts{}, e.err
 	}
-	deadline := time.Now().Add(pollTimeout)
+	deadline := time.Now().Add(PollTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
@@ -82,7 +82,7 @@ func (p *countsPool) counts(ctx context.Context, cl *store.Cluster) (schedulerCo
 		if conn == nil {
 			var err error
 			if conn, err = e.dial(ctx, deadline); err != nil {
-				return schedulerCounts{}, err
+				return Counts{}, err
 			}
 		}
 		body, answered, keep, err := e.ask(ctx, conn, deadline)
@@ -98,11 +98,11 @@ func (p *countsPool) counts(ctx context.Context, cl *store.Cluster) (schedulerCo
 			continue
 		}
 		if err != nil {
-			return schedulerCounts{}, err
+			return Counts{}, err
 		}
-		var c schedulerCounts
+		var c Counts
 		if err := json.Unmarshal(body, &c); err != nil {
-			return schedulerCounts{}, fmt.Errorf("counts: %w", err)
+			return Counts{}, fmt.Errorf("counts: %w", err)
 		}
 		return c, nil
 	}
