@@ -22,7 +22,9 @@ type fakeEnvs struct {
 	fail   error
 }
 
-func (f *fakeEnvs) Ensure(_ context.Context, who quota.Who, spec images.Spec, code map[string][]byte) (EnvStatus, error) {
+func (f *fakeEnvs) Admit(context.Context, quota.Who) (func(), error) { return func() {}, nil }
+
+func (f *fakeEnvs) Ensure(_ context.Context, who quota.Who, spec images.Spec, code images.Code) (EnvStatus, error) {
 	if f.fail != nil {
 		return EnvStatus{}, f.fail
 	}

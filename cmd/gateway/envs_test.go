@@ -41,7 +41,8 @@ func (*imageCore) Limits() scheduler.Limits {
 // envs is a gateway that knows one published environment and no builds.
 type envs struct{}
 
-func (envs) Ensure(context.Context, quota.Who, images.Spec, map[string][]byte) (api.EnvStatus, error) {
+func (envs) Admit(context.Context, quota.Who) (func(), error) { return func() {}, nil }
+func (envs) Ensure(context.Context, quota.Who, images.Spec, images.Code) (api.EnvStatus, error) {
 	return api.EnvStatus{}, fmt.Errorf("%w: it has no Docker engine", api.ErrNoBuilder)
 }
 func (envs) Status(_ context.Context, _ quota.Who, hash string) (api.EnvStatus, error) {
