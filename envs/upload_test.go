@@ -1,0 +1,220 @@
+package envs
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatewayhq/gateway/api"
+	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/images/build"
+	"github.com/gatewayhq/gateway/quota"
+)
+
+// readCounts counts, by the test's X-Test-Request header, the body bytes
+// the gateway read of each request, and says when it read the first.
+type readCounts struct {
+	mu    sync.Mutex
+	n     map[string]int64
+	first map[string]chan struct{}
+}
+
+func (c *readCounts) started(id string) chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.first[id]
+	if !ok {
+		ch = make(chan struct{})
+		c.first[id] = ch
+	}
+	return ch
+}
+
+func (c *readCounts) read(id string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[id]
+}
+
+type countedBody struct {
+	io.ReadCloser
+	id string
+	c  *readCounts
+}
+
+func (b *countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		first := b.c.started(b.id)
+		b.c.mu.Lock()
+		if b.c.n[b.id] == 0 {
+			close(first)
+		}
+		b.c.n[b.id] += int64(n)
+		b.c.mu.Unlock()
+	}
+	return n, err
+}
+
+// uploadServer is the real API with svc behind it, on loopback, counting
+// what it reads of each request's body.
+func uploadServer(t *testing.T, svc api.Envs) (*httptest.Server, *readCounts) {
+	t.Helper()
+	a := auth.NewStaticTokens(map[string]auth.User{"alice-token-000000": {Name: "alice"}, "bob-token-00000000": {Name: "bob"}})
+	s := api.New(api.Config{Version: "test", UploadDir: t.TempDir()}, nil, a, nil, nil)
+	s.SetEnvs(svc)
+	counts := &readCounts{n: map[string]int64{}, first: map[string]chan struct{}{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = &countedBody{ReadCloser: r.Body, id: r.Header.Get("X-Test-Request"), c: counts}
+		s.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, counts
+}
+
+// codeRequest is an environment request of its own spec carrying size
+// bytes of code: over 1 MiB, so that it is admitted before it is read.
+func codeRequest(t *testing.T, size int) []byte {
+	t.Helper()
+	zip := make([]byte, size)
+	if _, err := rand.Read(zip); err != nil {
+		t.Fatal(err)
+	}
+	spec := images.Spec{Python: "3.11", Platform: "linux/amd64", Code: []images.CodePart{{Name: "proj", Digest: images.DigestOf(zip)}}}
+	b, err := json.Marshal(api.EnvRequest{Spec: spec, Code: map[string][]byte{"proj": zip}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// post sends body (of length n) as request id.
+func post(t *testing.T, srv *httptest.Server, token, id string, body io.Reader, n int) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/envs", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(n)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("X-Test-Request", id)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("request %s: %v", id, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestUploadAdmittedBeforeRead: a request that carries code counts against
+// its user's max_builds from before its body is read, so that concurrent
+// uploads over the cap are refused (429) with none of their bytes read:
+// while another upload of theirs is in flight, and while a build of theirs
+// runs. Another user is not held up, and once the build ends the next
+// upload is read and built.
+func TestUploadAdmittedBeforeRead(t *testing.T) {
+	one := quota.Amount(1)
+	fb := newFakeBuilder()
+	svc := newService(t, sqliteStore(t), fb, func(c *Config) {
+		c.Quotas, c.MaxCodeBytes = fakeQuotas{&one, "user:alice (api)"}, 8<<20
+	})
+	srv, counts := uploadServer(t, svc)
+	const size = 2 << 20
+
+	// Upload "a" stays in flight: half its body sent, the rest held back.
+	a := codeRequest(t, size)
+	pr, pw := io.Pipe()
+	type answer struct {
+		status int
+		body   string
+	}
+	aDone := make(chan answer, 1)
+	go func() {
+		status, body := post(t, srv, "alice-token-000000", "a", pr, len(a))
+		aDone <- answer{status, body}
+	}()
+	go func() { _, _ = pw.Write(a[:len(a)/2]) }()
+	select {
+	case <-counts.started("a"):
+	case <-time.After(time.Minute):
+		t.Fatal("the gateway read nothing of the first upload in a minute")
+	}
+
+	refusedUnread := func(id, wantIn string) {
+		t.Helper()
+		b := codeRequest(t, size)
+		status, body := post(t, srv, "alice-token-000000", id, strings.NewReader(string(b)), len(b))
+		if status != http.StatusTooManyRequests || !strings.Contains(body, "quota_exceeded") || !strings.Contains(body, wantIn) {
+			t.Errorf("upload %s over max_builds: %d %s, want 429 quota_exceeded saying %q", id, status, body, wantIn)
+		}
+		if n := counts.read(id); n != 0 {
+			t.Errorf("the gateway read %d bytes of refused upload %s, want none", n, id)
+		}
+	}
+	refusedUnread("b", "1 requests of yours are uploading code")
+
+	// bob has his own builds.
+	bob := codeRequest(t, size)
+	if status, body := post(t, srv, "bob-token-00000000", "bob", strings.NewReader(string(bob)), len(bob)); status != http.StatusAccepted {
+		t.Errorf("bob's upload while alice's is in flight: %d %s, want 202", status, body)
+	}
+
+	if _, err := pw.Write(a[len(a)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	_ = pw.Close()
+	got := <-aDone
+	if got.status != http.StatusAccepted || counts.read("a") != int64(len(a)) {
+		t.Fatalf("the upload in flight: %d %s, %d of %d bytes read; want 202, all read", got.status, got.body, counts.read("a"), len(a))
+	}
+	var st api.EnvStatus
+	if err := json.Unmarshal([]byte(got.body), &st); err != nil {
+		t.Fatal(err)
+	}
+	refusedUnread("c", "1 environment builds of yours are queued or running ("+st.Hash[:16])
+
+	// The build ends: the next upload is read and starts one.
+	fb.mu.Lock()
+	done := fb.builds[st.Hash]
+	done.State = build.StateReady
+	fb.builds[st.Hash] = done
+	fb.mu.Unlock()
+	d := codeRequest(t, size)
+	if status, body := post(t, srv, "alice-token-000000", "d", strings.NewReader(string(d)), len(d)); status != http.StatusAccepted || counts.read("d") != int64(len(d)) {
+		t.Errorf("an upload after the build ended: %d %s, %d bytes read; want 202 and all read", status, body, counts.read("d"))
+	}
+}
+
+// TestUploadRefusedUnreadWithoutBuilder: a gateway that builds nothing
+// says so (501) before reading any code.
+func TestUploadRefusedUnreadWithoutBuilder(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		edit  func(*Config)
+		build Builder
+	}{
+		{"no engine", func(c *Config) { c.MaxCodeBytes = 8 << 20 }, nil},
+		{"builds off", func(c *Config) { c.MaxCodeBytes, c.NoBuild = 8<<20, "images.builder is off" }, newFakeBuilder()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			svc := newService(t, sqliteStore(t), c.build, c.edit)
+			srv, counts := uploadServer(t, svc)
+			b := codeRequest(t, 2<<20)
+			status, body := post(t, srv, "alice-token-000000", "x", strings.NewReader(string(b)), len(b))
+			if status != http.StatusNotImplemented || !strings.Contains(body, "no_builder") {
+				t.Errorf("%d %s, want 501 no_builder", status, body)
+			}
+			if n := counts.read("x"); n != 0 {
+				t.Errorf("the gateway read %d bytes of an upload it cannot build, want none", n)
+			}
+		})
+	}
+}
