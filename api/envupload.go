@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gatewayhq/gateway/images"
 )
@@ -371,8 +373,7 @@ func (c *capWriter) Write(b []byte) (int, error) {
 }
 
 // jsonString reads the content of a JSON string, its opening quote read,
-// up to its closing quote, for a base64 decoder: the only escapes base64
-// text may need are \/ (some encoders write / so) and line breaks.
+// up to its closing quote, for a base64 decoder.
 type jsonString struct {
 	br   *bufio.Reader
 	done bool
@@ -409,14 +410,42 @@ func (s *jsonString) Read(b []byte) (int, error) {
 	if err != nil {
 		return 0, noEOF(err)
 	}
+	// Every escape is decoded as the JSON decoder did; the base64
+	// decoder then refuses what is not base64 (it skips line breaks).
+	var c byte
 	switch esc[1] {
-	case '/':
-		b[0] = '/'
-	case 'n', 'r':
-		b[0] = '\n' // skipped by the decoder, as line breaks are
+	case '"', '\\', '/':
+		c = esc[1]
+	case 'b':
+		c = '\b'
+	case 'f':
+		c = '\f'
+	case 'n':
+		c = '\n'
+	case 'r':
+		c = '\r'
+	case 't':
+		c = '\t'
+	case 'u':
+		u, err := s.br.Peek(6)
+		if err != nil {
+			return 0, noEOF(err)
+		}
+		r, perr := strconv.ParseUint(string(u[2:]), 16, 16)
+		if perr != nil {
+			return 0, malformed("invalid escape %q in a code part's string", u)
+		}
+		b[0] = byte(r)
+		if r >= utf8.RuneSelf {
+			// Not base64: a byte that is not either stands for it.
+			b[0] = '!'
+		}
+		_, _ = s.br.Discard(6)
+		return 1, nil
 	default:
-		return 0, fmt.Errorf("%w: code parts must be plain base64 strings, without the escape \\%c", errBadValue, esc[1])
+		return 0, malformed("invalid escape \\%c in a code part's string", esc[1])
 	}
+	b[0] = c
 	_, _ = s.br.Discard(2)
 	return 1, nil
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,66 +14,19 @@ import (
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/build"
+	"github.com/gatewayhq/gateway/internal/testutil"
 	"github.com/gatewayhq/gateway/quota"
 )
 
-// readCounts counts, by the test's X-Test-Request header, the body bytes
-// the gateway read of each request, and says when it read the first.
-type readCounts struct {
-	mu    sync.Mutex
-	n     map[string]int64
-	first map[string]chan struct{}
-}
-
-func (c *readCounts) started(id string) chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch, ok := c.first[id]
-	if !ok {
-		ch = make(chan struct{})
-		c.first[id] = ch
-	}
-	return ch
-}
-
-func (c *readCounts) read(id string) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[id]
-}
-
-type countedBody struct {
-	io.ReadCloser
-	id string
-	c  *readCounts
-}
-
-func (b *countedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if n > 0 {
-		first := b.c.started(b.id)
-		b.c.mu.Lock()
-		if b.c.n[b.id] == 0 {
-			close(first)
-		}
-		b.c.n[b.id] += int64(n)
-		b.c.mu.Unlock()
-	}
-	return n, err
-}
-
 // uploadServer is the real API with svc behind it, on loopback, counting
 // what it reads of each request's body.
-func uploadServer(t *testing.T, svc api.Envs) (*httptest.Server, *readCounts) {
+func uploadServer(t *testing.T, svc api.Envs) (*httptest.Server, *testutil.BodyReads) {
 	t.Helper()
 	a := auth.NewStaticTokens(map[string]auth.User{"alice-token-000000": {Name: "alice"}, "bob-token-00000000": {Name: "bob"}})
 	s := api.New(api.Config{Version: "test", UploadDir: t.TempDir()}, nil, a, nil, nil)
 	s.SetEnvs(svc)
-	counts := &readCounts{n: map[string]int64{}, first: map[string]chan struct{}{}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = &countedBody{ReadCloser: r.Body, id: r.Header.Get("X-Test-Request"), c: counts}
-		s.ServeHTTP(w, r)
-	}))
+	h, counts := testutil.CountBodyReads(s)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv, counts
 }
@@ -143,7 +95,7 @@ func TestUploadAdmittedBeforeRead(t *testing.T) {
 	}()
 	go func() { _, _ = pw.Write(a[:len(a)/2]) }()
 	select {
-	case <-counts.started("a"):
+	case <-counts.Reached("a", 1):
 	case <-time.After(time.Minute):
 		t.Fatal("the gateway read nothing of the first upload in a minute")
 	}
@@ -155,7 +107,7 @@ func TestUploadAdmittedBeforeRead(t *testing.T) {
 		if status != http.StatusTooManyRequests || !strings.Contains(body, "quota_exceeded") || !strings.Contains(body, wantIn) {
 			t.Errorf("upload %s over max_builds: %d %s, want 429 quota_exceeded saying %q", id, status, body, wantIn)
 		}
-		if n := counts.read(id); n != 0 {
+		if n := counts.Read(id); n != 0 {
 			t.Errorf("the gateway read %d bytes of refused upload %s, want none", n, id)
 		}
 	}
@@ -172,8 +124,8 @@ func TestUploadAdmittedBeforeRead(t *testing.T) {
 	}
 	_ = pw.Close()
 	got := <-aDone
-	if got.status != http.StatusAccepted || counts.read("a") != int64(len(a)) {
-		t.Fatalf("the upload in flight: %d %s, %d of %d bytes read; want 202, all read", got.status, got.body, counts.read("a"), len(a))
+	if got.status != http.StatusAccepted || counts.Read("a") != int64(len(a)) {
+		t.Fatalf("the upload in flight: %d %s, %d of %d bytes read; want 202, all read", got.status, got.body, counts.Read("a"), len(a))
 	}
 	var st api.EnvStatus
 	if err := json.Unmarshal([]byte(got.body), &st); err != nil {
@@ -188,8 +140,8 @@ func TestUploadAdmittedBeforeRead(t *testing.T) {
 	fb.builds[st.Hash] = done
 	fb.mu.Unlock()
 	d := codeRequest(t, size)
-	if status, body := post(t, srv, "alice-token-000000", "d", strings.NewReader(string(d)), len(d)); status != http.StatusAccepted || counts.read("d") != int64(len(d)) {
-		t.Errorf("an upload after the build ended: %d %s, %d bytes read; want 202 and all read", status, body, counts.read("d"))
+	if status, body := post(t, srv, "alice-token-000000", "d", strings.NewReader(string(d)), len(d)); status != http.StatusAccepted || counts.Read("d") != int64(len(d)) {
+		t.Errorf("an upload after the build ended: %d %s, %d bytes read; want 202 and all read", status, body, counts.Read("d"))
 	}
 }
 
@@ -212,7 +164,7 @@ func TestUploadRefusedUnreadWithoutBuilder(t *testing.T) {
 			if status != http.StatusNotImplemented || !strings.Contains(body, "no_builder") {
 				t.Errorf("%d %s, want 501 no_builder", status, body)
 			}
-			if n := counts.read("x"); n != 0 {
+			if n := counts.Read("x"); n != 0 {
 				t.Errorf("the gateway read %d bytes of an upload it cannot build, want none", n)
 			}
 		})
