@@ -451,11 +451,15 @@ func (s *Service) tooManyBuilds(who quota.Who, src string, e *build.TooManyBuild
 		user = "NAME"
 	}
 	what := fmt.Sprintf("%d environment builds of yours are queued or running (%s)", e.Active, strings.Join(short, ", "))
+	uploads := "1 request of yours is uploading code for a build"
+	if uploading > 1 {
+		uploads = fmt.Sprintf("%d requests of yours are uploading code for builds", uploading)
+	}
 	switch {
 	case uploading > 0 && e.Active == 0:
-		what = fmt.Sprintf("%d requests of yours are uploading code for a build", uploading)
+		what = uploads
 	case uploading > 0:
-		what += fmt.Sprintf(" and %d more requests of yours are uploading code for one", uploading)
+		what += " and " + uploads
 	}
 	return &quota.ExceededError{Limit: "max_builds", Source: src, Msg: fmt.Sprintf(
 		"%s, and your limit is %d (max_builds, from %s): wait for one to end (gateway env logs <hash> shows its progress), or ask an admin to raise it (gateway admin quota set user:%s --max-builds N)",

@@ -111,7 +111,7 @@ func TestUploadAdmittedBeforeRead(t *testing.T) {
 			t.Errorf("the gateway read %d bytes of refused upload %s, want none", n, id)
 		}
 	}
-	refusedUnread("b", "1 requests of yours are uploading code")
+	refusedUnread("b", "1 request of yours is uploading code for a build, and your limit is 1")
 
 	// bob has his own builds.
 	bob := codeRequest(t, size)
