@@ -37,27 +37,32 @@ const (
 	codelessBytes = 1 << 20
 	// maxPartName bounds a JSON key: code part names are short.
 	maxPartName = 1 << 10
+	// maxCodeParts bounds the code parts of one request: an environment
+	// has one per local package or module tree.
+	maxCodeParts = 1024
 )
 
 // envUpload is an EnvRequest read from its JSON body (the wire format of
-// every client: {"spec": {...}, "code": {"<name>": "<base64>"}}) with each
-// code part base64-decoded, as it arrives, into a file in the upload
-// directory: an upload costs disk while it is handled, not memory. The
-// files are unlinked as soon as they are made, so that they go with the
-// last descriptor whatever ends the request (an error, a refusal, the
-// client leaving, the gateway dying); Close closes them.
+// every client: {"spec": {...}, "code": {"<name>": "<base64>"}}) with its
+// code parts base64-decoded, as they arrive, one after the other into one
+// file in the upload directory: an upload costs disk while it is handled,
+// not memory, and one descriptor however many parts it has. The file is
+// unlinked as soon as it is made, so that it goes with its descriptor
+// whatever ends the request (an error, a refusal, the client leaving, the
+// gateway dying); Close closes it.
 type envUpload struct {
-	Spec  images.Spec
-	Code  images.Code
-	files []*os.File
+	Spec images.Spec
+	Code images.Code
+	file *os.File
+	size int64 // of file
 }
 
-// Close closes the upload's files, which frees their disk space.
+// Close closes the upload's file, which frees its disk space.
 func (u *envUpload) Close() {
-	for _, f := range u.files {
-		_ = f.Close()
+	if u.file != nil {
+		_ = u.file.Close()
+		u.file = nil
 	}
-	u.files = nil
 }
 
 // readEnvUpload reads an EnvRequest from body, at most maxCode bytes of
@@ -308,6 +313,9 @@ func (p *envReader) code(u *envUpload) error {
 		if _, dup := u.Code[name]; dup {
 			return fmt.Errorf("%w: code part %q is given twice", errBadValue, name)
 		}
+		if len(u.Code) == maxCodeParts {
+			return fmt.Errorf("%w: more than %d code parts: send the code in fewer zip files", errBadValue, maxCodeParts)
+		}
 		if c, err = p.more(); err != nil {
 			return err
 		}
@@ -329,20 +337,22 @@ func (p *envReader) code(u *envUpload) error {
 	}
 }
 
-// part decodes one code part's string, its opening quote read, into a new
-// file in the upload directory.
+// part decodes one code part's string, its opening quote read, onto the
+// end of the upload's file.
 func (p *envReader) part(u *envUpload, name string) error {
-	f, err := os.CreateTemp(p.dir, "env-code-*")
-	if err != nil {
-		return fmt.Errorf("spool the code: %w", err)
+	if u.file == nil {
+		f, err := os.CreateTemp(p.dir, "env-code-*")
+		if err != nil {
+			return fmt.Errorf("spool the code: %w", err)
+		}
+		u.file = f
+		// Unlinked at once: the descriptor keeps it, and nothing is left
+		// to clean up whatever ends the request.
+		if err := os.Remove(f.Name()); err != nil {
+			return fmt.Errorf("spool the code: %w", err)
+		}
 	}
-	u.files = append(u.files, f)
-	// Unlinked at once: the descriptor keeps it, and nothing is left to
-	// clean up whatever ends the request.
-	if err := os.Remove(f.Name()); err != nil {
-		return fmt.Errorf("spool the code: %w", err)
-	}
-	w := &capWriter{w: f, left: &p.codeLeft}
+	w := &capWriter{w: u.file, left: &p.codeLeft}
 	str := &jsonString{br: p.br}
 	n, err := io.Copy(w, base64.NewDecoder(base64.StdEncoding, str))
 	var cie base64.CorruptInputError
@@ -354,7 +364,8 @@ func (p *envReader) part(u *envUpload, name string) error {
 	case err != nil:
 		return noEOF(err)
 	}
-	u.Code[name] = io.NewSectionReader(f, 0, n)
+	u.Code[name] = io.NewSectionReader(u.file, u.size, n)
+	u.size += n
 	return nil
 }
 

@@ -337,7 +337,7 @@ func TestEnvRequestWire(t *testing.T) {
 		body     string
 		status   int
 		contains string
-		code     string // the part's bytes Ensure gets
+		code     string // the bytes of part proj Ensure gets
 	}{
 		{"as the CLI sends it", specBody(t, spec, map[string][]byte{"proj": zip}), 202, "", string(zip)},
 		{"code first, spaces, unknown keys", ` { "code" : { "proj" : "` + b64 + `" } , "extra": [1, {"a": "}"}], "spec" : ` + string(specJSON) + ` } `, 202, "", string(zip)},
@@ -357,12 +357,19 @@ func TestEnvRequestWire(t *testing.T) {
 		{"not JSON", `spec=1`, 400, "not valid JSON", ""},
 		{"empty", ``, 400, "request body is empty", ""},
 		{"cut short", `{"spec":` + string(specJSON), 400, "not valid JSON", ""},
+		{"two parts, each its own", `{"spec":` + string(specJSON) + `,"code":{"other":"AAEC","proj":"` + b64 + `"}}`, 202, "", string(zip)},
+		{"too many parts", `{"spec":` + string(specJSON) + `,"code":{` + manyParts(1025) + `}}`, 422, "more than 1024 code parts", ""},
 		{"data after the object", `{"spec":` + string(specJSON) + `} {}`, 400, "data after the JSON object", ""},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var got string
 			fe := &fakeEnvs{builds: map[string]string{}, got: func(_ images.Spec, code images.Code) error {
+				if r := code["other"]; r != nil {
+					if b, err := io.ReadAll(io.NewSectionReader(r, 0, r.Size())); err != nil || string(b) != "\x00\x01\x02" {
+						t.Errorf("part other: %q %v, want its own 3 bytes", b, err)
+					}
+				}
 				if r := code["proj"]; r != nil {
 					b, err := io.ReadAll(io.NewSectionReader(r, 0, r.Size()))
 					got = string(b)
@@ -380,4 +387,13 @@ func TestEnvRequestWire(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyParts is n code parts, of names p0, p1 and on, JSON object members.
+func manyParts(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"p%d":""`, i)
+	}
+	return strings.Join(parts, ",")
 }
