@@ -40,23 +40,11 @@ func uploadTestServer(t *testing.T, fe *fakeEnvs, cfg Config) (*httptest.Server,
 	return srv, reads, cfg.UploadDir
 }
 
-// send posts body as request id; n is its Content-Length (-1: chunked).
+// send posts body to the environment route as request id; n is its
+// Content-Length (-1: chunked).
 func send(t *testing.T, srv *httptest.Server, token, id string, body io.Reader, n int64) (int, string, error) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/envs", body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.ContentLength = n
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("X-Test-Request", id)
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), nil
+	return testutil.SendBody(srv.Client(), srv.URL+"/api/v1/envs", token, id, body, n)
 }
 
 func mustSend(t *testing.T, srv *httptest.Server, token, id string, body []byte, chunked bool) (int, string) {

@@ -50,20 +50,11 @@ func codeRequest(t *testing.T, size int) []byte {
 // post sends body (of length n) as request id.
 func post(t *testing.T, srv *httptest.Server, token, id string, body io.Reader, n int) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/envs", body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.ContentLength = int64(n)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("X-Test-Request", id)
-	resp, err := srv.Client().Do(req)
+	status, answer, err := testutil.SendBody(srv.Client(), srv.URL+"/api/v1/envs", token, id, body, int64(n))
 	if err != nil {
 		t.Fatalf("request %s: %v", id, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return status, answer
 }
 
 // TestUploadAdmittedBeforeRead: a request that carries code counts against

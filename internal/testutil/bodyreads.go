@@ -92,3 +92,23 @@ func (b *countedBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// SendBody POSTs body to url as request id of BodyReads, with a bearer
+// token; n is its Content-Length (-1: sent chunked). err is the client's
+// (a connection cut, say); the answer's status and body otherwise.
+func SendBody(c *http.Client, url, token, id string, body io.Reader, n int64) (int, string, error) {
+	req, err := http.NewRequest(http.MethodPost, url, body)
+	if err != nil {
+		return 0, "", err
+	}
+	req.ContentLength = n
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("X-Test-Request", id)
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
