@@ -202,13 +202,13 @@ func streamedUpload(size int64, seed byte) (io.Reader, int64, string) {
 	return io.MultiReader(strings.NewReader(head), pr), int64(len(head)) + (size+2)/3*4 + int64(len(tail)), digest
 }
 
-// TestUploadStreamedToDisk: a 48 MiB upload (64 MiB of base64 on the
+// TestUploadStreamedToDisk: a 32 MiB upload (43 MiB of base64 on the
 // wire) is decoded into a file in the upload directory, not memory: the
 // whole process allocates a small fraction of it while the request is
 // sent, read, checked against its digest and written as the image's code
 // layer. The file is unlinked from the start and closed once answered.
 func TestUploadStreamedToDisk(t *testing.T) {
-	const size = 48 << 20
+	const size = 32 << 20
 	var during int
 	var layerBytes int64
 	fe := &fakeEnvs{builds: map[string]string{}, maxCode: 64 << 20}
@@ -237,7 +237,7 @@ func TestUploadStreamedToDisk(t *testing.T) {
 	status, answer, err := send(t, srv, "alice-token-000000", "big", body, n)
 	runtime.ReadMemStats(&after)
 	if err != nil || status != http.StatusAccepted {
-		t.Fatalf("a 48 MiB upload: %d %s %v, want 202", status, answer, err)
+		t.Fatalf("a 32 MiB upload: %d %s %v, want 202", status, answer, err)
 	}
 	if layerBytes < size {
 		t.Errorf("the code layer has %d bytes, want the %d of the code and its tar headers", layerBytes, size)
