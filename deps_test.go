@@ -38,8 +38,9 @@ var layering = []layerRule{
 	{from: "api/apitype", only: []string{"images", "bench/schedspec", "quota"},
 		forbid: []string{"api", "server/...", "scheduler/...", "proxy/...", "auth/...", "envs/...", "providers/...", "bench", "bench/schedule/..."}, tests: true,
 		why: "the wire types import nothing of the server: the client and the CLI link them without it"},
-	{from: "envs/...", forbid: []string{"api/...", "scheduler/...", "server/..."}, except: []string{"api/apitype"}, tests: true,
-		why: "the environment service is used by the API and the control loop through interfaces they declare; it knows neither"},
+	{from: "envs/...", forbid: []string{"api/...", "scheduler/...", "server/..."}, except: []string{"api/apitype"},
+		why: "the environment service is used by the API and the control loop through interfaces they declare; it knows neither; " +
+			"its upload tests (package envs_test) drive it through the real API in process"},
 	{from: "bench/...", forbid: []string{"api/...", "scheduler/...", "server/..."}, except: []string{"api/apitype"},
 		why: "the benchmark runner talks to the gateway over the REST API (client, apitype), as users do; " +
 			"its tests may run the real API in process (bench/schedule's grants test)"},

@@ -65,6 +65,12 @@ type Config struct {
 	// DashboardProblem says, for a provider's name, why its clusters'
 	// dashboards cannot work, or "" (nil: nothing known).
 	DashboardProblem func(provider string) string
+	// MaxUserBodyBytes bounds the request body bytes one user has in
+	// flight at once (0: DefaultUserBodyBytes).
+	MaxUserBodyBytes int64
+	// UploadDir is where environment uploads are spooled while a request
+	// is handled (default: os.TempDir()).
+	UploadDir string
 }
 
 // Server is the API handler.
@@ -87,6 +93,7 @@ type Server struct {
 	sessionStore SessionStore // nil: browser sessions are not listed or ended through the API
 	cookie       *apiCookie   // nil: no API cookie (see apicookie.go)
 	lists        listCache    // encoded cluster lists (see list.go)
+	bodies       *bodyBudget  // request bytes in flight by user (bodybudget.go)
 
 	schedules      BenchSchedules // nil: no benchmark schedules (bench_schedules.go)
 	schedulesNow   func() time.Time
@@ -103,7 +110,7 @@ func New(cfg Config, core Core, a auth.Authenticator, sessions *auth.Sessions, l
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, core: core, auth: a, sessions: sessions, log: log, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, core: core, auth: a, sessions: sessions, log: log, mux: http.NewServeMux(), bodies: newBodyBudget(cfg.MaxUserBodyBytes)}
 	s.routes()
 	return s
 }
@@ -262,6 +269,11 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 		// Someone waits for the answer: the request's writes go ahead of
 		// the reconcile loop's on SQLite (see store.Interactive).
 		ctx := store.Interactive(context.WithValue(r.Context(), ctxKey{}, u))
+		release, ok := s.bodies.admit(w, r, u.Owner())
+		if !ok {
+			return
+		}
+		defer release()
 		h(w, r.WithContext(ctx))
 	}
 }
@@ -304,22 +316,7 @@ func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64, too
 	body := http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		var ute *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &mbe):
-			WriteError(w, http.StatusRequestEntityTooLarge, "too_large", tooLarge)
-		case errors.As(err, &ute):
-			WriteError(w, http.StatusUnprocessableEntity, "invalid_request", typeMessage(ute))
-		case errors.Is(err, io.EOF):
-			WriteError(w, http.StatusBadRequest, "malformed_json", "request body is empty; send a JSON object")
-		case errors.As(err, new(*json.SyntaxError)), errors.Is(err, io.ErrUnexpectedEOF):
-			WriteError(w, http.StatusBadRequest, "malformed_json", "request body is not valid JSON: "+err.Error())
-		default:
-			// Valid JSON with a value a field's own decoding refuses
-			// (bad base64, a spec field's check): the value is wrong.
-			WriteError(w, http.StatusUnprocessableEntity, "invalid_request", "request body: "+err.Error())
-		}
+		bodyError(w, err, tooLarge)
 		return false
 	}
 	if dec.More() {
@@ -327,6 +324,34 @@ func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64, too
 		return false
 	}
 	return true
+}
+
+// bodyError answers a request whose body could not be read or decoded;
+// tooLarge is the message of one over its route's limit.
+func bodyError(w http.ResponseWriter, err error, tooLarge string) {
+	var mbe *http.MaxBytesError
+	var ute *json.UnmarshalTypeError
+	var bbe *BodyBudgetError
+	switch {
+	case errors.As(err, &mbe), errors.Is(err, errCodeTooLarge):
+		WriteError(w, http.StatusRequestEntityTooLarge, "too_large", tooLarge)
+	case errors.As(err, &bbe):
+		writeBudgetError(w, bbe)
+	case errors.As(err, &ute):
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", typeMessage(ute))
+	case errors.Is(err, io.EOF):
+		WriteError(w, http.StatusBadRequest, "malformed_json", "request body is empty; send a JSON object")
+	case errors.Is(err, errMalformed):
+		WriteError(w, http.StatusBadRequest, "malformed_json", err.Error())
+	case errors.As(err, new(*json.SyntaxError)), errors.Is(err, io.ErrUnexpectedEOF):
+		WriteError(w, http.StatusBadRequest, "malformed_json", "request body is not valid JSON: "+err.Error())
+	case errors.Is(err, errBadValue):
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", detail(err, errBadValue))
+	default:
+		// Valid JSON with a value a field's own decoding refuses
+		// (bad base64, a spec field's check): the value is wrong.
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", "request body: "+err.Error())
+	}
 }
 
 // typeMessage says which field had a value of the wrong type, in JSON's

@@ -13,7 +13,13 @@ import (
 
 // Envs is what the API needs of the environment service.
 type Envs interface {
-	Ensure(ctx context.Context, who quota.Who, spec images.Spec, code map[string][]byte) (apitype.EnvStatus, error)
+	// Admit is asked before a request that may carry code is read: it
+	// refuses one that could not start a build (over the user's
+	// max_builds, or no builder), and else holds one of the user's builds
+	// until release is called.
+	Admit(ctx context.Context, who quota.Who) (release func(), err error)
+	// Ensure gets code whose parts are readable until it returns.
+	Ensure(ctx context.Context, who quota.Who, spec images.Spec, code images.Code) (apitype.EnvStatus, error)
 	Status(ctx context.Context, who quota.Who, hash string) (apitype.EnvStatus, error)
 	Logs(ctx context.Context, who quota.Who, hash string) ([]byte, error)
 	Published(ctx context.Context) ([]apitype.PublishedEnv, error)
@@ -62,13 +68,27 @@ func (s *Server) listEnvs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) ensureEnv(w http.ResponseWriter, r *http.Request) {
+	who := whoOf(r)
+	if r.ContentLength < 0 || r.ContentLength > codelessBytes {
+		// Decided before a byte of the body is read: a request that
+		// cannot start a build is refused without costing its upload.
+		release, err := s.envs.Admit(r.Context(), who)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		defer release()
+	}
+	maxCode := s.envs.MaxCodeBytes()
 	// Code travels base64-encoded: 4/3 of its size, plus the spec.
-	limit := s.envs.MaxCodeBytes()/3*4 + 4<<20
-	var req apitype.EnvRequest
-	if !decodeLimit(w, r, &req, limit, fmt.Sprintf("the environment's code is larger than this gateway's limit of %d MiB", s.envs.MaxCodeBytes()>>20)) {
+	body := http.MaxBytesReader(w, r.Body, maxCode/3*4+envSpecBytes)
+	req, err := readEnvUpload(body, s.cfg.UploadDir, maxCode)
+	if err != nil {
+		bodyError(w, err, fmt.Sprintf("the environment's code is larger than this gateway's limit of %d MiB", maxCode>>20))
 		return
 	}
-	st, err := s.envs.Ensure(r.Context(), whoOf(r), req.Spec, req.Code)
+	defer req.Close()
+	st, err := s.envs.Ensure(r.Context(), who, req.Spec, req.Code)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,14 +21,28 @@ import (
 // fakeEnvs stands in for the environment service: this tests the routes'
 // status codes and tenancy, not the builder, which has its own tests.
 type fakeEnvs struct {
+	mu     sync.Mutex
 	builds map[string]string // hash -> owner
 	fail   error
+	// maxCode is MaxCodeBytes (0: 1 MiB).
+	maxCode int64
+	// got, when set, is given what Ensure is given, before it answers.
+	got func(spec images.Spec, code images.Code) error
 }
 
-func (f *fakeEnvs) Ensure(_ context.Context, who quota.Who, spec images.Spec, code map[string][]byte) (apitype.EnvStatus, error) {
+func (f *fakeEnvs) Admit(context.Context, quota.Who) (func(), error) { return func() {}, nil }
+
+func (f *fakeEnvs) Ensure(_ context.Context, who quota.Who, spec images.Spec, code images.Code) (apitype.EnvStatus, error) {
 	if f.fail != nil {
 		return apitype.EnvStatus{}, f.fail
 	}
+	if f.got != nil {
+		if err := f.got(spec, code); err != nil {
+			return apitype.EnvStatus{}, err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	hash, err := spec.Hash()
 	if err != nil {
 		return apitype.EnvStatus{}, err
@@ -57,7 +72,12 @@ func (f *fakeEnvs) Published(context.Context) ([]apitype.PublishedEnv, error) {
 	return []apitype.PublishedEnv{{Name: "team", Image: "reg/team:1", Versions: map[string]string{"python": "3.11"}}}, nil
 }
 
-func (f *fakeEnvs) MaxCodeBytes() int64 { return 1 << 20 }
+func (f *fakeEnvs) MaxCodeBytes() int64 {
+	if f.maxCode > 0 {
+		return f.maxCode
+	}
+	return 1 << 20
+}
 
 func envServer(t *testing.T, envs Envs) *httptest.Server {
 	t.Helper()

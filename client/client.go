@@ -66,6 +66,11 @@ func (c *Client) BaseURL() string { return c.base }
 // bench.Agent reaches the cluster's scheduler.
 func (c *Client) Credentials() (*http.Client, string) { return c.http, c.token }
 
+// expectContinueOver is the request body size over which the client asks
+// the gateway whether it will read the body before sending it (the
+// gateway reads a body of up to 1 MiB before its build quota check).
+const expectContinueOver = 1 << 20
+
 func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
 	var rd io.Reader
 	if body != nil {
@@ -81,6 +86,13 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+		if req.ContentLength > expectContinueOver {
+			// The gateway may refuse a large body (a build quota, its
+			// per-user upload budget) before reading it: asked first, it
+			// answers before the body is sent, rather than resetting the
+			// connection under it.
+			req.Header.Set("Expect", "100-continue")
+		}
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)

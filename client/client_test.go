@@ -3,12 +3,17 @@ package client
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+
+	"github.com/gatewayhq/gateway/images"
 )
 
 func TestCredentialsRoundTrip(t *testing.T) {
@@ -90,5 +95,66 @@ func TestErrors(t *testing.T) {
 	down, _ := New("http://127.0.0.1:1", "", nil)
 	if _, err := down.Get(ctx, "x"); err == nil || !strings.Contains(err.Error(), "is it running?") {
 		t.Errorf("unreachable: %v", err)
+	}
+}
+
+// countingConn counts the bytes written to it.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// TestLargeBodyRefusedUnsent: a large upload asks first (Expect:
+// 100-continue), so that a gateway that refuses it before reading it
+// answers with its refusal, and the body is never sent; a small request
+// goes at once.
+func TestLargeBodyRefusedUnsent(t *testing.T) {
+	expects := map[int64]string{}
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		expects[r.ContentLength] = r.Header.Get("Expect")
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"error":"over max_builds","code":"quota_exceeded","message":"over max_builds"}`))
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int64
+	tr := c.http.Transport.(*http.Transport)
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: conn, n: &sent}, nil
+	}
+	for _, size := range []int{1 << 10, 32 << 20} {
+		sent.Store(0)
+		_, err = c.EnsureEnv(context.Background(), images.Spec{Python: "3.11"}, map[string][]byte{"proj": make([]byte, size)})
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests || ae.Message != "over max_builds" {
+			t.Fatalf("a refused upload of %d bytes: %v, want the gateway's 429", size, err)
+		}
+		if size > 1<<20 && sent.Load() > 64<<10 {
+			t.Errorf("%d bytes sent of a refused %d MiB upload, want its headers only", sent.Load(), size>>20)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for length, expect := range expects {
+		if want := length > 1<<20; (expect == "100-continue") != want {
+			t.Errorf("a body of %d bytes sent with Expect %q, want 100-continue: %v", length, expect, want)
+		}
 	}
 }

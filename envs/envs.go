@@ -39,7 +39,9 @@ import (
 
 // Builder is what the service needs of the image builder (images/build).
 type Builder interface {
-	EnsureFor(ctx context.Context, owner build.Owner, spec images.Spec, code map[string][]byte) (build.Status, error)
+	EnsureFor(ctx context.Context, owner build.Owner, spec images.Spec, code images.Code) (build.Status, error)
+	// Active lists the owner's builds queued or running.
+	Active(owner string) []string
 	// Used records that the environment of hash was asked for (the image
 	// garbage collector keeps it for images.retention from now).
 	Used(hash string)
@@ -123,6 +125,9 @@ type Service struct {
 	versions map[string]publishedVersions
 	// lastLog is when a running build's log was last stored, by hash.
 	lastLog map[string]time.Time
+	// uploads counts, by user id, the requests admitted (Admit) that are
+	// still uploading code: each holds one of the user's max_builds.
+	uploads map[string]int
 }
 
 type publishedVersions struct {
@@ -165,7 +170,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		cfg.Now = time.Now
 	}
 	s := &Service{cfg: cfg, store: cfg.Store, builder: cfg.Builder, log: cfg.Logger,
-		stop: make(chan struct{}), done: make(chan struct{}), versions: map[string]publishedVersions{}, lastLog: map[string]time.Time{}}
+		stop: make(chan struct{}), done: make(chan struct{}), versions: map[string]publishedVersions{}, lastLog: map[string]time.Time{}, uploads: map[string]int{}}
 	n, err := s.store.AbandonEnvBuilds(ctx, cfg.ReplicaID, "the gateway building it restarted; ask again (gateway env build, or gateway new-cluster)")
 	if err != nil {
 		return nil, fmt.Errorf("envs: %w", err)
@@ -320,18 +325,11 @@ func (s *Service) write(ctx context.Context, st build.Status) {
 }
 
 // Ensure implements api.Envs.
-func (s *Service) Ensure(ctx context.Context, who quota.Who, spec images.Spec, code map[string][]byte) (apitype.EnvStatus, error) {
-	if s.builder == nil {
-		return apitype.EnvStatus{}, fmt.Errorf("%w: it has no Docker engine to build with (start one on the gateway's host, or use --image)", ErrNoBuilder)
+func (s *Service) Ensure(ctx context.Context, who quota.Who, spec images.Spec, code images.Code) (apitype.EnvStatus, error) {
+	if err := s.canBuild(); err != nil {
+		return apitype.EnvStatus{}, err
 	}
-	if s.cfg.NoBuild != "" {
-		return apitype.EnvStatus{}, fmt.Errorf("%w: %s (or use --image)", ErrNoBuilder, s.cfg.NoBuild)
-	}
-	var total int64
-	for _, b := range code {
-		total += int64(len(b))
-	}
-	if total > s.cfg.MaxCodeBytes {
+	if total := code.Size(); total > s.cfg.MaxCodeBytes {
 		return apitype.EnvStatus{}, fmt.Errorf("%w: the code is %d MiB, more than this gateway's limit of %d MiB (images.max_code_mib)", images.ErrInvalidSpec, total>>20, s.cfg.MaxCodeBytes>>20)
 	}
 	owner, src, err := s.buildOwner(ctx, who)
@@ -375,6 +373,52 @@ func (s *Service) Ensure(ctx context.Context, who quota.Who, spec images.Spec, c
 	return statusJSON(st), nil
 }
 
+// canBuild says why this service builds nothing, if it does not.
+func (s *Service) canBuild() error {
+	if s.builder == nil {
+		return fmt.Errorf("%w: it has no Docker engine to build with (start one on the gateway's host, or use --image)", ErrNoBuilder)
+	}
+	if s.cfg.NoBuild != "" {
+		return fmt.Errorf("%w: %s (or use --image)", ErrNoBuilder, s.cfg.NoBuild)
+	}
+	return nil
+}
+
+// Admit implements api.Envs: before a request's code is read, it refuses
+// a user whose builds queued or running, and other requests uploading
+// code, already reach max_builds; else the request holds one of those
+// builds until release. Concurrent uploads over the cap would otherwise
+// each be read whole before the builder refuses all but one.
+func (s *Service) Admit(ctx context.Context, who quota.Who) (release func(), err error) {
+	if err := s.canBuild(); err != nil {
+		return nil, err
+	}
+	owner, src, err := s.buildOwner(ctx, who)
+	if err != nil {
+		return nil, err
+	}
+	if owner.MaxBuilds < 0 {
+		return func() {}, nil
+	}
+	active := s.builder.Active(owner.ID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if uploading := s.uploads[who.ID]; len(active)+uploading >= owner.MaxBuilds {
+		return nil, s.tooManyBuilds(who, src, &build.TooManyBuildsError{Active: len(active), Max: owner.MaxBuilds, Hashes: active}, uploading)
+	}
+	s.uploads[who.ID]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.uploads[who.ID]--; s.uploads[who.ID] <= 0 {
+				delete(s.uploads, who.ID)
+			}
+		})
+	}, nil
+}
+
 // ensureError maps the builder's refusals to the API's.
 func (s *Service) ensureError(who quota.Who, src string, err error) error {
 	if errors.Is(err, build.ErrNeedCode) {
@@ -382,20 +426,37 @@ func (s *Service) ensureError(who quota.Who, src string, err error) error {
 	}
 	var tooMany *build.TooManyBuildsError
 	if errors.As(err, &tooMany) {
-		short := make([]string, len(tooMany.Hashes))
-		for i, h := range tooMany.Hashes {
-			short[i] = h[:16]
-		}
-		sort.Strings(short)
-		user := who.Name
-		if user == "" {
-			user = "NAME"
-		}
-		return &quota.ExceededError{Limit: "max_builds", Source: src, Msg: fmt.Sprintf(
-			"%d environment builds of yours are queued or running (%s), and your limit is %d (max_builds, from %s): wait for one to end (gateway env logs <hash> shows its progress), or ask an admin to raise it (gateway admin quota set user:%s --max-builds N)",
-			tooMany.Active, strings.Join(short, ", "), tooMany.Max, src, user)}
+		return s.tooManyBuilds(who, src, tooMany, 0)
 	}
 	return err
+}
+
+// tooManyBuilds is the quota error of a user at max_builds, with their
+// builds and the requests of theirs still uploading code.
+func (s *Service) tooManyBuilds(who quota.Who, src string, e *build.TooManyBuildsError, uploading int) error {
+	short := make([]string, len(e.Hashes))
+	for i, h := range e.Hashes {
+		short[i] = h[:16]
+	}
+	sort.Strings(short)
+	user := who.Name
+	if user == "" {
+		user = "NAME"
+	}
+	what := fmt.Sprintf("%d environment builds of yours are queued or running (%s)", e.Active, strings.Join(short, ", "))
+	uploads := "1 request of yours is uploading code for a build"
+	if uploading > 1 {
+		uploads = fmt.Sprintf("%d requests of yours are uploading code for builds", uploading)
+	}
+	switch {
+	case uploading > 0 && e.Active == 0:
+		what = uploads
+	case uploading > 0:
+		what += " and " + uploads
+	}
+	return &quota.ExceededError{Limit: "max_builds", Source: src, Msg: fmt.Sprintf(
+		"%s, and your limit is %d (max_builds, from %s): wait for one to end (gateway env logs <hash> shows its progress), or ask an admin to raise it (gateway admin quota set user:%s --max-builds N)",
+		what, e.Max, src, user)}
 }
 
 // buildOwner is who's build.Owner: their id and max_builds, and where that

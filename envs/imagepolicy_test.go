@@ -374,7 +374,7 @@ func (f fakeQuotas) Effective(context.Context, quota.Who) (quota.Effective, erro
 // tooManyBuilder refuses every build as over the owner's cap.
 type tooManyBuilder struct{ *fakeBuilder }
 
-func (f *tooManyBuilder) EnsureFor(_ context.Context, owner build.Owner, _ images.Spec, _ map[string][]byte) (build.Status, error) {
+func (f *tooManyBuilder) EnsureFor(_ context.Context, owner build.Owner, _ images.Spec, _ images.Code) (build.Status, error) {
 	f.owners = append(f.owners, owner)
 	return build.Status{}, &build.TooManyBuildsError{Active: owner.MaxBuilds, Max: owner.MaxBuilds, Hashes: []string{strings.Repeat("ab", 32), strings.Repeat("cd", 32)}}
 }

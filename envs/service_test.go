@@ -25,12 +25,13 @@ import (
 // a real engine and registry): this tests the service's tenancy, its state
 // in the store and its error mapping around it.
 type fakeBuilder struct {
-	mu     sync.Mutex
-	builds map[string]build.Status // hash -> status of the builds it started
-	exists map[string]bool         // hashes whose image exists already
-	images map[string]images.Spec  // ref -> recorded spec
-	owners []build.Owner           // of each EnsureFor
-	used   []string                // hashes Used was told of
+	mu      sync.Mutex
+	builds  map[string]build.Status // hash -> status of the builds it started
+	exists  map[string]bool         // hashes whose image exists already
+	images  map[string]images.Spec  // ref -> recorded spec
+	owners  []build.Owner           // of each EnsureFor
+	started []string                // the hash each EnsureFor started, or ""
+	used    []string                // hashes Used was told of
 }
 
 func newFakeBuilder() *fakeBuilder {
@@ -43,10 +44,11 @@ func (f *fakeBuilder) Used(hash string) {
 	f.used = append(f.used, hash)
 }
 
-func (f *fakeBuilder) EnsureFor(_ context.Context, owner build.Owner, spec images.Spec, code map[string][]byte) (build.Status, error) {
+func (f *fakeBuilder) EnsureFor(_ context.Context, owner build.Owner, spec images.Spec, code images.Code) (build.Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.owners = append(f.owners, owner)
+	f.started = append(f.started, "")
 	hash, err := spec.Hash()
 	if err != nil {
 		return build.Status{}, err
@@ -59,7 +61,20 @@ func (f *fakeBuilder) EnsureFor(_ context.Context, owner build.Owner, spec image
 	}
 	st := build.Status{Hash: hash, Ref: f.Ref(hash), State: build.StateBuilding, Built: true, Steps: []string{"probing base"}}
 	f.builds[hash] = st
+	f.started[len(f.started)-1] = hash
 	return st, nil
+}
+
+func (f *fakeBuilder) Active(owner string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for i, o := range f.owners {
+		if o.ID == owner && i < len(f.started) && f.started[i] != "" && f.builds[f.started[i]].State == build.StateBuilding {
+			out = append(out, f.started[i])
+		}
+	}
+	return out
 }
 
 func (f *fakeBuilder) Logs(hash string) ([]byte, error) {
@@ -195,7 +210,7 @@ func TestServiceTenancyAndErrors(t *testing.T) {
 		if _, err := svc.Status(ctx, alice, mustHashOf(t, withCode)); !errors.Is(err, ErrNotFound) {
 			t.Errorf("the asker of a build that did not start sees it: %v", err)
 		}
-		_, err = svc.Ensure(ctx, alice, withCode, map[string][]byte{"proj": make([]byte, 2<<20)})
+		_, err = svc.Ensure(ctx, alice, withCode, images.CodeFromBytes(map[string][]byte{"proj": make([]byte, 2<<20)}))
 		if !errors.Is(err, images.ErrInvalidSpec) || !strings.Contains(err.Error(), "images.max_code_mib") {
 			t.Errorf("code over the limit: %v", err)
 		}

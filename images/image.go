@@ -53,7 +53,45 @@ var ErrNoSpec = errors.New("image has no environment spec")
 // File is one file of a Layer. Mode is its permission bits (0644 if zero).
 type File struct {
 	Data []byte
+	// Src, when set, is the file's content instead of Data: read when the
+	// tar is written, so that a large file (user code the API spooled to
+	// disk) need not be held in memory.
+	Src  *io.SectionReader
 	Mode int64
+}
+
+// size is the length of the file's content.
+func (f File) size() int64 {
+	if f.Src != nil {
+		return f.Src.Size()
+	}
+	return int64(len(f.Data))
+}
+
+// Code is the content of an environment's code parts by name. Each is
+// read through a SectionReader, so that it may be a file on disk (an
+// upload the API spooled) as well as bytes in memory (CodeFromBytes).
+type Code map[string]*io.SectionReader
+
+// CodeFromBytes is Code over parts held in memory.
+func CodeFromBytes(parts map[string][]byte) Code {
+	if parts == nil {
+		return nil
+	}
+	c := make(Code, len(parts))
+	for name, b := range parts {
+		c[name] = io.NewSectionReader(bytes.NewReader(b), 0, int64(len(b)))
+	}
+	return c
+}
+
+// Size is the code's total length in bytes.
+func (c Code) Size() int64 {
+	var n int64
+	for _, r := range c {
+		n += r.Size()
+	}
+	return n
 }
 
 // Layer is the content of one image layer: files by absolute or relative
@@ -71,22 +109,28 @@ type Layer struct {
 
 // CodeLayer returns the layer holding the spec's code parts, given their
 // bytes by name: each at CodePath(name). Every code part of the spec must be
-// given, with bytes matching its digest, and no others.
-func CodeLayer(spec Spec, parts map[string][]byte) (Layer, error) {
+// given, with bytes matching its digest, and no others. The layer's files
+// read the parts when its tar is written: they must stay readable until
+// then.
+func CodeLayer(spec Spec, parts Code) (Layer, error) {
 	n, err := spec.Normalize()
 	if err != nil {
 		return Layer{}, err
 	}
 	l := Layer{Name: "code", Files: make(map[string]File, len(n.Code))}
 	for _, cp := range n.Code {
-		b, ok := parts[cp.Name]
-		if !ok {
+		r, ok := parts[cp.Name]
+		if !ok || r == nil {
 			return Layer{}, fmt.Errorf("%w: code part %q: no content given", ErrInvalidSpec, cp.Name)
 		}
-		if d := DigestOf(b); d != cp.Digest {
+		d, err := DigestOfReader(io.NewSectionReader(r, 0, r.Size()))
+		if err != nil {
+			return Layer{}, fmt.Errorf("code part %q: %w", cp.Name, err)
+		}
+		if d != cp.Digest {
 			return Layer{}, fmt.Errorf("%w: code part %q: content has digest %s, spec says %s", ErrInvalidSpec, cp.Name, d, cp.Digest)
 		}
-		l.Files[CodePath(cp.Name)] = File{Data: b, Mode: 0o644}
+		l.Files[CodePath(cp.Name)] = File{Src: r, Mode: 0o644}
 	}
 	if len(parts) != len(n.Code) {
 		for name := range parts {
@@ -158,7 +202,7 @@ func (l Layer) WriteTar(w io.Writer) error {
 		if e.dir {
 			h.Typeflag, h.Name, h.Mode = tar.TypeDir, n+"/", 0o755
 		} else {
-			h.Typeflag, h.Mode, h.Size = tar.TypeReg, e.file.Mode, int64(len(e.file.Data))
+			h.Typeflag, h.Mode, h.Size = tar.TypeReg, e.file.Mode, e.file.size()
 			if h.Mode == 0 {
 				h.Mode = 0o644
 			}
@@ -167,12 +211,21 @@ func (l Layer) WriteTar(w io.Writer) error {
 			return fmt.Errorf("layer %q: %s: %w", l.Name, n, err)
 		}
 		if !e.dir {
-			if _, err := tw.Write(e.file.Data); err != nil {
+			if err := e.file.write(tw); err != nil {
 				return fmt.Errorf("layer %q: %s: %w", l.Name, n, err)
 			}
 		}
 	}
 	return tw.Close()
+}
+
+func (f File) write(w io.Writer) error {
+	if f.Src == nil {
+		_, err := w.Write(f.Data)
+		return err
+	}
+	_, err := io.Copy(w, io.NewSectionReader(f.Src, 0, f.Src.Size()))
+	return err
 }
 
 func cleanPath(p string) (string, error) {

@@ -50,7 +50,7 @@ var codeZip = []byte("user code zip")
 
 func sampleLayers(t *testing.T) []Layer {
 	t.Helper()
-	code, err := CodeLayer(sampleSpec(), map[string][]byte{"mylib": codeZip})
+	code, err := CodeLayer(sampleSpec(), CodeFromBytes(map[string][]byte{"mylib": codeZip}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestCodeLayerErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := CodeLayer(sampleSpec(), tt.parts); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := CodeLayer(sampleSpec(), CodeFromBytes(tt.parts)); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("CodeLayer() error %v, want one containing %q", err, tt.want)
 			}
 		})

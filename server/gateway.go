@@ -190,8 +190,15 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	sessions.SetStore(g.store, access)
 	limiter := auth.NewFailureLimiter(cfg.Auth.FailedPerMinute)
+	// Environment uploads are spooled here, each file unlinked as soon as
+	// it is made: nothing is left behind, whatever ends a request.
+	uploads := filepath.Join(cfg.DataDir, "tmp", "uploads")
+	if err := os.MkdirAll(uploads, 0o700); err != nil {
+		return nil, fmt.Errorf("gateway: create the upload directory: %w", err)
+	}
 	apiSrv := api.New(api.Config{Version: version, Provider: cfg.Provider, Region: providerRegion(cfg), PublicURL: g.PublicURL, Issuer: g.Issuer, ClientID: cfg.Auth.OIDC.ClientID,
-		OnExceed: cfg.Quotas.OnExceed, DashboardProblem: g.dash.forProvider}, g.core, authn, sessions, log)
+		OnExceed: cfg.Quotas.OnExceed, DashboardProblem: g.dash.forProvider,
+		MaxUserBodyBytes: int64(cfg.API.MaxUserBodyMiB) << 20, UploadDir: uploads}, g.core, authn, sessions, log)
 	apiSrv.SetAdmin(quotas, g.store)
 	apiSrv.SetTokenStore(g.store)
 	apiSrv.SetDatabase(g.store) // /api/health reports it; its outages answer 503

@@ -21,11 +21,12 @@ import (
 // those of images.
 type startingBuilder struct{ images map[string]images.Spec }
 
-func (startingBuilder) EnsureFor(_ context.Context, _ build.Owner, spec images.Spec, _ map[string][]byte) (build.Status, error) {
+func (startingBuilder) EnsureFor(_ context.Context, _ build.Owner, spec images.Spec, _ images.Code) (build.Status, error) {
 	h, err := spec.Hash()
 	return build.Status{Hash: h, Ref: "reg/envs:" + images.TagForHash(h), State: build.StateBuilding, Built: true, Steps: []string{"probing base"}}, err
 }
 func (startingBuilder) Used(string)                 {}
+func (startingBuilder) Active(string) []string      { return nil }
 func (startingBuilder) Logs(string) ([]byte, error) { return nil, os.ErrNotExist }
 func (startingBuilder) Ref(hash string) string      { return "reg/envs:" + images.TagForHash(hash) }
 func (b startingBuilder) Inspect(_ context.Context, ref string) (images.Spec, error) {

@@ -43,7 +43,8 @@ func (*imageCore) Limits() scheduler.Limits {
 // fakeEnvs is a gateway that knows one published environment and no builds.
 type fakeEnvs struct{}
 
-func (fakeEnvs) Ensure(context.Context, quota.Who, images.Spec, map[string][]byte) (apitype.EnvStatus, error) {
+func (fakeEnvs) Admit(context.Context, quota.Who) (func(), error) { return func() {}, nil }
+func (fakeEnvs) Ensure(context.Context, quota.Who, images.Spec, images.Code) (apitype.EnvStatus, error) {
 	return apitype.EnvStatus{}, fmt.Errorf("%w: it has no Docker engine", envs.ErrNoBuilder)
 }
 func (fakeEnvs) Status(_ context.Context, _ quota.Who, hash string) (apitype.EnvStatus, error) {

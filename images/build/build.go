@@ -368,7 +368,7 @@ func (b *Builder) Ref(hash string) string {
 }
 
 // Ensure is EnsureFor with no owner: no per-owner cap or slot rule.
-func (b *Builder) Ensure(ctx context.Context, spec images.Spec, code map[string][]byte) (Status, error) {
+func (b *Builder) Ensure(ctx context.Context, spec images.Spec, code images.Code) (Status, error) {
 	return b.EnsureFor(ctx, Owner{}, spec, code)
 }
 
@@ -376,13 +376,15 @@ func (b *Builder) Ensure(ctx context.Context, spec images.Spec, code map[string]
 // waiting for a build: ready when an image tagged images.TagForHash(hash)
 // exists (Built false), the running build's status when one is running for
 // that hash, and else the status of a build it starts (building; failed at
-// once when no base matches). code has the bytes of the spec's code parts
-// by name; they are only needed for a build (ErrNeedCode otherwise). An
+// once when no base matches). code has the content of the spec's code
+// parts by name; it is only needed for a build (ErrNeedCode otherwise),
+// and is copied to the spool: the caller may remove it once EnsureFor
+// returns. An
 // invalid spec gives an error wrapping images.ErrInvalidSpec. A new build
 // for an owner with MaxBuilds builds queued or running already is refused
 // with a *TooManyBuildsError (ErrTooManyBuilds). The code is spooled to a
 // file (SpoolDir) for as long as the build waits and runs.
-func (b *Builder) EnsureFor(ctx context.Context, owner Owner, spec images.Spec, code map[string][]byte) (Status, error) {
+func (b *Builder) EnsureFor(ctx context.Context, owner Owner, spec images.Spec, code images.Code) (Status, error) {
 	n, err := spec.Normalize()
 	if err != nil {
 		return Status{}, err
@@ -417,7 +419,7 @@ func (b *Builder) EnsureFor(ctx context.Context, owner Owner, spec images.Spec, 
 	}
 
 	var missing []string
-	parts := make(map[string][]byte, len(n.Code))
+	parts := make(images.Code, len(n.Code))
 	for _, cp := range n.Code {
 		data, ok := code[cp.Name]
 		if !ok {

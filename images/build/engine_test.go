@@ -49,7 +49,7 @@ func TestEngineAssembleOnly(t *testing.T) {
 	cfg := Config{Docker: cli, Bases: []Base{{Python: base.Python, Image: baseRef}}}
 	b := newBuilder(t, cfg)
 
-	st, err := b.Ensure(ctx, spec, map[string][]byte{"usercode": zip})
+	st, err := b.Ensure(ctx, spec, images.CodeFromBytes(map[string][]byte{"usercode": zip}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestEngineBuild(t *testing.T) {
 	t.Run("installs", func(t *testing.T) {
 		spec, zip, value := engineSpec(t, base)
 		spec.Packages = append(spec.Packages, images.Package{Name: "GWDemo", Version: "1.0"})
-		code := map[string][]byte{"usercode": zip}
+		code := images.CodeFromBytes(map[string][]byte{"usercode": zip})
 
 		var wg sync.WaitGroup
 		sts := make([]Status, 3)
@@ -222,7 +222,7 @@ func TestEngineBuild(t *testing.T) {
 	t.Run("fails", func(t *testing.T) {
 		spec, zip, _ := engineSpec(t, base)
 		spec.Packages = append(spec.Packages, images.Package{Name: "gwmissing", Version: "2.0"})
-		st, err := b.Ensure(ctx, spec, map[string][]byte{"usercode": zip})
+		st, err := b.Ensure(ctx, spec, images.CodeFromBytes(map[string][]byte{"usercode": zip}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +282,7 @@ func TestEngineClose(t *testing.T) {
 	for _, pkg := range []string{"gwslow", "gwslow2"} {
 		spec, zip, _ := engineSpec(t, base)
 		spec.Packages = append(spec.Packages, images.Package{Name: pkg, Version: "1.0"})
-		st, err := b.Ensure(ctx, spec, map[string][]byte{"usercode": zip})
+		st, err := b.Ensure(ctx, spec, images.CodeFromBytes(map[string][]byte{"usercode": zip}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,7 +336,7 @@ func TestEngineToRegistry(t *testing.T) {
 	zip, part := codeZip(t, "usercode", nonce(t))
 	spec := registryBase
 	spec.Code = []images.CodePart{part}
-	st, err := b.Ensure(ctx, spec, map[string][]byte{"usercode": zip})
+	st, err := b.Ensure(ctx, spec, images.CodeFromBytes(map[string][]byte{"usercode": zip}))
 	if err != nil {
 		t.Fatal(err)
 	}

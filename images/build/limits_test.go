@@ -93,14 +93,14 @@ func TestBuildCapsPerOwner(t *testing.T) {
 
 	type req struct {
 		spec images.Spec
-		code map[string][]byte
+		code images.Code
 		zip  []byte
 	}
 	mk := func(i int) req {
 		zip, part := codeZip(t, "code", nonce(t)+strconv.Itoa(i))
 		spec := registryBase
 		spec.Code = []images.CodePart{part}
-		return req{spec, map[string][]byte{"code": zip}, zip}
+		return req{spec, images.CodeFromBytes(map[string][]byte{"code": zip}), zip}
 	}
 	alice, bob := Owner{ID: "alice", MaxBuilds: 2}, Owner{ID: "bob", MaxBuilds: 2}
 	r1, r2, r3, r4 := mk(1), mk(2), mk(3), mk(4)

@@ -236,7 +236,7 @@ func TestECRActionsAreTheRequestsMade(t *testing.T) {
 	zip, part := codeZip(t, "mycode", nonce(t))
 	spec := registryBase
 	spec.Code = []images.CodePart{part}
-	st, err := b.Ensure(ctx, spec, map[string][]byte{"mycode": zip})
+	st, err := b.Ensure(ctx, spec, images.CodeFromBytes(map[string][]byte{"mycode": zip}))
 	if err != nil {
 		t.Fatal(err)
 	}

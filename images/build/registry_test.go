@@ -100,7 +100,7 @@ func TestRegistryBasicAuth(t *testing.T) {
 	zip, part := codeZip(t, "mycode", nonce(t))
 	spec := registryBase
 	spec.Code = []images.CodePart{part}
-	code := map[string][]byte{"mycode": zip, "unrelated": []byte("ignored")}
+	code := images.CodeFromBytes(map[string][]byte{"mycode": zip, "unrelated": []byte("ignored")})
 	cfg := Config{
 		Repository: host + "/envs",
 		Auth:       Auth{Kind: "basic", Username: user, Password: pass},
@@ -310,7 +310,7 @@ func TestECRAuth(t *testing.T) {
 	zip, part := codeZip(t, "mycode", nonce(t))
 	spec := registryBase
 	spec.Code = []images.CodePart{part}
-	st, err := b.Ensure(ctx, spec, map[string][]byte{"mycode": zip})
+	st, err := b.Ensure(ctx, spec, images.CodeFromBytes(map[string][]byte{"mycode": zip}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,14 @@ func (b *Builder) activeOf(owner string) []string {
 	return out
 }
 
+// Active lists the owner's builds queued or running on this builder, so
+// that a caller can refuse a new one before it reads the build's code.
+func (b *Builder) Active(owner string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.activeOf(owner)
+}
+
 // checkCap refuses a new build over the owner's MaxBuilds. b.mu is held.
 func (b *Builder) checkCap(o Owner) error {
 	if o.ID == "" || o.MaxBuilds < 0 {

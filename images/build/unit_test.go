@@ -163,7 +163,7 @@ func TestEnsureErrors(t *testing.T) {
 	if !errors.Is(err, ErrNeedCode) || !strings.Contains(err.Error(), "mycode") {
 		t.Errorf("Ensure without the code: %v, want ErrNeedCode naming mycode", err)
 	}
-	_, err = b.Ensure(ctx, spec, map[string][]byte{"mycode": append(zip, 'x')})
+	_, err = b.Ensure(ctx, spec, images.CodeFromBytes(map[string][]byte{"mycode": append(zip, 'x')}))
 	if err == nil || !strings.Contains(err.Error(), "digest") {
 		t.Errorf("Ensure with other code bytes: %v", err)
 	}
@@ -174,7 +174,7 @@ func TestEnsureErrors(t *testing.T) {
 	// No base for Python 3.12: failed at once, naming the configured bases
 	// and the config key, with a log.
 	spec.Python = "3.12"
-	st, err := b.Ensure(ctx, spec, map[string][]byte{"mycode": zip})
+	st, err := b.Ensure(ctx, spec, images.CodeFromBytes(map[string][]byte{"mycode": zip}))
 	if err != nil {
 		t.Fatal(err)
 	}

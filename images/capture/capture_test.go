@@ -247,7 +247,7 @@ func TestCapture(t *testing.T) {
 			if !reflect.DeepEqual(parts, tt.parts) || len(env.Code) != len(tt.parts) {
 				t.Errorf("code parts %q (%d zips), want %q", parts, len(env.Code), tt.parts)
 			}
-			if _, err := images.CodeLayer(s, env.Code); err != nil {
+			if _, err := images.CodeLayer(s, images.CodeFromBytes(env.Code)); err != nil {
 				t.Errorf("CodeLayer: %v", err)
 			}
 			notes := strings.Join(env.Notes, "\n")

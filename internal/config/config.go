@@ -177,6 +177,11 @@ type Config struct {
 		Retention         time.Duration `mapstructure:"retention" doc:"built environment images that no cluster uses and nobody asked for within this long are removed from the engine (checked hourly; 0: never)"`
 	} `mapstructure:"images"`
 
+	// API bounds what users' requests may cost the gateway.
+	API struct {
+		MaxUserBodyMiB int `mapstructure:"max_user_body_mib" doc:"request body bytes one user may have in flight at once, over all their requests, MiB; over it, requests are answered 429 unread (at least images.max_code_mib x 4/3 + 4, so that one environment upload fits)"`
+	} `mapstructure:"api"`
+
 	// Proxy bounds the Dask (TLS passthrough) connections the public port
 	// holds, so that a flood cannot exhaust the gateway's descriptors.
 	Proxy struct {
@@ -236,6 +241,11 @@ type Config struct {
 		Format string `mapstructure:"format" doc:"text or json"`
 	} `mapstructure:"log"`
 }
+
+// MinUserBodyMiB is the smallest api.max_user_body_mib that lets one
+// environment upload through: its code base64-encoded (4/3 of its size),
+// and up to 4 MiB of spec.
+func MinUserBodyMiB(maxCodeMiB int) int { return (maxCodeMiB*4+2)/3 + 4 }
 
 // defaults lists every key with its default value.
 func defaults() map[string]any {
@@ -304,6 +314,7 @@ func defaults() map[string]any {
 		"images.environments":                       []map[string]any{},
 		"images.allowed_registries":                 []string{},
 		"images.retention":                          "168h",
+		"api.max_user_body_mib":                     128,
 		"proxy.handshake_timeout":                   "10s",
 		"proxy.idle_timeout":                        "4h",
 		"proxy.max_connections":                     0,
@@ -647,6 +658,8 @@ func (c *Config) finish() error {
 	}
 	if c.Images.MaxCodeMiB < 1 || c.Images.MaxCodeMiB > 1024 {
 		problems = append(problems, "images.max_code_mib must be between 1 and 1024")
+	} else if need := MinUserBodyMiB(c.Images.MaxCodeMiB); c.API.MaxUserBodyMiB < need {
+		problems = append(problems, fmt.Sprintf("api.max_user_body_mib (%d) must be at least %d: one environment upload of images.max_code_mib (%d) is that large, its code in base64", c.API.MaxUserBodyMiB, need, c.Images.MaxCodeMiB))
 	}
 	if c.Pricing.VCPUHour < 0 || c.Pricing.MemoryGiBHour < 0 {
 		problems = append(problems, "pricing.vcpu_hour and pricing.memory_gib_hour must not be negative")

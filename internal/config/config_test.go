@@ -108,6 +108,7 @@ func TestInvalid(t *testing.T) {
 		{"no issuer outside dev", "listen: 127.0.0.1:1\n", nil, "auth.oidc.issuer must name"},
 		{"images.auth unknown", "images:\n  auth: kerberos\n", nil, `images.auth "kerberos" must be auto, none, basic, ecr or google`},
 		{"images.max_code_mib zero", "images:\n  max_code_mib: 0\n", nil, "images.max_code_mib must be between 1 and 1024"},
+		{"user body budget below one upload", "images:\n  max_code_mib: 300\n", nil, "api.max_user_body_mib (128) must be at least 404: one environment upload of images.max_code_mib (300)"},
 		{"docker without an image", "provider: docker\n", nil, "providers.docker.image must name the image"},
 		{"docker half TLS", "provider: docker\nproviders:\n  docker:\n    image: x\n    tls_cert: /c\n", nil, "tls_cert and providers.docker.tls_key must be set together"},
 		{"docker network unknown", "provider: docker\nproviders:\n  docker:\n    image: x\n    network: bridge\n", nil, `providers.docker.network "bridge" must be cluster`},
