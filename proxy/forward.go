@@ -158,7 +158,7 @@ func (f *forwarder) dial(ctx context.Context, rt routes.Route) (*backendConn, er
 	raw = quietnet.Wrap(raw)
 	conn := raw
 	if u.Scheme == "https" {
-		cfg, err := routes.MemberTLS(rt.ClusterCert)
+		cfg, err := routes.MemberTLS(rt.ClusterCert, rt.ClusterKey)
 		if err != nil {
 			raw.Close()
 			return nil, err

@@ -62,8 +62,9 @@ type Store interface {
 // Router publishes where each running cluster's scheduler and dashboard are.
 type Router interface {
 	// clusterCert is the cluster's certificate (PEM), which an https
-	// dashboard must present.
-	SetRoute(cluster, owner, schedulerAddr, dashboardURL string, clusterCert []byte)
+	// dashboard must present; clusterKey (PEM) is the gateway's to
+	// present it in turn (dashboards require it).
+	SetRoute(cluster, owner, schedulerAddr, dashboardURL string, clusterCert, clusterKey []byte)
 	DeleteRoute(cluster string)
 }
 
@@ -920,7 +921,7 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 	case sched.State != providers.StateRunning || sched.Address == "":
 		return c.startPoll(starting, 100*time.Millisecond), nil
 	}
-	c.router.SetRoute(cl.Name, cl.Owner, sched.Address, sched.DashboardURL, cl.TLSCert)
+	c.router.SetRoute(cl.Name, cl.Owner, sched.Address, sched.DashboardURL, cl.TLSCert, cl.TLSKey)
 	crashpoint.Hit(ctx, crashpoint.CoreStartRoutePublished)
 	running, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
 		if x.Status != store.Starting {
@@ -1008,7 +1009,7 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 			return time.Second, err
 		}
 	}
-	c.router.SetRoute(cl.Name, cl.Owner, cl.SchedulerAddress, cl.DashboardAddress, cl.TLSCert)
+	c.router.SetRoute(cl.Name, cl.Owner, cl.SchedulerAddress, cl.DashboardAddress, cl.TLSCert, cl.TLSKey)
 
 	if cl, err = c.adoptLegacy(ctx, cl, members); errors.Is(err, errStale) {
 		return 1, nil

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -16,18 +17,33 @@ import (
 // route carries no usable cluster certificate.
 var ErrNoClusterCert = errors.New("no cluster certificate to verify the member's https server with")
 
-// MemberTLS is how the gateway checks a member's HTTP server (the Dask
-// dashboard): it must present a chain to the cluster's own certificate,
-// which is a self-signed CA held by that cluster alone, so another
-// cluster's member (with another cluster's certificate) is refused. Every
-// cluster certificate names pki.DaskInternalName; the chain, not the name,
-// is what tells clusters apart.
-func MemberTLS(clusterCert []byte) (*tls.Config, error) {
+// ErrBadClusterKey means the route's cluster key does not go with its
+// certificate: the gateway could not prove itself to the member.
+var ErrBadClusterKey = errors.New("the cluster's key does not match its certificate")
+
+// MemberTLS is how the gateway talks to a member's HTTP server (the Dask
+// dashboard): the member must present a chain to the cluster's own
+// certificate, which is a self-signed CA held by that cluster alone, so
+// another cluster's member (with another cluster's certificate) is
+// refused. Every cluster certificate names pki.DaskInternalName; the
+// chain, not the name, is what tells clusters apart. With the cluster's
+// key, the gateway also presents the cluster's certificate: members'
+// dashboards require it (the scheduler preload, images.BenchPreload), so
+// that they answer the gateway and no one else who can reach their port.
+func MemberTLS(clusterCert, clusterKey []byte) (*tls.Config, error) {
 	pool := x509.NewCertPool()
 	if len(clusterCert) == 0 || !pool.AppendCertsFromPEM(clusterCert) {
 		return nil, ErrNoClusterCert
 	}
-	return &tls.Config{RootCAs: pool, ServerName: pki.DaskInternalName, MinVersion: tls.VersionTLS12}, nil
+	cfg := &tls.Config{RootCAs: pool, ServerName: pki.DaskInternalName, MinVersion: tls.VersionTLS12}
+	if len(clusterKey) > 0 {
+		pair, err := tls.X509KeyPair(clusterCert, clusterKey)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadClusterKey, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
 }
 
 // Pool keeps one HTTP transport (and so one connection pool) per cluster,
@@ -46,6 +62,7 @@ type Pool struct {
 
 type poolEntry struct {
 	cert []byte
+	key  []byte
 	rt   *http.Transport
 	used time.Time
 }
@@ -59,10 +76,10 @@ func NewPool(newTransport func(*tls.Config) *http.Transport) *Pool {
 }
 
 // Transport returns cluster's transport for a member presenting
-// clusterCert. Without a certificate, the transport refuses every https
-// server (plain http still works, for providers whose dashboards have no
-// TLS).
-func (p *Pool) Transport(cluster string, clusterCert []byte) *http.Transport {
+// clusterCert; it presents clusterCert with clusterKey in turn. Without a
+// certificate, the transport refuses every https server (plain http still
+// works, for providers whose dashboards have no TLS).
+func (p *Pool) Transport(cluster string, clusterCert, clusterKey []byte) *http.Transport {
 	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -75,11 +92,11 @@ func (p *Pool) Transport(cluster string, clusterCert []byte) *http.Transport {
 			}
 		}
 	}
-	if e, ok := p.m[cluster]; ok && bytes.Equal(e.cert, clusterCert) {
+	if e, ok := p.m[cluster]; ok && bytes.Equal(e.cert, clusterCert) && bytes.Equal(e.key, clusterKey) {
 		e.used = now
 		return e.rt
 	}
-	cfg, err := MemberTLS(clusterCert)
+	cfg, err := MemberTLS(clusterCert, clusterKey)
 	if err != nil {
 		// Trust nothing: an empty pool verifies no server.
 		cfg = &tls.Config{RootCAs: x509.NewCertPool(), ServerName: pki.DaskInternalName, MinVersion: tls.VersionTLS12}
@@ -88,7 +105,7 @@ func (p *Pool) Transport(cluster string, clusterCert []byte) *http.Transport {
 		old.rt.CloseIdleConnections()
 	}
 	rt := p.newTransport(cfg)
-	p.m[cluster] = &poolEntry{cert: bytes.Clone(clusterCert), rt: rt, used: now}
+	p.m[cluster] = &poolEntry{cert: bytes.Clone(clusterCert), key: bytes.Clone(clusterKey), rt: rt, used: now}
 	return rt
 }
 
