@@ -17,6 +17,7 @@ import (
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/internal/dashtest"
 	"github.com/gatewayhq/gateway/providers/local"
 	"github.com/gatewayhq/gateway/providers/local/localtest"
 	"github.com/gatewayhq/gateway/proxy"
@@ -42,11 +43,12 @@ func TestDashboardServedOverTLS(t *testing.T) {
 	// The gateway's client for the member: it verifies the member with
 	// cert and presents the cluster's own certificate and key.
 	get := func(cert []byte, base string) (int, error) {
-		pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
-		client := &http.Client{Transport: pool.Transport(cluster, cert, own.KeyPEM), Timeout: 10 * time.Second}
+		key := own.KeyPEM
 		if !bytes.Equal(cert, own.CertPEM) {
-			client.Transport = pool.Transport(cluster, cert, nil)
+			key = nil // the pair must match
 		}
+		pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
+		client := &http.Client{Transport: pool.Transport(cluster, cert, key), Timeout: 10 * time.Second}
 		resp, err := retryRefused(ctx, func() (*http.Response, error) {
 			return client.Get(base + "/clusters/" + cluster + "/json/counts.json")
 		})
@@ -94,91 +96,7 @@ func TestDashboardAnswersTheGatewayOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	_, own, dash, _ := startTLSScheduler(ctx, t, cluster)
-	other, err := pki.ClusterCert("other", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := dash + "/clusters/" + cluster
-	gateway := &http.Client{Transport: routes.NewPool(func(tc *tls.Config) *http.Transport {
-		return &http.Transport{TLSClientConfig: tc}
-	}).Transport(cluster, own.CertPEM, own.KeyPEM), Timeout: 20 * time.Second}
-	defer gateway.CloseIdleConnections()
-	if resp, err := retryRefused(ctx, func() (*http.Response, error) { return gateway.Get(base + "/health") }); err != nil {
-		t.Fatalf("the gateway's client: %v", err)
-	} else {
-		resp.Body.Close()
-	}
-
-	// Clients that can reach the port but are not the gateway: each checks
-	// the member's certificate as the gateway does, so what fails is the
-	// member refusing them.
-	noCert, err := routes.MemberTLS(own.CertPEM, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	withOther := noCert.Clone()
-	otherPair, err := tls.X509KeyPair(other.CertPEM, other.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	withOther.Certificates = []tls.Certificate{otherPair}
-	strangers := map[string]*tls.Config{"no certificate": noCert, "another cluster's certificate": withOther}
-
-	type request struct {
-		method, path string
-		header       http.Header
-		body         string
-		gateway      int // the gateway's answer
-	}
-	ws := http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}
-	requests := []request{
-		{"GET", "/status", nil, "", http.StatusOK},
-		{"GET", "/info/main/workers.html", nil, "", http.StatusOK},
-		{"GET", "/json/identity.json", nil, "", http.StatusOK},
-		{"GET", "/json/counts.json", nil, "", http.StatusOK},
-		{"GET", "/metrics", nil, "", http.StatusOK},
-		{"GET", "/health", nil, "", http.StatusOK},
-		{"GET", "/status/ws", ws, "", 0},
-		{"GET", "/gateway-health/watch?beat=3600", nil, "", http.StatusOK},
-		{"POST", "/gateway-bench/load", nil, "import os; os._exit(3)", http.StatusForbidden},
-	}
-	do := func(client *http.Client, rq request) (int, error) {
-		req, err := http.NewRequestWithContext(ctx, rq.method, base+rq.path, strings.NewReader(rq.body))
-		if err != nil {
-			return 0, err
-		}
-		for k, v := range rq.header {
-			req.Header[k] = v
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		resp.Body.Close() // the watch streams: its status is enough
-		return resp.StatusCode, nil
-	}
-	for name, tc := range strangers {
-		client := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 20 * time.Second}
-		for _, rq := range requests {
-			code, err := do(client, rq)
-			if err == nil && code != http.StatusForbidden {
-				t.Errorf("%s: %s %s: %d, want a TLS failure or 403", name, rq.method, rq.path, code)
-			} else if err != nil && !strings.Contains(err.Error(), "tls") && !strings.Contains(err.Error(), "certificate") &&
-				!errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, io.EOF) {
-				t.Errorf("%s: %s %s: %v, want a TLS failure", name, rq.method, rq.path, err)
-			}
-		}
-		client.CloseIdleConnections()
-	}
-	for _, rq := range requests {
-		code, err := do(gateway, rq)
-		switch {
-		case err != nil:
-			t.Errorf("the gateway: %s %s: %v", rq.method, rq.path, err)
-		case rq.gateway != 0 && code != rq.gateway:
-			t.Errorf("the gateway: %s %s: %d, want %d", rq.method, rq.path, code, rq.gateway)
-		}
-	}
+	dashtest.GatewayOnly(ctx, t, cluster, dash+"/clusters/"+cluster, own.CertPEM, own.KeyPEM)
 
 	// The dashboard proxy, as the gateway serves it to the cluster's owner.
 	rt := routes.New()
