@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/local"
@@ -336,5 +337,13 @@ func TestAgentRefusesReplaysAndOversizedBodies(t *testing.T) {
 	}
 	if sent >= announced {
 		t.Errorf("the scheduler took all %d bytes of a body it refused", announced)
+	}
+}
+
+// The limits the gateway signs and sends by are the preload's.
+func TestAgentLimitsAreThePreloads(t *testing.T) {
+	want := fmt.Sprintf("WINDOW, MAX_BODY, MAX_NONCES = %d, %d << 20,", int(AgentWindow/time.Second), MaxAgentBody>>20)
+	if !strings.Contains(images.BenchPreload, want) {
+		t.Errorf("images.BenchPreload does not say %q", want)
 	}
 }

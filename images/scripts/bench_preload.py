@@ -82,7 +82,7 @@ def guard_dashboard(node):
         ctx.load_verify_locations(cafile=ca)
         ctx.verify_mode = ssl.CERT_REQUIRED
     except Exception as e:
-        log.error("gateway: cannot require the cluster's certificate on the dashboard (%s): not serving it", e)
+        log.error("gateway: the dashboard cannot require the cluster's certificate (%s): not serving it", e)
         srv.stop()
 
 
@@ -93,15 +93,12 @@ def wrap_http_server():
         logging.getLogger("distributed.gateway").warning("gateway: dashboard guard not installed: %s", e)
         return
     start = ServerNode.start_http_server
-    if getattr(start, "gateway_guard", False):
-        return
 
     def start_http_server(self, *args, **kwargs):
         out = start(self, *args, **kwargs)
         guard_dashboard(self)
         return out
 
-    start_http_server.gateway_guard = True
     ServerNode.start_http_server = start_http_server
 
 
@@ -210,7 +207,7 @@ def dask_setup(scheduler):
     if not isinstance(ctx, ssl.SSLContext) or ctx.verify_mode != ssl.CERT_REQUIRED:
         # The wrapper did not run (a Dask that starts its HTTP server
         # elsewhere): late, but before the gateway is told of the cluster.
-        log.warning("gateway: the dashboard was started without the gateway's guard; applying it now")
+        log.warning("gateway: guarding the dashboard late")
         guard_dashboard(scheduler)
     try:
         from tornado import web
