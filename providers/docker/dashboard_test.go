@@ -23,15 +23,7 @@ func TestDashboardGatewayOnlyAndMemoryBounded(t *testing.T) {
 	cluster := newCluster()
 	spec := e.spec(cluster, "ann")
 	spec.WorkerMemory = 512 << 20
-	t.Cleanup(func() { _ = p.StopCluster(context.Background(), cluster) })
-	if err := p.StartScheduler(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	sched := waitMember(t, p, cluster, "scheduler", "running with an address", schedulerRunning)
-	if err := p.StartWorker(ctx, spec, "worker-0", sched.Address); err != nil {
-		t.Fatal(err)
-	}
-	waitMember(t, p, cluster, "worker-0", "running", running)
+	sched := startWithWorker(t, p, spec)
 
 	dctx, cancel := context.WithTimeout(ctx, waitTimeout)
 	defer cancel()

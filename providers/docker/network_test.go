@@ -418,15 +418,7 @@ func TestHostNetwork(t *testing.T) {
 	ctx := context.Background()
 	cluster := newCluster()
 	spec := e.spec(cluster, "ann")
-	t.Cleanup(func() { _ = p.StopCluster(context.Background(), cluster) })
-	if err := p.StartScheduler(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	sched := waitMember(t, p, cluster, "scheduler", "running with an address", schedulerRunning)
-	if err := p.StartWorker(ctx, spec, "worker-0", sched.Address); err != nil {
-		t.Fatal(err)
-	}
-	waitMember(t, p, cluster, "worker-0", "running", running)
+	sched := startWithWorker(t, p, spec)
 	if !strings.HasPrefix(sched.Address, "127.0.0.1:") || !strings.HasPrefix(sched.DashboardURL, "https://127.0.0.1:") {
 		t.Errorf("scheduler at %q, dashboard %q; want 127.0.0.1", sched.Address, sched.DashboardURL)
 	}

@@ -119,23 +119,29 @@ func TestDashboardAnswersTheGatewayOnly(t *testing.T) {
 // startTLSScheduler starts cluster's scheduler on the local provider with
 // real Dask and a certificate of its own, and waits for it: the provider,
 // the spec it started with, and the dashboard and scheduler addresses.
-func startTLSScheduler(ctx context.Context, t *testing.T, cluster string) (*local.Provider, pki.Pair, string, string) {
+// Options change the provider's configuration and the spec first.
+func startTLSScheduler(ctx context.Context, t *testing.T, cluster string, opts ...func(*local.Config, *providers.ClusterSpec)) (*local.Provider, pki.Pair, string, string) {
 	t.Helper()
 	const python = "/usr/bin/python3"
 	if out, err := exec.Command(python, "-c", "import distributed").CombinedOutput(); err != nil {
 		t.Fatalf("this test runs real Dask at %s (on Debian: apt-get install python3-distributed): %v\n%s", python, err, out)
 	}
 	gatewayID := "gw-" + cluster + "-local"
-	p, err := local.New(local.Config{Dir: t.TempDir(), Python: python, GatewayID: gatewayID, StopGrace: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close(context.Background(), false) })
 	cert, err := pki.ClusterCert(cluster, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.StartScheduler(ctx, tlsSpec(gatewayID, cluster, cert)); err != nil {
+	cfg := local.Config{Dir: t.TempDir(), Python: python, GatewayID: gatewayID, StopGrace: 5 * time.Second}
+	spec := tlsSpec(gatewayID, cluster, cert)
+	for _, o := range opts {
+		o(&cfg, &spec)
+	}
+	p, err := local.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background(), false) })
+	if err := p.StartScheduler(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.StopCluster(context.Background(), cluster) })

@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatewayhq/gateway/internal/pki"
+	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/local"
-	"github.com/gatewayhq/gateway/providers/local/localtest"
 )
 
 // Local members are bounded in memory by the OS (issue 32, finding 5):
@@ -24,34 +23,20 @@ import (
 func TestMemberMemoryBounded(t *testing.T) {
 	const (
 		cluster   = "memcap"
-		python    = "/usr/bin/python3"
+		python    = "/usr/bin/python3" // as startTLSScheduler's
 		schedMem  = 1 << 30
 		workerMem = 512 << 20
 		headroom  = 512 << 20
 	)
-	if out, err := exec.Command(python, "-c", "import distributed").CombinedOutput(); err != nil {
-		t.Fatalf("this test runs real Dask at %s (on Debian: apt-get install python3-distributed): %v\n%s", python, err, out)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	gatewayID := "gw-" + cluster
-	p, err := local.New(local.Config{Dir: dir, Python: python, GatewayID: gatewayID, StopGrace: 5 * time.Second, SchedulerMemory: schedMem})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close(context.Background(), false) })
-	cert, err := pki.ClusterCert(cluster, time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := tlsSpec(gatewayID, cluster, cert)
-	spec.WorkerMemory = workerMem
-	if err := p.StartScheduler(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.StopCluster(context.Background(), cluster) })
-	_, addr := localtest.WaitScheduler(ctx, t, p, cluster)
+	var spec providers.ClusterSpec
+	p, cert, _, addr := startTLSScheduler(ctx, t, cluster, func(cfg *local.Config, s *providers.ClusterSpec) {
+		cfg.Dir, cfg.SchedulerMemory = dir, schedMem
+		s.WorkerMemory = workerMem
+		spec = *s
+	})
 	if err := p.StartWorker(ctx, spec, "w0", addr); err != nil {
 		t.Fatal(err)
 	}
