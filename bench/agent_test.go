@@ -338,6 +338,35 @@ func TestAgentRefusesReplaysAndOversizedBodies(t *testing.T) {
 	if sent >= announced {
 		t.Errorf("the scheduler took all %d bytes of a body it refused", announced)
 	}
+
+	// A body without a length (chunked) is cut at MaxAgentBody: the
+	// request fails, and the agent serves on.
+	pr, pw := io.Pipe()
+	go func() {
+		chunk := make([]byte, 64<<10)
+		for sent := 0; sent <= MaxAgentBody+1<<20; sent += len(chunk) {
+			if _, err := pw.Write(chunk); err != nil {
+				return
+			}
+		}
+		pw.Close()
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"gateway-bench/load", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Gateway-Bench", sign(a.key, "load", time.Now(), newNonce(), nil))
+	resp, err = hc.Do(req)
+	pr.CloseWithError(errors.New("done")) // ends the writer
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("a chunked body over %d bytes: %s, want 400 or 413 (cut at the limit, not read whole)", MaxAgentBody, resp.Status)
+		}
+	}
+	if err := a.load(ctx); err != nil {
+		t.Errorf("the agent after an oversized chunked body: %v", err)
+	}
 }
 
 // The limits the gateway signs and sends by are the preload's.
