@@ -70,6 +70,7 @@ def guard_dashboard(node):
     srv = getattr(node, "http_server", None)
     if srv is None:
         return
+    srv.gateway_guarded = True
     ctx = getattr(srv, "ssl_options", None)
     if not isinstance(ctx, ssl.SSLContext):
         log.error("gateway: the dashboard has no TLS (distributed.scheduler.dashboard.tls.cert): not serving it")
@@ -203,8 +204,7 @@ def watch_handler(scheduler, web):
 
 def dask_setup(scheduler):
     log = logging.getLogger("distributed.gateway")
-    ctx = getattr(getattr(scheduler, "http_server", None), "ssl_options", None)
-    if not isinstance(ctx, ssl.SSLContext) or ctx.verify_mode != ssl.CERT_REQUIRED:
+    if not getattr(getattr(scheduler, "http_server", None), "gateway_guarded", True):
         # The wrapper did not run (a Dask that starts its HTTP server
         # elsewhere): late, but before the gateway is told of the cluster.
         log.warning("gateway: guarding the dashboard late")
