@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -72,21 +74,44 @@ func agentKey(keyPEM string) ([]byte, error) {
 	}
 }
 
-// sign is the X-Gateway-Bench header of a request for op with body.
-func sign(key []byte, op string, body []byte) string {
+// MaxAgentBody is the largest request body the scheduler's bench agent
+// reads (images.BenchPreload's MAX_BODY): a suite is at most twice
+// schedspec.MaxSuiteBytes zipped, a third more in base64.
+const MaxAgentBody = 8 << 20
+
+// AgentWindow is how far a signed request's time may be from the
+// scheduler's clock (images.BenchPreload's WINDOW); its nonce is
+// remembered that long, so that a captured request is not run again.
+const AgentWindow = 60 * time.Second
+
+// sign is the X-Gateway-Bench header of a request for op with body, made
+// at now with nonce (32 hex digits): the scheduler refuses it outside
+// AgentWindow of its clock or when it saw the nonce before.
+func sign(key []byte, op string, now time.Time, nonce string, body []byte) string {
+	ts := strconv.FormatInt(now.Unix(), 10)
 	m := hmac.New(sha256.New, key)
-	m.Write([]byte(op + "\n"))
+	m.Write([]byte(op + "\n" + ts + "\n" + nonce + "\n"))
 	m.Write(body)
-	return hex.EncodeToString(m.Sum(nil))
+	return "t=" + ts + ",n=" + nonce + ",s=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// newNonce is a request's nonce: 128 random bits, in hex.
+func newNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
+	return hex.EncodeToString(b[:])
 }
 
 // call posts one signed op and decodes its answer into out.
 func (a *Agent) call(ctx context.Context, op string, body []byte, out any) error {
+	if len(body) > MaxAgentBody {
+		return fmt.Errorf("bench agent %s: a request of %d bytes is over the agent's %d: send a smaller suite", op, len(body), MaxAgentBody)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url+op, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("X-Gateway-Bench", sign(a.key, op, body))
+	req.Header.Set("X-Gateway-Bench", sign(a.key, op, time.Now(), newNonce(), body))
 	req.Header.Set("Content-Type", "application/json")
 	if a.token != "" {
 		req.Header.Set("Authorization", "Bearer "+a.token)

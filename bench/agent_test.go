@@ -2,12 +2,17 @@ package bench
 
 import (
 	"archive/zip"
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/local"
@@ -53,7 +59,7 @@ func agentCluster(t *testing.T, name string) (string, *http.Client, pki.Pair) {
 		t.Fatal(err)
 	}
 	pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
-	hc := &http.Client{Transport: pool.Transport(name, pair.CertPEM), Timeout: 60 * time.Second}
+	hc := &http.Client{Transport: pool.Transport(name, pair.CertPEM, pair.KeyPEM), Timeout: 60 * time.Second}
 	base := dash + "/clusters/" + name + "/"
 	// The dashboard may answer a moment after the scheduler file is written.
 	for {
@@ -229,5 +235,144 @@ func TestAgentAbsent(t *testing.T) {
 	}
 	if _, err := NewAgent(srv.URL, "", srv.Client(), string(pair.CertPEM)); err == nil {
 		t.Error("a certificate was taken for a private key")
+	}
+}
+
+// The bench agent's door checks a request's signature before reading its
+// body, against the real preload in a real scheduler (issue 32, finding
+// 5): a signed request runs once (its replay is refused), a signature
+// from outside the clock window or of the old form is refused, and a body
+// over MaxAgentBody is refused from its headers, the connection closed
+// with most of the body never sent.
+func TestAgentRefusesReplaysAndOversizedBodies(t *testing.T) {
+	const name = "agentsig"
+	base, hc, pair := agentCluster(t, name)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, err := NewAgent(base, "", hc, string(pair.KeyPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(op string, body []byte, sig string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"gateway-bench/"+op, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Gateway-Bench", sig)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+
+	signed := sign(a.key, "load", time.Now(), newNonce(), agentScript)
+	if code, body := post("load", agentScript, signed); code != http.StatusOK {
+		t.Fatalf("a signed load: %d %s, want 200", code, body)
+	}
+	if code, body := post("load", agentScript, signed); code != http.StatusForbidden || !strings.Contains(body, "replayed") {
+		t.Errorf("the same load again: %d %s, want 403 replayed", code, body)
+	}
+	for _, c := range []struct {
+		name, sig, want string
+		body            []byte
+	}{
+		{"an hour-old signature", sign(a.key, "load", time.Now().Add(-time.Hour), newNonce(), agentScript), "stale", agentScript},
+		{"a signature from twice the window ahead", sign(a.key, "load", time.Now().Add(2*AgentWindow), newNonce(), agentScript), "stale", agentScript},
+		{"the old form (no time, no nonce)", hex.EncodeToString(make([]byte, 32)), "bad signature", agentScript},
+		{"another body under a valid signature", sign(a.key, "load", time.Now(), newNonce(), agentScript), "bad signature", []byte("import os; os._exit(3)")},
+	} {
+		if code, body := post("load", c.body, c.sig); code != http.StatusForbidden || !strings.Contains(body, c.want) {
+			t.Errorf("%s: %d %s, want 403 %s", c.name, code, body, c.want)
+		}
+	}
+	if err := a.load(ctx); err != nil {
+		t.Errorf("the agent's own load: %v", err)
+	}
+
+	// 95 MB announced, a valid signature: the answer comes from the
+	// headers, and the scheduler closes the connection rather than read on.
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := pki.MemberTLS(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := tls.Dialer{Config: tc}
+	conn, err := d.DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Minute)) // a hang bound, not a speed check
+	const announced = 95 << 20
+	fmt.Fprintf(conn, "POST %sgateway-bench/load HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\nX-Gateway-Bench: %s\r\n\r\n",
+		u.Path, u.Host, announced, sign(a.key, "load", time.Now(), newNonce(), nil))
+	if _, err := conn.Write(make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a 95 MB body after its first 64 KiB: %v", err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 95 MB body: %s %s, want 413", resp.Status, msg)
+	}
+	// The rest is not read: the scheduler hung up, and a client still
+	// sending finds the connection gone long before 95 MB.
+	sent := 64 << 10
+	chunk := make([]byte, 64<<10)
+	for ; sent < announced; sent += len(chunk) {
+		if _, err := conn.Write(chunk); err != nil {
+			break
+		}
+	}
+	if sent >= announced {
+		t.Errorf("the scheduler took all %d bytes of a body it refused", announced)
+	}
+
+	// A body without a length (chunked) is cut at MaxAgentBody: the
+	// request fails, and the agent serves on.
+	pr, pw := io.Pipe()
+	go func() {
+		chunk := make([]byte, 64<<10)
+		for sent := 0; sent <= MaxAgentBody+1<<20; sent += len(chunk) {
+			if _, err := pw.Write(chunk); err != nil {
+				return
+			}
+		}
+		pw.Close()
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"gateway-bench/load", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Gateway-Bench", sign(a.key, "load", time.Now(), newNonce(), nil))
+	resp, err = hc.Do(req)
+	pr.CloseWithError(errors.New("done")) // ends the writer
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("a chunked body over %d bytes: %s, want 400 or 413 (cut at the limit, not read whole)", MaxAgentBody, resp.Status)
+		}
+	}
+	if err := a.load(ctx); err != nil {
+		t.Errorf("the agent after an oversized chunked body: %v", err)
+	}
+}
+
+// The limits the gateway signs and sends by are the preload's.
+func TestAgentLimitsAreThePreloads(t *testing.T) {
+	want := fmt.Sprintf("WINDOW, MAX_BODY, MAX_NONCES = %d, %d << 20,", int(AgentWindow/time.Second), MaxAgentBody>>20)
+	if !strings.Contains(images.BenchPreload, want) {
+		t.Errorf("images.BenchPreload does not say %q", want)
 	}
 }

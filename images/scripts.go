@@ -26,10 +26,13 @@ var benchPreload string
 
 // LauncherScript starts a Dask scheduler or worker after checking the
 // versions in the ExpectEnv variable against what is installed; see
-// LauncherCommand. A scheduler starts with BenchPreload, which travels
-// compressed: EC2's user data, which carries the launcher, has 16 KiB.
-var LauncherScript = "import base64, zlib\nBENCH_PRELOAD = zlib.decompress(base64.b64decode(" +
-	pyString(deflated(BenchPreload)) + ")).decode()\n" + stripComments(launcherScript)
+// LauncherCommand. A scheduler starts with BenchPreload. Both travel
+// compressed together (a NUL apart: neither has one), which shares the
+// compressor's dictionary between them: EC2's user data, which carries
+// the launcher, has 16 KiB.
+var LauncherScript = "import base64, zlib\nBENCH_PRELOAD, LAUNCHER = zlib.decompress(base64.b64decode(" +
+	pyString(deflated(BenchPreload+"\x00"+stripComments(launcherScript))) + ")).decode().split(\"\\0\")\n" +
+	"exec(compile(LAUNCHER, \"gateway-launcher\", \"exec\"))\n"
 
 // BenchPreload is the text of the scheduler preload every backend starts
 // schedulers with ("dask scheduler --preload <file>"): the door through

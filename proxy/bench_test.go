@@ -210,7 +210,7 @@ func BenchmarkPassthroughSteadyState(b *testing.B) {
 					return ssConn{tc, func() { _ = raw.SetDeadline(time.Now().Add(ioTimeout)) }, func() { _ = tc.Close() }}
 				}
 			}
-			rt.SetRoute(cluster, "alice", backendAddr, "", nil)
+			rt.SetRoute(cluster, "alice", backendAddr, "", nil, nil)
 			for _, target := range []ssTarget{{"direct", backendAddr}, {"proxy", p.addr}} {
 				b.Run(mode+"/"+w.name+"/"+target.name, func(b *testing.B) {
 					runSteadyState(b, dial(b, target.addr), w, results)

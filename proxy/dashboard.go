@@ -134,7 +134,7 @@ func (m memberTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if !ok {
 		return nil, errors.New("dashboard: request without a cluster")
 	}
-	return m.pool.Transport(t.cluster, t.route.ClusterCert).RoundTrip(r)
+	return m.pool.Transport(t.cluster, t.route.ClusterCert, t.route.ClusterKey).RoundTrip(r)
 }
 
 type targetKey struct{}

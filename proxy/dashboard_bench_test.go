@@ -59,7 +59,7 @@ func BenchmarkDashboardRequest(b *testing.B) {
 	authn := auth.FromRequest(auth.Chain{auth.NewAPITokens(db, nil, nil)}, sessions, auth.NewFailureLimiter(100))
 
 	rt := routes.New()
-	rt.SetRoute("bench", "alice", "127.0.0.1:1", "http://"+bln.Addr().String(), nil)
+	rt.SetRoute("bench", "alice", "127.0.0.1:1", "http://"+bln.Addr().String(), nil, nil)
 	h := startProxy(b, Config{AllowPlainHTTP: true, DialTimeout: 2 * time.Second}, rt, func(s *Server) http.Handler {
 		mux := http.NewServeMux()
 		mux.Handle(DashboardPrefix, s.DashboardHandler(authn))

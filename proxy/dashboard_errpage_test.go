@@ -20,8 +20,8 @@ const chromiumAccept = "text/html,application/xhtml+xml,application/xml;q=0.9,im
 func TestDashboardErrorsAnswerTheirClient(t *testing.T) {
 	deadURL := deadURL(t)
 	rt := routes.New()
-	rt.SetRoute("down", "alice", "127.0.0.1:1", deadURL, nil)
-	rt.SetRoute("c2", "bob", "127.0.0.1:1", deadURL, nil)
+	rt.SetRoute("down", "alice", "127.0.0.1:1", deadURL, nil, nil)
+	rt.SetRoute("c2", "bob", "127.0.0.1:1", deadURL, nil, nil)
 	h := New(Config{DialTimeout: ioTimeout}, rt).DashboardHandler(sessionAuthn)
 
 	cases := []struct {

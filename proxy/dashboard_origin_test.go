@@ -117,7 +117,7 @@ func TestDashboardRefusesCrossSiteCookieRequests(t *testing.T) {
 		t.Run(setup.name, func(t *testing.T) {
 			c1 := startDashBackend(t, "c1")
 			rt := routes.New()
-			rt.SetRoute("c1", "alice", "127.0.0.1:1", c1.url(), nil)
+			rt.SetRoute("c1", "alice", "127.0.0.1:1", c1.url(), nil, nil)
 			p := startDashboardProxyAt(t, rt, sessionAuthn, setup.publicURL)
 			self := setup.publicURL
 			if self == "" {
@@ -194,11 +194,11 @@ func TestDashboardOverTLSVerifiesClusterCert(t *testing.T) {
 	memberA := tlsDashBackend(t, "ca", certA)
 	memberB := tlsDashBackend(t, "cb", certB)
 	rt := routes.New()
-	rt.SetRoute("ca", "alice", "127.0.0.1:1", memberA.url(), certA.CertPEM)
+	rt.SetRoute("ca", "alice", "127.0.0.1:1", memberA.url(), certA.CertPEM, nil)
 	// cb's route points at a member presenting ca's certificate (a member
 	// of another cluster answering on cb's address).
-	rt.SetRoute("cb", "alice", "127.0.0.1:1", memberA.url(), certB.CertPEM)
-	rt.SetRoute("nocert", "alice", "127.0.0.1:1", memberA.url(), nil)
+	rt.SetRoute("cb", "alice", "127.0.0.1:1", memberA.url(), certB.CertPEM, nil)
+	rt.SetRoute("nocert", "alice", "127.0.0.1:1", memberA.url(), nil, nil)
 	p := startDashboardProxy(t, rt, sessionAuthn)
 	get := func(cluster string) int {
 		return rawRequest(t, p.addr, http.MethodGet, "/clusters/"+cluster+"/status", map[string]string{"Authorization": "Bearer alice-token"})
@@ -220,7 +220,7 @@ func TestDashboardOverTLSVerifiesClusterCert(t *testing.T) {
 	}
 	// The route moves to cb's own member: the new certificate applies at
 	// once (a new pool), and the upgrade path works over TLS too.
-	rt.SetRoute("cb", "alice", "127.0.0.1:1", memberB.url(), certB.CertPEM)
+	rt.SetRoute("cb", "alice", "127.0.0.1:1", memberB.url(), certB.CertPEM, nil)
 	if got := get("cb"); got != http.StatusOK {
 		t.Fatalf("cb's own member: status %d, want 200", got)
 	}

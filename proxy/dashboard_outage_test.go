@@ -29,7 +29,7 @@ func TestDashboardCredentialsUncheckable(t *testing.T) {
 		return nil, fmt.Errorf("auth: %w", down)
 	}
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", "127.0.0.1:1", "http://127.0.0.1:1", nil)
+	rt.SetRoute("c1", "alice", "127.0.0.1:1", "http://127.0.0.1:1", nil, nil)
 	h := startProxy(t, Config{AllowPlainHTTP: true, DialTimeout: 2 * time.Second}, rt, func(s *Server) http.Handler {
 		s.SetLoginRedirect(func(next string) string { return "/auth/login?next=" + next })
 		mux := http.NewServeMux()

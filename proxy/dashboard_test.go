@@ -122,11 +122,11 @@ func startDashboard(t *testing.T) *dashFixture {
 	deadURL := deadURL(t)
 
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", "127.0.0.1:1", f.c1.url(), nil)
-	rt.SetRoute("c2", "bob", "127.0.0.1:1", f.c2.url(), nil)
-	rt.SetRoute("nodash", "alice", "127.0.0.1:1", "", nil)
-	rt.SetRoute("baddash", "alice", "127.0.0.1:1", "http://[::1", nil) // unparsable: no dashboard
-	rt.SetRoute("down", "alice", "127.0.0.1:1", deadURL, nil)
+	rt.SetRoute("c1", "alice", "127.0.0.1:1", f.c1.url(), nil, nil)
+	rt.SetRoute("c2", "bob", "127.0.0.1:1", f.c2.url(), nil, nil)
+	rt.SetRoute("nodash", "alice", "127.0.0.1:1", "", nil, nil)
+	rt.SetRoute("baddash", "alice", "127.0.0.1:1", "http://[::1", nil, nil) // unparsable: no dashboard
+	rt.SetRoute("down", "alice", "127.0.0.1:1", deadURL, nil, nil)
 	gwTLS, gwPool := gatewayCert(t)
 	f.gwPool = gwPool
 	f.p = startProxy(t, Config{TLS: gwTLS, AllowPlainHTTP: true, DialTimeout: 2 * time.Second}, rt, func(s *Server) http.Handler {
@@ -302,7 +302,7 @@ func TestDashboardOverHTTPS(t *testing.T) {
 
 func TestDashboardNotFoundIsUniform(t *testing.T) {
 	f := startDashboard(t)
-	f.p.rt.SetRoute("gone", "alice", "127.0.0.1:1", f.c1.url(), nil)
+	f.p.rt.SetRoute("gone", "alice", "127.0.0.1:1", f.c1.url(), nil, nil)
 	f.p.rt.DeleteRoute("gone") // stopped: no longer running
 
 	cases := []struct {
@@ -454,14 +454,14 @@ func TestDashboardRoutesAreLive(t *testing.T) {
 	if a := f.get(t, "/clusters/c1/", alice); a.status != 200 {
 		t.Fatalf("alice: %d", a.status)
 	}
-	f.p.rt.SetRoute("c1", "bob", "127.0.0.1:1", f.c1.url(), nil) // ownership moves
+	f.p.rt.SetRoute("c1", "bob", "127.0.0.1:1", f.c1.url(), nil, nil) // ownership moves
 	if a := f.get(t, "/clusters/c1/", alice); a.status != 404 {
 		t.Fatalf("alice after the owner changed: %d, want 404", a.status)
 	}
 	if a := f.get(t, "/clusters/c1/", bob); a.status != 200 {
 		t.Fatalf("bob after the owner changed: %d, want 200", a.status)
 	}
-	f.p.rt.SetRoute("new", "alice", "127.0.0.1:1", f.c2.url(), nil)
+	f.p.rt.SetRoute("new", "alice", "127.0.0.1:1", f.c2.url(), nil, nil)
 	if a := f.get(t, "/clusters/new/x", alice); a.status != 200 || string(a.body) != "dashboard c2 GET /clusters/new/x" {
 		t.Fatalf("route added later: %d %q", a.status, a.body)
 	}

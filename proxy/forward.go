@@ -159,7 +159,7 @@ func (f *forwarder) dial(ctx context.Context, rt routes.Route) (*backendConn, er
 	raw = quietnet.Wrap(raw)
 	conn := raw
 	if u.Scheme == "https" {
-		cfg, err := pki.MemberTLS(rt.ClusterCert)
+		cfg, err := pki.MemberTLS(rt.ClusterCert, rt.ClusterKey)
 		if err != nil {
 			raw.Close()
 			return nil, err

@@ -104,7 +104,7 @@ func startFwd(t *testing.T) *fwdFixture {
 	t.Cleanup(func() { f.srv.Close() })
 	f.backend = "http://" + ln.Addr().String()
 	rt := routes.New()
-	rt.SetRoute("k", "alice", "127.0.0.1:1", f.backend, nil)
+	rt.SetRoute("k", "alice", "127.0.0.1:1", f.backend, nil, nil)
 	f.p = startProxy(t, Config{AllowPlainHTTP: true, DialTimeout: 2 * time.Second}, rt, func(s *Server) http.Handler {
 		mux := http.NewServeMux()
 		mux.Handle(DashboardPrefix, s.DashboardHandler(testAuthn))

@@ -81,9 +81,9 @@ func TestPassthroughCapsUnderFlood(t *testing.T) {
 	c2 := startBackend(t, "c2", echoAll)
 	c3 := startBackend(t, "c3", echoAll)
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", c1.addr, "", nil)
-	rt.SetRoute("c2", "bob", c2.addr, "", nil)
-	rt.SetRoute("c3", "carol", c3.addr, "", nil)
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
+	rt.SetRoute("c2", "bob", c2.addr, "", nil, nil)
+	rt.SetRoute("c3", "carol", c3.addr, "", nil, nil)
 	// Handshakes may take long here: this test is about the caps.
 	p := startProxy(t, Config{AllowPlainHTTP: true, HandshakeTimeout: time.Minute,
 		MaxConnections: total, MaxConnectionsPerCluster: perCluster, MaxConnectionsPerSource: perSource}, rt, nil)
@@ -167,7 +167,7 @@ func TestPassthroughHandshakeTimeout(t *testing.T) {
 	const stalled = 150
 	c1 := startBackend(t, "c1", echoAll)
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
 	p := startProxy(t, Config{AllowPlainHTTP: true, HandshakeTimeout: 2 * time.Second}, rt, nil)
 	hello := captureHello(t, SNIPrefix+"c1")
 
@@ -238,7 +238,7 @@ func TestPassthroughHandshakeTimeout(t *testing.T) {
 func TestPassthroughIdleTimeout(t *testing.T) {
 	c1 := startBackend(t, "c1", echoAll)
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
 	p := startProxy(t, Config{IdleTimeout: 2 * time.Second}, rt, nil)
 
 	idle, idleRaw, err := dialTLS(t, p.addr, c1.clientConfig(SNIPrefix+"c1"))
@@ -407,7 +407,7 @@ func withEarlyData(tb testing.TB, rec []byte) []byte {
 func TestPassthroughRefusesEarlyData(t *testing.T) {
 	b := startBackend(t, "c1", echoAll)
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", b.addr, "", nil)
+	rt.SetRoute("c1", "alice", b.addr, "", nil, nil)
 	p := startProxy(t, Config{AllowPlainHTTP: true}, rt, nil)
 
 	c := halfOpen(t, p.addr, "127.0.0.1", withEarlyData(t, captureHello(t, SNIPrefix+"c1")))

@@ -95,7 +95,7 @@ func schedulerListener(t *testing.T, rt *routes.Table) net.Listener {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	rt.SetRoute("c1", "alice", ln.Addr().String(), "", nil)
+	rt.SetRoute("c1", "alice", ln.Addr().String(), "", nil, nil)
 	return ln
 }
 

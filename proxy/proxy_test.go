@@ -484,8 +484,8 @@ func TestPassthroughEndToEnd(t *testing.T) {
 	c1 := startBackend(t, "c1", nil)
 	c2 := startBackend(t, "c2", nil)
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", c1.addr, "", nil)
-	rt.SetRoute("c2", "bob", c2.addr, "", nil)
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
+	rt.SetRoute("c2", "bob", c2.addr, "", nil, nil)
 	gwTLS, _ := gatewayCert(t)
 	// The gateway's own HTTPS is configured too: cluster names must still
 	// be spliced, not terminated.
@@ -548,7 +548,7 @@ func TestPassthroughConcurrentClusters(t *testing.T) {
 	backends := []*backend{startBackend(t, "ca", nil), startBackend(t, "cb", nil), startBackend(t, "cc", nil)}
 	rt := routes.New()
 	for _, b := range backends {
-		rt.SetRoute(b.name, "alice", b.addr, "", nil)
+		rt.SetRoute(b.name, "alice", b.addr, "", nil, nil)
 	}
 	p := startProxy(t, Config{}, rt, nil)
 	var wg sync.WaitGroup
@@ -600,8 +600,8 @@ func TestPassthroughUnroutableIsClosed(t *testing.T) {
 	deadLn.Close()
 
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", c1.addr, "", nil)
-	rt.SetRoute("dead", "alice", deadAddr, "", nil)
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
+	rt.SetRoute("dead", "alice", deadAddr, "", nil, nil)
 	gwTLS, _ := gatewayCert(t)
 	p := startProxy(t, Config{TLS: gwTLS, ClusterDomain: clusterDomain, DialTimeout: 2 * time.Second}, rt, nil)
 
@@ -655,7 +655,7 @@ func TestLiveRoutes(t *testing.T) {
 	if err := try(old); err == nil {
 		t.Fatal("connection before the route existed succeeded")
 	}
-	rt.SetRoute("late", "alice", old.addr, "", nil)
+	rt.SetRoute("late", "alice", old.addr, "", nil, nil)
 	if err := try(old); err != nil {
 		t.Fatalf("route added after Serve started was not used: %v", err)
 	}
@@ -666,7 +666,7 @@ func TestLiveRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rt.SetRoute("late", "alice", moved.addr, "", nil)
+	rt.SetRoute("late", "alice", moved.addr, "", nil, nil)
 	if err := try(moved); err != nil {
 		t.Fatalf("replaced route was not used: %v", err)
 	}
@@ -761,7 +761,7 @@ func TestPlainHTTP(t *testing.T) {
 func TestGatewayHTTPS(t *testing.T) {
 	c1 := startBackend(t, "c1", nil)
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
 	names := []struct {
 		name, serverName string
 	}{
@@ -838,7 +838,7 @@ func TestGatewayHTTPS(t *testing.T) {
 func TestMalformedHelloDropped(t *testing.T) {
 	c1 := startBackend(t, "c1", nil)
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
 	gwTLS, _ := gatewayCert(t)
 	const peek = 5 * time.Second // drops must come from parsing, not the timeout
 	p := startProxy(t, Config{TLS: gwTLS, AllowPlainHTTP: true, PeekTimeout: peek}, rt, nil)
@@ -899,7 +899,7 @@ func TestPeekTimeout(t *testing.T) {
 	const peek = 200 * time.Millisecond
 	c1 := startBackend(t, "c1", nil)
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
 	gwTLS, _ := gatewayCert(t)
 	p := startProxy(t, Config{TLS: gwTLS, AllowPlainHTTP: true, PeekTimeout: peek}, rt, nil)
 	real := captureHello(t, "daskgateway-c1")
@@ -955,7 +955,7 @@ func TestPeekTimeout(t *testing.T) {
 func TestActivePassthrough(t *testing.T) {
 	c1 := startBackend(t, "c1", nil)
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
 	p := startProxy(t, Config{}, rt, nil)
 	if got := p.srv.ActivePassthrough(); got != 0 {
 		t.Fatalf("ActivePassthrough = %d before any connection", got)
@@ -1001,7 +1001,7 @@ func TestActivePassthrough(t *testing.T) {
 func TestCloseClosesPassthrough(t *testing.T) {
 	c1 := startBackend(t, "c1", nil)
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
 	p := startProxy(t, Config{AllowPlainHTTP: true}, rt, nil)
 
 	var tcs []*tls.Conn
@@ -1089,7 +1089,7 @@ func TestServeReturns(t *testing.T) {
 func TestMTLSNotWeakened(t *testing.T) {
 	c1 := startBackend(t, "c1", nil)
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
 	gwTLS, _ := gatewayCert(t)
 	p := startProxy(t, Config{TLS: gwTLS}, rt, nil)
 	stranger, _ := selfSigned(t, "stranger")
@@ -1192,7 +1192,7 @@ func (o iotestOneByte) Read(p []byte) (int, error) {
 func TestRegressionClusterDomainCase(t *testing.T) {
 	c1 := startBackend(t, "c1", nil)
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
 	p := startProxy(t, Config{ClusterDomain: "Clusters.Test"}, rt, nil)
 	conn, raw, err := dialTLS(t, p.addr, c1.clientConfig("c1.clusters.test"))
 	if err != nil {
@@ -1209,7 +1209,7 @@ func TestRegressionClusterDomainCase(t *testing.T) {
 func TestRegressionCloseMissesConnectionsInFlight(t *testing.T) {
 	c1 := startBackend(t, "c1", nil)
 	rt := routes.New()
-	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
 	p := startProxy(t, Config{}, rt, nil)
 	hello := captureHello(t, "daskgateway-c1")
 
@@ -1306,7 +1306,7 @@ func sinkAck(_ *backend, tc *tls.Conn, raw net.Conn) {
 func benchTargets(b *testing.B, handler func(*backend, *tls.Conn, net.Conn)) (*backend, []struct{ name, addr string }) {
 	be := startBackend(b, "bench", handler)
 	rt := routes.New()
-	rt.SetRoute("bench", "alice", be.addr, "", nil)
+	rt.SetRoute("bench", "alice", be.addr, "", nil, nil)
 	p := startProxy(b, Config{}, rt, nil)
 	return be, []struct{ name, addr string }{{"direct", be.addr}, {"proxy", p.addr}}
 }

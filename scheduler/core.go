@@ -59,8 +59,9 @@ type Store interface {
 // Router publishes where each running cluster's scheduler and dashboard are.
 type Router interface {
 	// clusterCert is the cluster's certificate (PEM), which an https
-	// dashboard must present.
-	SetRoute(cluster, owner, schedulerAddr, dashboardURL string, clusterCert []byte)
+	// dashboard must present; clusterKey (PEM) is the gateway's to
+	// present it in turn (dashboards require it).
+	SetRoute(cluster, owner, schedulerAddr, dashboardURL string, clusterCert, clusterKey []byte)
 	DeleteRoute(cluster string)
 }
 

@@ -543,7 +543,7 @@ func newFakeRouter() *fakeRouter {
 	return &fakeRouter{routes: map[string]route{}, sets: map[string]int{}, deletes: map[string]int{}}
 }
 
-func (r *fakeRouter) SetRoute(cluster, owner, schedulerAddr, dashboardURL string, _ []byte) {
+func (r *fakeRouter) SetRoute(cluster, owner, schedulerAddr, dashboardURL string, _, _ []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.routes[cluster] = route{owner, schedulerAddr, dashboardURL}

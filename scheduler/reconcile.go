@@ -121,7 +121,7 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 	case sched.State != providers.StateRunning || sched.Address == "":
 		return c.startPoll(starting, 100*time.Millisecond), nil
 	}
-	c.router.SetRoute(cl.Name, cl.Owner, sched.Address, sched.DashboardURL, cl.TLSCert)
+	c.router.SetRoute(cl.Name, cl.Owner, sched.Address, sched.DashboardURL, cl.TLSCert, cl.TLSKey)
 	crashpoint.Hit(ctx, crashpoint.CoreStartRoutePublished)
 	running, err := c.update(ctx, cl.Name, func(x *store.Cluster) (store.Event, error) {
 		if x.Status != store.Starting {

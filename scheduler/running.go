@@ -113,7 +113,7 @@ func (p *runningPass) describe(ctx context.Context) (result, error) {
 			return requeue(time.Second), err
 		}
 	}
-	c.router.SetRoute(p.cl.Name, p.cl.Owner, p.cl.SchedulerAddress, p.cl.DashboardAddress, p.cl.TLSCert)
+	c.router.SetRoute(p.cl.Name, p.cl.Owner, p.cl.SchedulerAddress, p.cl.DashboardAddress, p.cl.TLSCert, p.cl.TLSKey)
 	return goOn, nil
 }
 

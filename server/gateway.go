@@ -157,7 +157,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		if err != nil || cl.Status != store.Running || cl.SchedulerAddress == "" {
 			return routes.Route{}, false
 		}
-		return routes.RouteFrom(cl.Owner, cl.SchedulerAddress, cl.DashboardAddress, cl.TLSCert), true
+		return routes.RouteFrom(cl.Owner, cl.SchedulerAddress, cl.DashboardAddress, cl.TLSCert, cl.TLSKey), true
 	})
 	g.proxy = proxy.New(proxy.Config{TLS: tlsCfg, AllowPlainHTTP: cfg.TLS.AllowPlainHTTP, ClusterDomain: cfg.TLS.ClusterDomain, Logger: log,
 		HandshakeTimeout: cfg.Proxy.HandshakeTimeout, IdleTimeout: cfg.Proxy.IdleTimeout, MaxConnections: cfg.Proxy.MaxConnections,

@@ -57,16 +57,20 @@ func makeProvider(ctx context.Context, cfg *config.Config, gatewayID string, pul
 			Endpoint: p.Docker.Endpoint, TLSCACert: p.Docker.TLSCACert, TLSCert: p.Docker.TLSCert, TLSKey: p.Docker.TLSKey,
 			Image: p.Docker.Image, Python: p.Docker.Python, Host: p.Docker.Host, Network: p.Docker.Network, Egress: p.Docker.Egress, GatewayID: gatewayID,
 			StopGrace: p.Docker.StopGrace, Dir: filepath.Join(cfg.DataDir, "containers"), PullAuth: pullAuth, Logger: log,
+			SchedulerMemory: gibBytes(p.Docker.SchedulerMemory),
 		})
 	case local.Name:
 		return local.New(local.Config{
 			Dir: filepath.Join(cfg.DataDir, "clusters"), Python: p.Local.Python, Command: p.Local.Command,
 			Host: p.Local.Host, Nanny: p.Local.Nanny, GatewayID: gatewayID,
-			StopGrace: p.Local.StopGrace, Logger: log,
+			StopGrace: p.Local.StopGrace, Logger: log, SchedulerMemory: gibBytes(p.Local.SchedulerMemory),
 		})
 	}
 	return nil, fmt.Errorf("gateway: unknown provider %q", cfg.Provider)
 }
+
+// gibBytes is a size in GiB (as the options and settings give it) in bytes.
+func gibBytes(gib float64) int64 { return int64(gib * (1 << 30)) }
 
 // startTimeout is cluster.start_timeout, or the backend's default: cloud
 // machines boot and pull the image before the scheduler answers.

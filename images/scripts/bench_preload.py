@@ -1,6 +1,17 @@
-import asyncio, base64, hashlib, hmac, json, logging, os, random, socket, threading, time
+import asyncio, base64, collections, hashlib, hmac, json, logging, os, random, re, socket, ssl, threading, time
 # The gateway's scheduler preload (a file given to --preload). It serves
-# two endpoints under the dashboard.
+# two endpoints under the dashboard, and makes the dashboard answer the
+# gateway alone.
+# The dashboard's TLS requires a client certificate signed by the
+# cluster's CA (its own self-signed certificate: the dashboard's ca-file,
+# or its certificate when none is set), which only the gateway and the
+# cluster's owner hold. Dask's own dashboard TLS asks for none (it leaves
+# verify_mode at CERT_NONE, even with a ca-file), so anyone who reached
+# the port read the dashboard, the JSON and these endpoints. The module is
+# imported before the scheduler starts its HTTP server (Scheduler.__init__
+# processes preloads first), so start_http_server is wrapped here: the
+# context is changed before the loop accepts any connection. A dashboard
+# without TLS is not served at all.
 # .../gateway-health/watch streams this scheduler's counts to the gateway
 # (see scheduler/watch.go): a JSON line at once and whenever they change,
 # an empty line every ?beat= seconds otherwise. The gateway holds one such
@@ -9,13 +20,19 @@ import asyncio, base64, hashlib, hmac, json, logging, os, random, socket, thread
 # watch asking ?stall=S is ended (its socket shut down, from a thread) when
 # the event loop has not run for S seconds: a blocked scheduler says so
 # without the gateway needing frequent heartbeats to notice.
-# .../gateway-bench/<op>, whose requests
-# must be signed (X-Gateway-Bench: HMAC-SHA256 of "<op>\n" + body, keyed
-# with the SHA-256 of the cluster's TLS private key). "load" runs the
-# signed body as the bench agent (bench/agent.py; a new one replaces the
-# old, the same one is kept), which then answers the other ops: the
-# gateway ships its agent when a scheduled benchmark runs, so that the
-# suite's client runs here, in the cluster's own software.
+# .../gateway-bench/<op>, whose requests must be signed: X-Gateway-Bench:
+# t=<unix seconds>,n=<nonce, 32 hex digits>,s=<HMAC-SHA256 hex of
+# "<op>\n<t>\n<n>\n" + body>, keyed with the SHA-256 of the cluster's TLS
+# private key (bench/agent.go). The header is checked before the body is
+# read: a malformed one, a time more than WINDOW seconds from this clock,
+# a nonce already seen or a body over MAX_BODY is refused at once, and the
+# connection is closed without reading the body. A nonce is remembered
+# until its time leaves the window, so a captured request cannot be
+# replayed. "load" runs the signed body as the bench agent
+# (bench/agent.py; a new one replaces the old, the same one is kept),
+# which then answers the other ops: the gateway ships its agent when a
+# scheduled benchmark runs, so that the suite's client runs here, in the
+# cluster's own software.
 # Only the gateway and the cluster's owner hold the key, and with it they
 # can run code on this scheduler through Dask already.
 
@@ -23,6 +40,70 @@ ST = {}
 WATCHERS = [0]
 # The watchdog's view: fd -> stall of each open watch, when the loop last ran.
 WD = {"socks": {}, "tick": time.monotonic(), "lock": threading.Lock(), "on": False}
+
+
+# The bench agent's limits: the clock window of a signature (seconds, each
+# way), the largest body, and how many nonces are remembered at most.
+WINDOW, MAX_BODY, MAX_NONCES = 60, 8 << 20, 10000
+SEEN = collections.OrderedDict()  # nonce -> when it leaves the window
+SIG = re.compile(r"t=([0-9]{1,12}),n=([0-9a-f]{32}),s=([0-9a-f]{64})")
+
+
+def remember(nonce, t):
+    # A nonce is kept until its time leaves the window (after which its
+    # request is refused as stale anyway); when the set is full of live
+    # ones, new requests wait rather than old nonces being forgotten.
+    now = time.time()
+    while SEEN and next(iter(SEEN.values())) < now:
+        SEEN.popitem(last=False)
+    if len(SEEN) >= MAX_NONCES:
+        for k in [k for k, exp in SEEN.items() if exp < now]:
+            del SEEN[k]
+        if len(SEEN) >= MAX_NONCES:
+            return False
+    SEEN[nonce] = t + WINDOW + 1
+    return True
+
+
+def guard_dashboard(node):
+    log = logging.getLogger("distributed.gateway")
+    srv = getattr(node, "http_server", None)
+    if srv is None:
+        return
+    srv.gateway_guarded = True
+    ctx = getattr(srv, "ssl_options", None)
+    if not isinstance(ctx, ssl.SSLContext):
+        log.error("gateway: the dashboard has no TLS (distributed.scheduler.dashboard.tls.cert): not serving it")
+        srv.stop()
+        return
+    import dask
+    ca = dask.config.get("distributed.scheduler.dashboard.tls.ca-file", None) or \
+        dask.config.get("distributed.scheduler.dashboard.tls.cert", None)
+    try:
+        ctx.load_verify_locations(cafile=ca)
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    except Exception as e:
+        log.error("gateway: the dashboard cannot require the cluster's certificate (%s): not serving it", e)
+        srv.stop()
+
+
+def wrap_http_server():
+    try:
+        from distributed.node import ServerNode
+    except Exception as e:
+        logging.getLogger("distributed.gateway").warning("gateway: dashboard guard not installed: %s", e)
+        return
+    start = ServerNode.start_http_server
+
+    def start_http_server(self, *args, **kwargs):
+        out = start(self, *args, **kwargs)
+        guard_dashboard(self)
+        return out
+
+    ServerNode.start_http_server = start_http_server
+
+
+wrap_http_server()
 
 
 def watchdog(loop):
@@ -123,6 +204,11 @@ def watch_handler(scheduler, web):
 
 def dask_setup(scheduler):
     log = logging.getLogger("distributed.gateway")
+    if not getattr(getattr(scheduler, "http_server", None), "gateway_guarded", True):
+        # The wrapper did not run (a Dask that starts its HTTP server
+        # elsewhere): late, but before the gateway is told of the cluster.
+        log.warning("gateway: guarding the dashboard late")
+        guard_dashboard(scheduler)
     try:
         from tornado import web
         scheduler.http_application.add_handlers(r".*$", [(r".*/gateway-health/watch", watch_handler(scheduler, web))])
@@ -151,16 +237,59 @@ def dask_setup(scheduler):
                 b.append(ln)
         key = hashlib.sha256(base64.b64decode("".join(b))).digest()
 
+        @web.stream_request_body
         class H(web.RequestHandler):
             def check_xsrf_cookie(self):
                 pass
 
+            def refuse(self, code, msg):
+                self.set_status(code)
+                self.set_header("Connection", "close")
+                self.finish({"error": msg})
+
+            def prepare(self):
+                # Everything that can be judged without the body is, before
+                # a byte of it is read: finishing here closes the
+                # connection instead of reading the body.
+                self.sig, self.chunks, self.size = None, [], 0
+                m = SIG.fullmatch(self.request.headers.get("X-Gateway-Bench", ""))
+                if m is None:
+                    return self.refuse(403, "bad signature: X-Gateway-Bench must be t=<unix time>,n=<32 hex digits>,s=<64 hex digits>")
+                t, n = int(m.group(1)), m.group(2)
+                if abs(time.time() - t) > WINDOW:
+                    return self.refuse(403, "stale signature: its time is %d s from this scheduler's clock (allowed: %d s); check the clocks" % (int(time.time() - t), WINDOW))
+                if n in SEEN:
+                    return self.refuse(403, "replayed request: this nonce was used already")
+                length = self.request.headers.get("Content-Length")
+                if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+                    return self.refuse(413, "body over %d bytes" % MAX_BODY)
+                self.request.connection.set_max_body_size(MAX_BODY)
+                self.sig = m
+
+            def data_received(self, chunk):
+                if self.sig is None:
+                    return
+                self.size += len(chunk)
+                if self.size > MAX_BODY:  # a chunked body: not kept beyond the limit
+                    self.sig, self.chunks = None, []
+                    return self.refuse(413, "body over %d bytes" % MAX_BODY)
+                self.chunks.append(chunk)
+
             async def post(self, op):
-                body = self.request.body
-                want = hmac.new(key, op.encode() + b"\n" + body, hashlib.sha256).hexdigest()
-                if not hmac.compare_digest(self.request.headers.get("X-Gateway-Bench", ""), want):
-                    self.set_status(403)
-                    return self.finish({"error": "bad signature"})
+                if self.sig is None:
+                    return
+                t, n, got = self.sig.groups()
+                body = b"".join(self.chunks)
+                self.chunks = []
+                want = hmac.new(key, ("%s\n%s\n%s\n" % (op, t, n)).encode() + body, hashlib.sha256).hexdigest()
+                if not hmac.compare_digest(got, want):
+                    return self.refuse(403, "bad signature")
+                # Checked and recorded with no await between: of two
+                # copies of one request, one runs.
+                if n in SEEN:
+                    return self.refuse(403, "replayed request: this nonce was used already")
+                if not remember(n, int(t)):
+                    return self.refuse(429, "over %d signed requests in %d s: try again later" % (MAX_NONCES, 2 * WINDOW))
                 if op == "load":
                     h = hashlib.sha256(body).hexdigest()
                     if ST.get("hash") == h:

@@ -261,7 +261,7 @@ func runChild(args []string) int {
 	// life, in <prefix>-proxy-child.pprof (run one figure with -only).
 	defer cpProfile(Options{Log: slog.Default()}, "proxy child")()
 	rt := routes.New()
-	rt.SetRoute(benchRoute, "bench-owner", args[0], "http://"+args[1], nil)
+	rt.SetRoute(benchRoute, "bench-owner", args[0], "http://"+args[1], nil, nil)
 	// The figures are of many established, idle connections from one
 	// address to one cluster: the gateway's caps (which would refuse most
 	// of them) are raised for this run; the timeouts stay as in production.

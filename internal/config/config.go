@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -88,6 +89,9 @@ type Config struct {
 			Host      string        `mapstructure:"host" doc:"address local schedulers and workers bind to"`
 			Nanny     bool          `mapstructure:"nanny" doc:"run each worker under a Dask nanny (needed for client.restart)"`
 			StopGrace time.Duration `mapstructure:"stop_grace" doc:"time a process gets after SIGTERM before SIGKILL"`
+			// SchedulerMemory bounds a scheduler process as worker_memory
+			// bounds a worker's.
+			SchedulerMemory float64 `mapstructure:"scheduler_memory" doc:"memory each scheduler process may use, in GiB (its RLIMIT_DATA, plus 0.5 GiB for what Python maps and does not use); 0: unbounded"`
 			// TrustUsers acknowledges that local clusters run as the
 			// gateway's own Unix user and can read its data directory.
 			TrustUsers bool `mapstructure:"trust_users" doc:"acknowledge that local clusters run users' code as the gateway's Unix user (required outside dev)"`
@@ -103,6 +107,9 @@ type Config struct {
 			StopGrace time.Duration `mapstructure:"stop_grace" doc:"time a container gets after SIGTERM before SIGKILL"`
 			Network   string        `mapstructure:"network" doc:"cluster (a bridge network per cluster, isolated from the others) or host (the host's network, shared by every cluster's members)"`
 			Egress    bool          `mapstructure:"egress" doc:"network cluster: let members reach beyond their cluster as the engine routes (clusters then kept apart by the engine's iptables rules alone); false turns forwarding off on each cluster's bridge (needs root on the engine's host)"`
+			// SchedulerMemory bounds a scheduler container as worker_memory
+			// bounds a worker's.
+			SchedulerMemory float64 `mapstructure:"scheduler_memory" doc:"memory limit of each scheduler container, in GiB (the engine's memory limit, no swap beyond it); 0: unbounded"`
 		} `mapstructure:"docker"`
 		EC2 struct {
 			Region          string   `mapstructure:"region" doc:"AWS region of the subnets, e.g. us-east-1"`
@@ -285,6 +292,7 @@ func defaults() map[string]any {
 		"providers.local.host":                      "127.0.0.1",
 		"providers.local.nanny":                     false,
 		"providers.local.stop_grace":                "10s",
+		"providers.local.scheduler_memory":          2,
 		"providers.docker.endpoint":                 "",
 		"providers.docker.tls_ca_cert":              "",
 		"providers.docker.tls_cert":                 "",
@@ -295,6 +303,7 @@ func defaults() map[string]any {
 		"providers.docker.stop_grace":               "10s",
 		"providers.docker.network":                  "cluster",
 		"providers.docker.egress":                   false,
+		"providers.docker.scheduler_memory":         2,
 		"images.repository":                         "",
 		"images.auth":                               "auto",
 		"images.username":                           "",
@@ -567,6 +576,12 @@ func (c *Config) finish() error {
 		}
 		if d.Network != "cluster" && d.Network != "host" {
 			problems = append(problems, fmt.Sprintf("providers.docker.network %q must be cluster (a network per cluster) or host (the host's network, shared by every cluster)", d.Network))
+		}
+	}
+	for key, gib := range map[string]float64{"providers.local.scheduler_memory": c.Providers.Local.SchedulerMemory,
+		"providers.docker.scheduler_memory": c.Providers.Docker.SchedulerMemory} {
+		if gib != 0 && (gib < 0.25 || math.IsNaN(gib)) {
+			problems = append(problems, fmt.Sprintf("%s %g must be 0 (unbounded) or at least 0.25 (GiB): a scheduler needs that much to start", key, gib))
 		}
 	}
 	switch c.Cluster.OnShutdown {

@@ -112,6 +112,8 @@ func TestInvalid(t *testing.T) {
 		{"docker without an image", "provider: docker\n", nil, "providers.docker.image must name the image"},
 		{"docker half TLS", "provider: docker\nproviders:\n  docker:\n    image: x\n    tls_cert: /c\n", nil, "tls_cert and providers.docker.tls_key must be set together"},
 		{"docker network unknown", "provider: docker\nproviders:\n  docker:\n    image: x\n    network: bridge\n", nil, `providers.docker.network "bridge" must be cluster`},
+		{"docker scheduler memory too small", "provider: docker\nproviders:\n  docker:\n    image: x\n    scheduler_memory: 0.1\n", nil, "providers.docker.scheduler_memory 0.1 must be 0 (unbounded) or at least 0.25 (GiB)"},
+		{"local scheduler memory negative", "providers:\n  local:\n    scheduler_memory: -1\n", nil, "providers.local.scheduler_memory -1 must be 0 (unbounded) or at least 0.25 (GiB)"},
 		{"local provider for untrusted users", "auth:\n  oidc:\n    issuer: https://idp.example\n", nil, "set providers.local.trust_users: true only if"},
 	}
 	for _, tc := range cases {

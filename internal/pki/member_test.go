@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -10,7 +11,7 @@ func TestMemberTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := MemberTLS(a.CertPEM)
+	cfg, err := MemberTLS(a.CertPEM, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,8 +19,27 @@ func TestMemberTLS(t *testing.T) {
 		t.Fatalf("config %+v does not verify against the cluster certificate", cfg)
 	}
 	for _, bad := range [][]byte{nil, []byte("not PEM")} {
-		if _, err := MemberTLS(bad); err == nil {
+		if _, err := MemberTLS(bad, nil); err == nil {
 			t.Errorf("MemberTLS(%q) succeeded", bad)
 		}
+	}
+	if len(cfg.Certificates) != 0 {
+		t.Errorf("without the key, the config presents %d certificates", len(cfg.Certificates))
+	}
+	// With the cluster's key, the gateway presents the cluster's
+	// certificate: members' dashboards require it.
+	withKey, err := MemberTLS(a.CertPEM, a.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(withKey.Certificates) != 1 || withKey.RootCAs == nil {
+		t.Fatalf("with the key: %d certificates, roots %v; want the cluster's, verifying", len(withKey.Certificates), withKey.RootCAs)
+	}
+	b, err := ClusterCert("b", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := MemberTLS(a.CertPEM, b.KeyPEM); !errors.Is(err, ErrBadClusterKey) {
+		t.Errorf("another cluster's key: %v, want ErrBadClusterKey", err)
 	}
 }

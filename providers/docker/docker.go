@@ -84,8 +84,12 @@ type Config struct {
 	// Dir is where the logs of removed containers are saved (one folder
 	// per cluster), so that `gateway logs` still works after a cluster
 	// stopped; empty keeps no logs after a member is removed.
-	Dir    string
-	Logger *slog.Logger
+	Dir string
+	// SchedulerMemory is each scheduler container's memory limit (bytes;
+	// 0: none) when the cluster's scheduler machine gives none: workers
+	// are bounded by the cluster's worker_memory.
+	SchedulerMemory int64
+	Logger          *slog.Logger
 }
 
 // Values of Config.Network.

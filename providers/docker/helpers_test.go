@@ -202,6 +202,23 @@ func waitMember(t *testing.T, p *Provider, cluster, name, what string, ok func(m
 	}
 }
 
+// startWithWorker starts spec's scheduler and one worker, worker-0, and
+// waits for both: the scheduler as Describe reports it.
+func startWithWorker(t *testing.T, p *Provider, spec providers.ClusterSpec) providers.Member {
+	t.Helper()
+	ctx := context.Background()
+	t.Cleanup(func() { _ = p.StopCluster(context.Background(), spec.Name) })
+	if err := p.StartScheduler(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	sched := waitMember(t, p, spec.Name, "scheduler", "running with an address", schedulerRunning)
+	if err := p.StartWorker(ctx, spec, "worker-0", sched.Address); err != nil {
+		t.Fatal(err)
+	}
+	waitMember(t, p, spec.Name, "worker-0", "running", running)
+	return sched
+}
+
 func running(m *providers.Member) bool { return m != nil && m.State == providers.StateRunning }
 
 func schedulerRunning(m *providers.Member) bool { return running(m) && m.Address != "" }

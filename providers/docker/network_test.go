@@ -148,12 +148,12 @@ func TestClusterNetworksIsolated(t *testing.T) {
 	// The dashboard answers over TLS with its cluster's certificate, as
 	// the gateway verifies it; another cluster's certificate is refused.
 	for _, c := range []*cl{a, b} {
-		if code, body, err := dashboardGet(c.sched.DashboardURL+c.spec.DashboardPrefix+"/health", c.spec.TLSCert); err != nil || code != http.StatusOK || body != "ok" {
+		if code, body, err := dashboardGet(c.sched.DashboardURL+c.spec.DashboardPrefix+"/health", c.spec.TLSCert, c.spec.TLSKey); err != nil || code != http.StatusOK || body != "ok" {
 			t.Errorf("dashboard of %s at %s: %d %q, %v; want 200 ok", c.name, c.sched.DashboardURL, code, body, err)
 		}
 		hostClient(t, c.spec, c.sched.Address, 1)
 	}
-	if _, _, err := dashboardGet(a.sched.DashboardURL+a.spec.DashboardPrefix+"/health", b.spec.TLSCert); err == nil {
+	if _, _, err := dashboardGet(a.sched.DashboardURL+a.spec.DashboardPrefix+"/health", b.spec.TLSCert, b.spec.TLSKey); err == nil {
 		t.Errorf("cluster A's dashboard verified with cluster B's certificate")
 	}
 
@@ -182,9 +182,10 @@ func TestClusterNetworksIsolated(t *testing.T) {
 }
 
 // dashboardGet fetches url as the gateway does: over TLS, verifying the
-// member against the cluster certificate cert (pki.MemberTLS).
-func dashboardGet(url string, cert []byte) (int, string, error) {
-	tc, err := pki.MemberTLS(cert)
+// member against the cluster certificate cert and presenting it with key
+// (pki.MemberTLS).
+func dashboardGet(url string, cert, key []byte) (int, string, error) {
+	tc, err := pki.MemberTLS(cert, key)
 	if err != nil {
 		return 0, "", err
 	}
@@ -417,20 +418,12 @@ func TestHostNetwork(t *testing.T) {
 	ctx := context.Background()
 	cluster := newCluster()
 	spec := e.spec(cluster, "ann")
-	t.Cleanup(func() { _ = p.StopCluster(context.Background(), cluster) })
-	if err := p.StartScheduler(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	sched := waitMember(t, p, cluster, "scheduler", "running with an address", schedulerRunning)
-	if err := p.StartWorker(ctx, spec, "worker-0", sched.Address); err != nil {
-		t.Fatal(err)
-	}
-	waitMember(t, p, cluster, "worker-0", "running", running)
+	sched := startWithWorker(t, p, spec)
 	if !strings.HasPrefix(sched.Address, "127.0.0.1:") || !strings.HasPrefix(sched.DashboardURL, "https://127.0.0.1:") {
 		t.Errorf("scheduler at %q, dashboard %q; want 127.0.0.1", sched.Address, sched.DashboardURL)
 	}
 	hostClient(t, spec, sched.Address, 1)
-	if code, body, err := dashboardGet(sched.DashboardURL+spec.DashboardPrefix+"/health", spec.TLSCert); err != nil || code != http.StatusOK || body != "ok" {
+	if code, body, err := dashboardGet(sched.DashboardURL+spec.DashboardPrefix+"/health", spec.TLSCert, spec.TLSKey); err != nil || code != http.StatusOK || body != "ok" {
 		t.Errorf("dashboard at %s: %d %q, %v; want 200 ok over TLS with the cluster's certificate", sched.DashboardURL, code, body, err)
 	}
 	for _, m := range []string{"scheduler", "worker-0"} {

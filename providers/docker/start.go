@@ -371,8 +371,18 @@ func (p *Provider) containerConfigIn(mode string, spec providers.ClusterSpec, me
 	if m.VCPUs > 0 {
 		res.NanoCPUs = int64(math.Round(m.VCPUs * 1e9))
 	}
-	if m.MemoryGiB > 0 {
+	// Every member is bounded, so that one that grows (a big graph on the
+	// scheduler, a task on a worker) is killed by the engine, not the host:
+	// by its machine, else the options' worker memory or SchedulerMemory.
+	switch {
+	case m.MemoryGiB > 0:
 		res.Memory = int64(m.MemoryGiB * (1 << 30))
+	case role == providers.RoleScheduler:
+		res.Memory = p.cfg.SchedulerMemory
+	default:
+		res.Memory = spec.WorkerMemory
+	}
+	if res.Memory > 0 {
 		// No swap beyond the limit: Dask sizes its spilling to the limit,
 		// and a swapping worker is slower than one that spills.
 		res.MemorySwap = res.Memory

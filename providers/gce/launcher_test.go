@@ -50,6 +50,13 @@ func TestStartupScriptLauncher(t *testing.T) {
 				if strings.Contains(script, "dask "+role) {
 					t.Errorf("%s: Dask is started without the launcher", member)
 				}
+				// The scheduler's dashboard is served with the cluster's
+				// certificate, which the preload in the launcher also makes
+				// the CA its clients must present a certificate of.
+				tlsEnv := "DASHBOARD_TLS=(-e DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT=/etc/dask-tls/tls.crt -e DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__KEY=/etc/dask-tls/tls.key -e DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CA_FILE=/etc/dask-tls/tls.crt)\n"
+				if got := strings.Contains(script, tlsEnv); got != (role == "scheduler") || !strings.Contains(script, `${DASHBOARD_TLS[@]+"${DASHBOARD_TLS[@]}"}`) {
+					t.Errorf("%s: dashboard TLS settings given: %v, want %v", member, got, role == "scheduler")
+				}
 				launcher, expect := runScriptLines(t, script)
 				if launcher != images.LauncherScript {
 					t.Errorf("%s: the launcher written differs from images.LauncherScript", member)

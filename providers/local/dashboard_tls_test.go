@@ -1,21 +1,26 @@
 package local_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/internal/dashtest"
 	"github.com/gatewayhq/gateway/providers/local"
 	"github.com/gatewayhq/gateway/providers/local/localtest"
+	"github.com/gatewayhq/gateway/proxy"
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
@@ -35,21 +40,18 @@ func TestDashboardServedOverTLS(t *testing.T) {
 	if !strings.HasPrefix(dash, "https://") {
 		t.Fatalf("DashboardURL %q is not https", dash)
 	}
+	// The gateway's client for the member: it verifies the member with
+	// cert and presents the cluster's own certificate and key.
 	get := func(cert []byte, base string) (int, error) {
-		pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
-		client := &http.Client{Transport: pool.Transport(cluster, cert), Timeout: 10 * time.Second}
-		var resp *http.Response
-		var err error
-		// The dashboard may start a moment after the scheduler file is written.
-		for range 50 {
-			if resp, err = client.Get(base + "/clusters/" + cluster + "/json/counts.json"); err == nil || ctx.Err() != nil {
-				break
-			}
-			if !errors.Is(err, syscall.ECONNREFUSED) {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
+		key := own.KeyPEM
+		if !bytes.Equal(cert, own.CertPEM) {
+			key = nil // the pair must match
 		}
+		pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
+		client := &http.Client{Transport: pool.Transport(cluster, cert, key), Timeout: 10 * time.Second}
+		resp, err := retryRefused(ctx, func() (*http.Response, error) {
+			return client.Get(base + "/clusters/" + cluster + "/json/counts.json")
+		})
 		if err != nil {
 			return 0, err
 		}
@@ -68,26 +70,78 @@ func TestDashboardServedOverTLS(t *testing.T) {
 	}
 }
 
+// retryRefused calls do again while the dashboard refuses connections:
+// it may start a moment after the scheduler file is written.
+func retryRefused(ctx context.Context, do func() (*http.Response, error)) (*http.Response, error) {
+	for {
+		resp, err := do()
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || ctx.Err() != nil {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// The scheduler's dashboard answers the gateway alone (issue 32, finding
+// 5): on every path of its port (Dask's pages, JSON, metrics and health,
+// a websocket upgrade, the gateway's watch and bench endpoints), a client
+// without a certificate, or with another cluster's certificate and key,
+// fails at TLS; the gateway, which presents the cluster's own, gets its
+// answers, directly (the health watch) and through the dashboard proxy.
+func TestDashboardAnswersTheGatewayOnly(t *testing.T) {
+	const cluster = "dashmtls"
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	_, own, dash, _ := startTLSScheduler(ctx, t, cluster)
+	dashtest.GatewayOnly(ctx, t, cluster, dash+"/clusters/"+cluster, own.CertPEM, own.KeyPEM)
+
+	// The dashboard proxy, as the gateway serves it to the cluster's owner.
+	rt := routes.New()
+	rt.SetRoute(cluster, "alice", "127.0.0.1:1", dash, own.CertPEM, own.KeyPEM)
+	owner := func(*http.Request) (*auth.User, error) { return &auth.User{Name: "alice"}, nil }
+	front := httptest.NewServer(proxy.New(proxy.Config{DialTimeout: 10 * time.Second}, rt).DashboardHandler(owner))
+	defer front.Close()
+	for _, path := range []string{"/json/counts.json", "/info/main/workers.html"} {
+		resp, err := http.Get(front.URL + "/clusters/" + cluster + path)
+		if err != nil {
+			t.Fatalf("through the dashboard proxy: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("through the dashboard proxy: GET %s: %s, want 200", path, resp.Status)
+		}
+	}
+}
+
 // startTLSScheduler starts cluster's scheduler on the local provider with
 // real Dask and a certificate of its own, and waits for it: the provider,
 // the spec it started with, and the dashboard and scheduler addresses.
-func startTLSScheduler(ctx context.Context, t *testing.T, cluster string) (*local.Provider, pki.Pair, string, string) {
+// Options change the provider's configuration and the spec first.
+func startTLSScheduler(ctx context.Context, t *testing.T, cluster string, opts ...func(*local.Config, *providers.ClusterSpec)) (*local.Provider, pki.Pair, string, string) {
 	t.Helper()
 	const python = "/usr/bin/python3"
 	if out, err := exec.Command(python, "-c", "import distributed").CombinedOutput(); err != nil {
 		t.Fatalf("this test runs real Dask at %s (on Debian: apt-get install python3-distributed): %v\n%s", python, err, out)
 	}
 	gatewayID := "gw-" + cluster + "-local"
-	p, err := local.New(local.Config{Dir: t.TempDir(), Python: python, GatewayID: gatewayID, StopGrace: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close(context.Background(), false) })
 	cert, err := pki.ClusterCert(cluster, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.StartScheduler(ctx, tlsSpec(gatewayID, cluster, cert)); err != nil {
+	cfg := local.Config{Dir: t.TempDir(), Python: python, GatewayID: gatewayID, StopGrace: 5 * time.Second}
+	spec := tlsSpec(gatewayID, cluster, cert)
+	for _, o := range opts {
+		o(&cfg, &spec)
+	}
+	p, err := local.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background(), false) })
+	if err := p.StartScheduler(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.StopCluster(context.Background(), cluster) })

@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/internal/logtail"
@@ -55,7 +57,11 @@ type Config struct {
 	// StopGrace is how long a member gets to exit after SIGTERM before the
 	// whole process group gets SIGKILL.
 	StopGrace time.Duration
-	Logger    *slog.Logger
+	// SchedulerMemory bounds each scheduler's memory (bytes; 0: no
+	// bound), as the cluster options bound each worker's (see
+	// memberLimit).
+	SchedulerMemory int64
+	Logger          *slog.Logger
 }
 
 // Name is the provider name this package registers under.
@@ -279,6 +285,13 @@ func (p *Provider) spawn(ctx context.Context, spec providers.ClusterSpec, name s
 	if err != nil {
 		return fmt.Errorf("local provider: start %s of %s: %w", name, spec.Name, err)
 	}
+	if limit := p.memberLimit(spec, role); limit > 0 {
+		if err := limitData(cmd.Process.Pid, limit); err != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			return fmt.Errorf("local provider: bound the memory of %s of %s: %w", name, spec.Name, err)
+		}
+	}
 	pr := &proc{Cluster: spec.Name, Name: name, Role: role, Owner: spec.Owner, Pid: cmd.Process.Pid,
 		StartedAt: time.Now(), child: cmd, exited: make(chan struct{})}
 	pr.StartTicks, _ = startTicks(pr.Pid)
@@ -304,6 +317,45 @@ func (p *Provider) spawn(ctx context.Context, spec providers.ClusterSpec, name s
 	p.mu.Unlock()
 	p.log.Info("started member", "cluster", spec.Name, "member", name, "pid", pr.Pid)
 	return nil
+}
+
+// memoryHeadroom is added to a member's memory for what its Python maps
+// writable but does not use: a thread stack's 8 MiB each, the allocator's
+// per-thread arenas, the interpreter and Dask's modules (a Dask worker
+// starts at about 200 MiB of such mappings for 60 MiB resident).
+const memoryHeadroom = 512 << 20
+
+// memberLimit is the memory a member may map, in bytes (0: unbounded):
+// a worker's from its machine or the cluster's worker_memory, the
+// scheduler's from SchedulerMemory, plus memoryHeadroom.
+func (p *Provider) memberLimit(spec providers.ClusterSpec, role providers.Role) int64 {
+	m := spec.WorkerMemory
+	if role == providers.RoleScheduler {
+		m = p.cfg.SchedulerMemory
+		if spec.Scheduler.MemoryGiB > 0 {
+			m = int64(spec.Scheduler.MemoryGiB * (1 << 30))
+		}
+	} else if spec.Worker.MemoryGiB > 0 {
+		m = int64(spec.Worker.MemoryGiB * (1 << 30))
+	}
+	if m <= 0 {
+		return 0
+	}
+	return m + memoryHeadroom
+}
+
+// limitData sets a started member's RLIMIT_DATA (soft and hard, so that
+// it cannot raise it), which its children (a nanny's worker, user code's
+// processes) inherit. The kernel counts every private writable mapping
+// against it, anonymous mmap included (Linux 4.7 and later), so malloc
+// and NumPy's large buffers fail with MemoryError at the limit instead of
+// the host running out; RLIMIT_AS would also count the address space
+// Python reserves and never touches, and RLIMIT_RSS is not enforced. The
+// member has only exec'd its interpreter when this runs: Dask, and any
+// user code, come after.
+func limitData(pid int, limit int64) error {
+	l := unix.Rlimit{Cur: uint64(limit), Max: uint64(limit)}
+	return unix.Prlimit(pid, unix.RLIMIT_DATA, &l, nil)
 }
 
 // startRetryingBusy starts the command build makes, retrying briefly on

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,13 +97,16 @@ func TestHealthWatchEndsWhenLoopBlocks(t *testing.T) {
 	block, _ := pem.Decode(cert.KeyPEM)
 	key := sha256.Sum256(block.Bytes)
 	body := []byte("import time\ndef setup(s):\n    time.sleep(6)\n    return {}\n")
+	// The bench agent's signature (bench.Agent): a time and a nonce, then
+	// the MAC of the op, those and the body.
+	ts, nonce := strconv.FormatInt(time.Now().Unix(), 10), strings.Repeat("ab", 16)
 	mac := hmac.New(sha256.New, key[:])
-	mac.Write(append([]byte("load\n"), body...))
+	mac.Write(append([]byte("load\n"+ts+"\n"+nonce+"\n"), body...))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dash+"/clusters/"+cluster+"/gateway-bench/load", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("X-Gateway-Bench", hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("X-Gateway-Bench", "t="+ts+",n="+nonce+",s="+hex.EncodeToString(mac.Sum(nil)))
 	loaded := make(chan string, 1)
 	go func() {
 		r, err := client.Do(req)
@@ -154,7 +158,7 @@ func TestHealthWatchEndsWhenLoopBlocks(t *testing.T) {
 // checked against its certificate.
 func watchClient(cluster string, cert pki.Pair) *http.Client {
 	pool := routes.NewPool(func(tc *tls.Config) *http.Transport { return &http.Transport{TLSClientConfig: tc} })
-	return &http.Client{Transport: pool.Transport(cluster, cert.CertPEM)}
+	return &http.Client{Transport: pool.Transport(cluster, cert.CertPEM, cert.KeyPEM)}
 }
 
 // countsFirst reads the watch's first line, which must be the counts, and

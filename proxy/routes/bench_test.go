@@ -20,7 +20,7 @@ func benchTable(tb testing.TB) (*Table, []string) {
 	names := make([]string, benchRoutes)
 	for i := range names {
 		names[i] = fmt.Sprintf("%032x", uint64(i)*0x9e3779b97f4a7c15)
-		t.SetRoute(names[i], "user"+strconv.Itoa(i%100), schedAddr(i), "http://"+dashAddr(i), nil)
+		t.SetRoute(names[i], "user"+strconv.Itoa(i%100), schedAddr(i), "http://"+dashAddr(i), nil, nil)
 	}
 	if t.Len() != benchRoutes {
 		tb.Fatalf("Len = %d, want %d", t.Len(), benchRoutes)
@@ -35,7 +35,7 @@ func dashAddr(i int) string  { return fmt.Sprintf("10.%d.%d.%d:8787", i>>16&0xff
 // a route built once, so the benchmark measures the table and its cache,
 // not url.Parse (the gateway's fallback is a store query, see
 // store.BenchmarkGetCluster).
-var fallbackRoute = RouteFrom("elsewhere", "10.200.0.1:8786", "http://10.200.0.1:8787", nil)
+var fallbackRoute = RouteFrom("elsewhere", "10.200.0.1:8786", "http://10.200.0.1:8787", nil, nil)
 
 // BenchmarkTableLookup covers the proxy's per-connection route lookup over a
 // table of benchRoutes clusters: hits (serial and parallel), misses without

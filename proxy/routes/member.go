@@ -27,6 +27,7 @@ type Pool struct {
 
 type poolEntry struct {
 	cert []byte
+	key  []byte
 	rt   *http.Transport
 	used time.Time
 }
@@ -40,10 +41,10 @@ func NewPool(newTransport func(*tls.Config) *http.Transport) *Pool {
 }
 
 // Transport returns cluster's transport for a member presenting
-// clusterCert. Without a certificate, the transport refuses every https
-// server (plain http still works, for providers whose dashboards have no
-// TLS).
-func (p *Pool) Transport(cluster string, clusterCert []byte) *http.Transport {
+// clusterCert; it presents clusterCert with clusterKey in turn. Without a
+// certificate, the transport refuses every https server (plain http still
+// works, for providers whose dashboards have no TLS).
+func (p *Pool) Transport(cluster string, clusterCert, clusterKey []byte) *http.Transport {
 	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -56,11 +57,11 @@ func (p *Pool) Transport(cluster string, clusterCert []byte) *http.Transport {
 			}
 		}
 	}
-	if e, ok := p.m[cluster]; ok && bytes.Equal(e.cert, clusterCert) {
+	if e, ok := p.m[cluster]; ok && bytes.Equal(e.cert, clusterCert) && bytes.Equal(e.key, clusterKey) {
 		e.used = now
 		return e.rt
 	}
-	cfg, err := pki.MemberTLS(clusterCert)
+	cfg, err := pki.MemberTLS(clusterCert, clusterKey)
 	if err != nil {
 		// Trust nothing: an empty pool verifies no server.
 		cfg = &tls.Config{RootCAs: x509.NewCertPool(), ServerName: pki.DaskInternalName, MinVersion: tls.VersionTLS12}
@@ -69,7 +70,7 @@ func (p *Pool) Transport(cluster string, clusterCert []byte) *http.Transport {
 		old.rt.CloseIdleConnections()
 	}
 	rt := p.newTransport(cfg)
-	p.m[cluster] = &poolEntry{cert: bytes.Clone(clusterCert), rt: rt, used: now}
+	p.m[cluster] = &poolEntry{cert: bytes.Clone(clusterCert), key: bytes.Clone(clusterKey), rt: rt, used: now}
 	return rt
 }
 

@@ -19,6 +19,10 @@ type Route struct {
 	// ClusterCert is the cluster's certificate (PEM): an https dashboard
 	// must present it (see pki.MemberTLS).
 	ClusterCert []byte
+	// ClusterKey is the cluster's private key (PEM), with which the
+	// gateway presents ClusterCert to the dashboard. A secret: never
+	// logged, never sent but in a TLS handshake with the member.
+	ClusterKey []byte
 }
 
 // Table maps cluster names to routes. The zero value is not usable; call New.
@@ -57,14 +61,15 @@ func (t *Table) OnGone(fn func(cluster string)) { t.onGone = append(t.onGone, fn
 
 // SetRoute adds or replaces a cluster's route. An unparsable dashboard URL
 // leaves the cluster without a dashboard route rather than failing the
-// scheduler route. clusterCert is the cluster's certificate (PEM).
-func (t *Table) SetRoute(cluster, owner, scheduler, dashboard string, clusterCert []byte) {
-	r := RouteFrom(owner, scheduler, dashboard, clusterCert)
+// scheduler route. clusterCert and clusterKey are the cluster's
+// certificate and key (PEM).
+func (t *Table) SetRoute(cluster, owner, scheduler, dashboard string, clusterCert, clusterKey []byte) {
+	r := RouteFrom(owner, scheduler, dashboard, clusterCert, clusterKey)
 	t.mu.Lock()
 	old, had := t.m[cluster]
 	t.m[cluster] = r
 	t.mu.Unlock()
-	if had && (!sameURL(old.Dashboard, r.Dashboard) || !bytes.Equal(old.ClusterCert, r.ClusterCert)) {
+	if had && (!sameURL(old.Dashboard, r.Dashboard) || !bytes.Equal(old.ClusterCert, r.ClusterCert) || !bytes.Equal(old.ClusterKey, r.ClusterKey)) {
 		t.gone(cluster)
 	}
 }
@@ -116,14 +121,14 @@ func (t *Table) Lookup(cluster string) (Route, bool) {
 }
 
 // RouteFrom builds a route from stored addresses, as SetRoute does.
-func RouteFrom(owner, scheduler, dashboard string, clusterCert []byte) Route {
+func RouteFrom(owner, scheduler, dashboard string, clusterCert, clusterKey []byte) Route {
 	var du *url.URL
 	if dashboard != "" {
 		if u, err := url.Parse(dashboard); err == nil && u.Host != "" {
 			du = u
 		}
 	}
-	return Route{Owner: owner, Scheduler: scheduler, Dashboard: du, ClusterCert: clusterCert}
+	return Route{Owner: owner, Scheduler: scheduler, Dashboard: du, ClusterCert: clusterCert, ClusterKey: clusterKey}
 }
 
 // Len is the number of routes.

@@ -31,7 +31,7 @@ func TestSetRouteDashboard(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tb := New()
-			tb.SetRoute("c1", "alice", "10.0.0.5:8786", tt.dashboard, nil)
+			tb.SetRoute("c1", "alice", "10.0.0.5:8786", tt.dashboard, nil, nil)
 			r, ok := tb.Lookup("c1")
 			if !ok {
 				t.Fatalf("Lookup(c1) missing after SetRoute with dashboard %q", tt.dashboard)
@@ -170,7 +170,7 @@ func TestTableOperations(t *testing.T) {
 			for _, o := range tt.ops {
 				switch o.kind {
 				case "set":
-					tb.SetRoute(o.cluster, o.owner, o.sched, o.dashURL, nil)
+					tb.SetRoute(o.cluster, o.owner, o.sched, o.dashURL, nil, nil)
 				case "delete":
 					tb.DeleteRoute(o.cluster)
 				default:
@@ -238,7 +238,7 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 				if i%7 == 0 {
 					dash = "" // some routes have no dashboard
 				}
-				tb.SetRoute("c"+id, "o"+id+"-"+g, "s"+id+"-"+g+":8786", dash, nil)
+				tb.SetRoute("c"+id, "o"+id+"-"+g, "s"+id+"-"+g+":8786", dash, nil, nil)
 			}
 		}(w)
 	}
@@ -297,8 +297,8 @@ func BenchmarkLookup(b *testing.B) {
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("daskgateway-%032x", i)
-		tb.SetRoute(names[i], "user"+strconv.Itoa(i%100), fmt.Sprintf("10.%d.%d.%d:8786", i>>16, (i>>8)&0xff, i&0xff),
-			fmt.Sprintf("http://10.%d.%d.%d:8787", i>>16, (i>>8)&0xff, i&0xff), nil)
+		tb.SetRoute(names[i], "user"+strconv.Itoa(i%100), fmt.Sprintf("10.%d.%d.%d:8786", i>>16, (i>>8)&0xff, i&0xff), fmt.Sprintf("http://10.%d.%d.%d:8787", i>>16, (i>>8)&0xff, i&0xff), nil, nil)
+
 	}
 	if tb.Len() != n {
 		b.Fatalf("Len = %d, want %d", tb.Len(), n)

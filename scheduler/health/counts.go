@@ -193,7 +193,7 @@ func newCountsEntry(cl *store.Cluster) *countsEntry {
 		port = orDefault(port, "80")
 	case "https":
 		port = orDefault(port, "443")
-		if e.tls, err = pki.MemberTLS(cl.TLSCert); err != nil {
+		if e.tls, err = pki.MemberTLS(cl.TLSCert, cl.TLSKey); err != nil {
 			e.err = fmt.Errorf("counts: %w", err)
 			return e
 		}

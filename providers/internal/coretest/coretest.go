@@ -22,8 +22,8 @@ import (
 // NopRouter is the core's router without a proxy behind it.
 type NopRouter struct{}
 
-func (NopRouter) SetRoute(string, string, string, string, []byte) {}
-func (NopRouter) DeleteRoute(string)                              {}
+func (NopRouter) SetRoute(string, string, string, string, []byte, []byte) {}
+func (NopRouter) DeleteRoute(string)                                      {}
 
 // Wait bounds every wait of these tests.
 const Wait = 30 * time.Second
