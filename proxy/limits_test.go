@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -426,4 +428,128 @@ func TestPassthroughRefusesEarlyData(t *testing.T) {
 	if err := pingOK(tc); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Regression test for issue 32 finding 2: HTTP connections had no cap, so
+// slow requests from many addresses exhausted the gateway's descriptors.
+// The caps apply to HTTP over TLS and plain alike; sorted passthrough
+// pairs count against their own caps only.
+func TestHTTPCapsUnderFlood(t *testing.T) {
+	const perSource, total = 8, 20
+	c1 := startBackend(t, "c1", echoAll)
+	rt := routes.New()
+	rt.SetRoute("c1", "alice", c1.addr, "", nil)
+	gwTLS, roots := gatewayCert(t)
+	p := startProxy(t, Config{TLS: gwTLS, AllowPlainHTTP: true, MaxHTTPConnections: total, MaxHTTPConnectionsPerSource: perSource}, rt, nil)
+	if gotTotal, gotSource := p.srv.HTTPLimits(); gotTotal != total || gotSource != perSource {
+		t.Fatalf("HTTPLimits %d %d, want %d %d", gotTotal, gotSource, total, perSource)
+	}
+
+	// A Dask client from before the flood: once sorted, it is not HTTP.
+	early, _, err := dialTLS(t, p.addr, c1.clientConfig(SNIPrefix+"c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pingOK(early); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the Dask connection to leave the HTTP count", func() bool { return p.srv.ActiveHTTP() == 0 })
+
+	var held []net.Conn
+	fill := func(src string, n int) {
+		t.Helper()
+		for i := range n {
+			held = append(held, keptOpen(t, p.addr, src, i%2 == 0, roots))
+		}
+	}
+	refused := func(src string, overTLS bool, reason string, want int64) {
+		t.Helper()
+		refusedHTTP(t, p.addr, src, overTLS, roots)
+		if got := p.srv.CountedHTTP(reason); got != want {
+			t.Fatalf("counted %s: %d, want %d", reason, got, want)
+		}
+	}
+
+	// One address fills its share, over TLS and plain: one more of
+	// either kind is closed at once.
+	fill("127.0.0.2", perSource)
+	if got := p.srv.ActiveHTTP(); got != perSource {
+		t.Fatalf("%d HTTP connections open, want %d", got, perSource)
+	}
+	refused("127.0.0.2", false, RefusedSource, 1)
+	refused("127.0.0.2", true, RefusedSource, 2)
+	// Another address is still served.
+	if got := plainGet(t, p.addr, "/api/health"); got != "tls=false sni= path=/api/health" {
+		t.Fatalf("health answered %q", got)
+	}
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections() // plainGet's
+	waitFor(t, 10*time.Second, "the health check's connection to be forgotten", func() bool { return p.srv.ActiveHTTP() == perSource })
+
+	// Other addresses fill the total: a new connection from anywhere is
+	// closed at once.
+	fill("127.0.0.3", perSource)
+	fill("127.0.0.4", total-2*perSource)
+	refused("127.0.0.5", true, RefusedTotal, 1)
+	refused("127.0.0.5", false, RefusedTotal, 2)
+	if err := pingOK(early); err != nil {
+		t.Fatalf("an established Dask connection failed while HTTP was full: %v", err)
+	}
+
+	// A connection that ends frees its place.
+	held[0].Close()
+	waitFor(t, 10*time.Second, "a closed HTTP connection to be forgotten", func() bool { return p.srv.ActiveHTTP() == total-1 })
+	keptOpen(t, p.addr, "127.0.0.5", false, roots)
+}
+
+// keptOpen makes one request from localIP, over TLS or plain, and leaves
+// the connection open (keep-alive): an HTTP connection the proxy holds.
+func keptOpen(tb testing.TB, addr, localIP string, overTLS bool, roots *x509.CertPool) net.Conn {
+	tb.Helper()
+	c := dialFrom(tb, addr, localIP)
+	var conn net.Conn = c
+	if overTLS {
+		conn = tls.Client(c, chainOnly("gateway.test", roots))
+	}
+	if _, err := fmt.Fprintf(conn, "GET /held HTTP/1.1\r\nHost: gateway.test\r\n\r\n"); err != nil {
+		tb.Fatalf("from %s (TLS %t): %v", localIP, overTLS, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		tb.Fatalf("from %s (TLS %t): %v", localIP, overTLS, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("from %s (TLS %t): %s", localIP, overTLS, resp.Status)
+	}
+	return conn
+}
+
+// refusedHTTP expects a new connection from localIP to be closed before
+// any answer, over TLS or plain.
+func refusedHTTP(tb testing.TB, addr, localIP string, overTLS bool, roots *x509.CertPool) {
+	tb.Helper()
+	c := dialFrom(tb, addr, localIP)
+	if overTLS {
+		tc := tls.Client(c, chainOnly("gateway.test", roots))
+		if err := tc.Handshake(); err == nil {
+			tb.Fatalf("a TLS connection from %s over the cap was served", localIP)
+		}
+		return
+	}
+	_, _ = fmt.Fprintf(c, "GET /refused HTTP/1.1\r\nHost: gateway.test\r\n\r\n") // may fail: closed already
+	expectClosed(tb, c, ioTimeout)
+}
+
+// dialFrom connects to addr from localIP (a loopback address).
+func dialFrom(tb testing.TB, addr, localIP string) *net.TCPConn {
+	tb.Helper()
+	d := net.Dialer{Timeout: ioTimeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(localIP)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	return c.(*net.TCPConn)
 }
