@@ -1,0 +1,97 @@
+// Package reqbound bounds reading request bodies until the request is
+// authenticated. Anyone may open a connection and start a request; a body
+// sent before its credentials were checked (a sign-in form, say) is small
+// and arrives quickly, so a slow or large one is cut short instead of
+// holding the connection for the authenticated bound (uploads of user
+// code). Handlers call Authenticated once the credentials are good.
+package reqbound
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// Bounds are the limits on reading a request's body.
+type Bounds struct {
+	// Unauthenticated is how long a body may take to arrive, from the
+	// handler's start, until the request is authenticated.
+	Unauthenticated time.Duration
+	// MaxUnauthenticated is the most bytes a body may have until the
+	// request is authenticated.
+	MaxUnauthenticated int64
+	// Authenticated is how long an authenticated body may take, from the
+	// authentication. Requests without a body keep the server's
+	// ReadTimeout, which should be the same. Once a body has been read to
+	// its end, neither applies.
+	Authenticated time.Duration
+}
+
+// Handler applies b to the bodies of the requests h serves. It must wrap
+// the server's own ResponseWriter (outermost), which sets the
+// connection's read deadline.
+func Handler(b Bounds, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body := &body{rd: r.Body, b: b, rc: http.NewResponseController(w)}
+		_ = body.rc.SetReadDeadline(time.Now().Add(b.Unauthenticated))
+		r.Body = body
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), key{}, body)))
+	})
+}
+
+// Authenticated lifts the unauthenticated bounds from r's body: from now
+// on it may take Bounds.Authenticated, and be of any size. Call it once
+// the request's credentials have been checked and accepted, before its
+// body is read. Requests Handler did not see are left alone.
+func Authenticated(r *http.Request) {
+	b, ok := r.Context().Value(key{}).(*body)
+	if !ok || !b.authed.CompareAndSwap(false, true) || b.ended.Load() {
+		return
+	}
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.b.Authenticated))
+}
+
+type key struct{}
+
+// body reads a request body under the bounds.
+type body struct {
+	rd     io.ReadCloser
+	b      Bounds
+	rc     *http.ResponseController
+	read   int64
+	authed atomic.Bool
+	ended  atomic.Bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	limited := !b.authed.Load()
+	if limited {
+		// One byte more than allowed tells a body at the limit from one
+		// over it.
+		if room := b.b.MaxUnauthenticated - b.read + 1; int64(len(p)) > room {
+			p = p[:max(room, 0)]
+		}
+	}
+	n, err := b.rd.Read(p)
+	b.read += int64(n)
+	if limited && b.read > b.b.MaxUnauthenticated {
+		n -= int(b.read - b.b.MaxUnauthenticated)
+		b.read = b.b.MaxUnauthenticated
+		return n, &http.MaxBytesError{Limit: b.b.MaxUnauthenticated}
+	}
+	if err == io.EOF {
+		// All of it is here: net/http has cleared the deadline for its
+		// watch on the connection, which a deadline set now would end,
+		// and with it the request's context.
+		b.ended.Store(true)
+	}
+	return n, err
+}
+
+func (b *body) Close() error { return b.rd.Close() }

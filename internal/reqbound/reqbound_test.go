@@ -1,0 +1,155 @@
+package reqbound
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// outcome is what the handler saw reading the body.
+type outcome struct {
+	n       int
+	err     error
+	ctxDone bool // the request's context ended while the handler waited after the body
+}
+
+// serve runs Handler(b, h) on a loopback listener with the server bounds
+// the gateway uses, and reports each request's outcome.
+func serve(t *testing.T, b Bounds, wait time.Duration) (string, <-chan outcome) {
+	t.Helper()
+	out := make(chan outcome, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "good" {
+			Authenticated(r)
+		}
+		data, err := io.ReadAll(r.Body)
+		o := outcome{n: len(data), err: err}
+		if err == nil && wait > 0 {
+			select {
+			case <-r.Context().Done():
+				o.ctxDone = true
+			case <-time.After(wait):
+			}
+		}
+		out <- o
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, "%d", len(data))
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: Handler(b, h), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: b.Authenticated}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String(), out
+}
+
+// Regression test for issue 32 finding 2: a body sent without (good)
+// credentials could take the whole two-minute ReadTimeout and be as large
+// as the handler would read; authenticated bodies keep the long bound.
+func TestBodyBounds(t *testing.T) {
+	const short, max = 300 * time.Millisecond, 64
+	b := Bounds{Unauthenticated: short, MaxUnauthenticated: max, Authenticated: time.Minute}
+	for _, tc := range []struct {
+		name      string
+		auth      string
+		size      int           // Content-Length
+		stallAt   int           // bytes sent before a pause (size: none)
+		stall     time.Duration // the pause
+		wait      time.Duration // the handler's work after the body
+		wantN     int
+		wantErr   func(error) bool
+		wantTimed bool // the handler saw the body time out
+	}{
+		{name: "unauthenticated slow body is cut at the short bound", size: 40, stallAt: 10, stall: 20 * short, wantN: 10, wantTimed: true},
+		{name: "authenticated slow body may pause", auth: "good", size: 40, stallAt: 10, stall: 3 * short, wantN: 40},
+		{name: "bad credentials do not lift the bound", auth: "bad", size: 40, stallAt: 10, stall: 20 * short, wantN: 10, wantTimed: true},
+		{name: "unauthenticated body over the size bound", size: 1000, stallAt: 1000, wantN: max,
+			wantErr: func(err error) bool { var mb *http.MaxBytesError; return errors.As(err, &mb) && mb.Limit == max }},
+		{name: "authenticated body of any size", auth: "good", size: 100_000, stallAt: 100_000, wantN: 100_000},
+		{name: "a whole unauthenticated body leaves the answer unbounded", size: 40, stallAt: 40, wait: 3 * short, wantN: 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, out := serve(t, b, tc.wait)
+			c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+			auth := ""
+			if tc.auth != "" {
+				auth = "Authorization: " + tc.auth + "\r\n"
+			}
+			if _, err := fmt.Fprintf(c, "POST /x HTTP/1.1\r\nHost: t\r\n%sContent-Length: %d\r\n\r\n%s", auth, tc.size, strings.Repeat("a", tc.stallAt)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.stallAt < tc.size {
+				// The slow client: the rest comes after the pause, unless
+				// the server gave up by then.
+				select {
+				case o := <-out:
+					out = replay(o)
+				case <-time.After(tc.stall):
+				}
+				_, _ = io.WriteString(c, strings.Repeat("a", tc.size-tc.stallAt))
+			}
+			var o outcome
+			select {
+			case o = <-out:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the handler did not finish within 30 s")
+			}
+			timedOut := errors.Is(o.err, os.ErrDeadlineExceeded)
+			switch {
+			case o.n != tc.wantN:
+				t.Fatalf("handler read %d bytes (err %v), want %d", o.n, o.err, tc.wantN)
+			case tc.wantTimed != timedOut:
+				t.Fatalf("handler's read error %v; timed out: %t, want %t", o.err, timedOut, tc.wantTimed)
+			case tc.wantErr != nil && !tc.wantErr(o.err):
+				t.Fatalf("handler's read error %v", o.err)
+			case tc.wantErr == nil && !tc.wantTimed && o.err != nil:
+				t.Fatalf("handler's read error %v, want none", o.err)
+			case o.ctxDone:
+				t.Fatal("the request's context ended while the handler answered after its body")
+			}
+			if o.err == nil {
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("answered %s", resp.Status)
+				}
+			}
+		})
+	}
+}
+
+// replay is a channel that yields o again.
+func replay(o outcome) <-chan outcome {
+	ch := make(chan outcome, 1)
+	ch <- o
+	return ch
+}
+
+// Requests without a body, or served without Handler, are left alone.
+func TestAuthenticatedWithoutHandler(t *testing.T) {
+	r, err := http.NewRequest(http.MethodGet, "http://t/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Authenticated(r) // no panic, nothing to lift
+}
