@@ -17,6 +17,7 @@ import (
 	"github.com/gatewayhq/gateway/internal/crosssite"
 	"github.com/gatewayhq/gateway/internal/errpage"
 	"github.com/gatewayhq/gateway/internal/quietnet"
+	"github.com/gatewayhq/gateway/internal/reqbound"
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
@@ -168,6 +169,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		dashError(w, r, http.StatusUnauthorized, msg)
 		return
 	}
+	reqbound.Authenticated(r) // a dashboard's form may be posted slowly
 	if why := crossSite(r); why != "" {
 		// A session cookie rides along on any page's requests to the
 		// gateway: another site's page must not post to a dashboard or
