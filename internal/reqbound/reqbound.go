@@ -40,8 +40,13 @@ func Handler(b Bounds, h http.Handler) http.Handler {
 		}
 		body := &body{rd: r.Body, b: b, rc: http.NewResponseController(w)}
 		_ = body.rc.SetReadDeadline(time.Now().Add(b.Unauthenticated))
+		// A copy: the server's own request keeps its body, by which it
+		// decides after the handler whether to read what is left (up to
+		// 256 KiB) or close the connection. Given this wrapper instead,
+		// it would read a slow body it need not, delaying the answer.
+		r = r.WithContext(context.WithValue(r.Context(), key{}, body))
 		r.Body = body
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), key{}, body)))
+		h.ServeHTTP(w, r)
 	})
 }
 

@@ -153,3 +153,40 @@ func TestAuthenticatedWithoutHandler(t *testing.T) {
 	}
 	Authenticated(r) // no panic, nothing to lift
 }
+
+// Regression test: Handler replaced the server's own request's body, so
+// after a handler refused a large declared body without reading it (the
+// sign-in form's 413) net/http read what was left, slowly sent, up to
+// the deadline before answering, instead of answering and closing.
+func TestRefusalWithoutReadingAnswersAtOnce(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Deadlines far past the hang bound: only an answer that does not
+	// wait for the body arrives within it.
+	b := Bounds{Unauthenticated: 5 * time.Minute, MaxUnauthenticated: 64, Authenticated: 5 * time.Minute}
+	srv := &http.Server{Handler: Handler(b, h), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: b.Authenticated}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // the hang bound
+	if _, err := io.WriteString(c, "POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\nt="); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer while the body was not sent: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("answered %s", resp.Status)
+	}
+}
