@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"container/list"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -122,9 +123,59 @@ type heldConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+	// serving: requests of this connection being served (reqbound.Conn);
+	// a connection serving none waits on its client, and may be evicted.
+	serving atomic.Int32
+	elem    *list.Element // in waiting's admission order
 }
 
 func (c *heldConn) free() { c.once.Do(c.release) }
+
+// Serving implements reqbound.Conn.
+func (c *heldConn) Serving(on bool) {
+	if on {
+		c.serving.Add(1)
+	} else {
+		c.serving.Add(-1)
+	}
+}
+
+// waiting lists the HTTP connections in the order they were admitted, so
+// that at the total cap the oldest one that waits on its client (for its
+// first bytes, headers, or a body without accepted credentials) makes
+// room for a newcomer: a slow client cannot keep others out by holding
+// places, and one that is being served keeps its place.
+type waiting struct {
+	mu sync.Mutex
+	l  list.List
+}
+
+func (w *waiting) add(c *heldConn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c.elem = w.l.PushBack(c)
+}
+
+func (w *waiting) remove(c *heldConn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c.elem != nil {
+		w.l.Remove(c.elem)
+		c.elem = nil
+	}
+}
+
+// oldestIdle is the oldest connection serving nothing, or nil.
+func (w *waiting) oldestIdle() *heldConn {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for e := w.l.Front(); e != nil; e = e.Next() {
+		if c := e.Value.(*heldConn); c.serving.Load() == 0 {
+			return c
+		}
+	}
+	return nil
+}
 
 // wrapQuiet reads and writes the socket through quietnet from now on
 // (which needs the socket itself, not this wrapper).

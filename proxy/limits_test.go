@@ -433,14 +433,28 @@ func TestPassthroughRefusesEarlyData(t *testing.T) {
 // Regression test for issue 32 finding 2: HTTP connections had no cap, so
 // slow requests from many addresses exhausted the gateway's descriptors.
 // The caps apply to HTTP over TLS and plain alike; sorted passthrough
-// pairs count against their own caps only.
+// pairs count against their own caps only. At the total cap the oldest
+// connection waiting on its client makes room; one being served does not.
 func TestHTTPCapsUnderFlood(t *testing.T) {
 	const perSource, total = 8, 20
 	c1 := startBackend(t, "c1", echoAll)
 	rt := routes.New()
 	rt.SetRoute("c1", "alice", c1.addr, "", nil)
 	gwTLS, roots := gatewayCert(t)
-	p := startProxy(t, Config{TLS: gwTLS, AllowPlainHTTP: true, MaxHTTPConnections: total, MaxHTTPConnectionsPerSource: perSource}, rt, nil)
+	started := make(chan struct{}, total)
+	release := make(chan struct{})
+	defer close(release)
+	p := startProxy(t, Config{TLS: gwTLS, AllowPlainHTTP: true, MaxHTTPConnections: total, MaxHTTPConnectionsPerSource: perSource}, rt,
+		func(*Server) http.Handler {
+			echo := echoHandler()
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/block" { // a request being served: a long poll, say
+					started <- struct{}{}
+					<-release
+				}
+				echo.ServeHTTP(w, r)
+			})
+		})
 	if gotTotal, gotSource := p.srv.HTTPLimits(); gotTotal != total || gotSource != perSource {
 		t.Fatalf("HTTPLimits %d %d, want %d %d", gotTotal, gotSource, total, perSource)
 	}
@@ -455,13 +469,6 @@ func TestHTTPCapsUnderFlood(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the Dask connection to leave the HTTP count", func() bool { return p.srv.ActiveHTTP() == 0 })
 
-	var held []net.Conn
-	fill := func(src string, n int) {
-		t.Helper()
-		for i := range n {
-			held = append(held, keptOpen(t, p.addr, src, i%2 == 0, roots))
-		}
-	}
 	refused := func(src string, overTLS bool, reason string, want int64) {
 		t.Helper()
 		refusedHTTP(t, p.addr, src, overTLS, roots)
@@ -469,10 +476,24 @@ func TestHTTPCapsUnderFlood(t *testing.T) {
 			t.Fatalf("counted %s: %d, want %d", reason, got, want)
 		}
 	}
+	serving := func(src string, n int) {
+		t.Helper()
+		for i := range n {
+			blocked(t, p.addr, src, i%2 == 0, roots)
+			select {
+			case <-started:
+			case <-time.After(ioTimeout):
+				t.Fatalf("request %d from %s not served", i, src)
+			}
+		}
+	}
 
-	// One address fills its share, over TLS and plain: one more of
-	// either kind is closed at once.
-	fill("127.0.0.2", perSource)
+	// One address fills its share with idle keep-alive connections, over
+	// TLS and plain: one more of either kind is closed at once.
+	var idle []net.Conn
+	for i := range perSource {
+		idle = append(idle, keptOpen(t, p.addr, "127.0.0.2", i%2 == 0, roots))
+	}
 	if got := p.srv.ActiveHTTP(); got != perSource {
 		t.Fatalf("%d HTTP connections open, want %d", got, perSource)
 	}
@@ -485,20 +506,42 @@ func TestHTTPCapsUnderFlood(t *testing.T) {
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections() // plainGet's
 	waitFor(t, 10*time.Second, "the health check's connection to be forgotten", func() bool { return p.srv.ActiveHTTP() == perSource })
 
-	// Other addresses fill the total: a new connection from anywhere is
-	// closed at once.
-	fill("127.0.0.3", perSource)
-	fill("127.0.0.4", total-2*perSource)
-	refused("127.0.0.5", true, RefusedTotal, 1)
-	refused("127.0.0.5", false, RefusedTotal, 2)
+	// Requests being served from other addresses fill the total.
+	serving("127.0.0.3", perSource)
+	serving("127.0.0.4", total-2*perSource)
+	// At the total, a newcomer takes the place of the oldest connection
+	// waiting on its client.
+	serving("127.0.0.5", 1)
+	if got := p.srv.CountedHTTP(HTTPEvicted); got != 1 {
+		t.Fatalf("counted %s: %d, want 1", HTTPEvicted, got)
+	}
+	expectClosed(t, idle[0], ioTimeout)
+	// Once every place serves a request, a newcomer is refused.
+	serving("127.0.0.5", perSource-1)
+	if got := p.srv.CountedHTTP(HTTPEvicted); got != perSource {
+		t.Fatalf("counted %s: %d, want %d", HTTPEvicted, got, perSource)
+	}
+	for _, c := range idle {
+		expectClosed(t, c, ioTimeout)
+	}
+	refused("127.0.0.6", true, RefusedTotal, 1)
+	refused("127.0.0.6", false, RefusedTotal, 2)
 	if err := pingOK(early); err != nil {
 		t.Fatalf("an established Dask connection failed while HTTP was full: %v", err)
 	}
+}
 
-	// A connection that ends frees its place.
-	held[0].Close()
-	waitFor(t, 10*time.Second, "a closed HTTP connection to be forgotten", func() bool { return p.srv.ActiveHTTP() == total-1 })
-	keptOpen(t, p.addr, "127.0.0.5", false, roots)
+// blocked sends a request for /block from localIP, over TLS or plain, and
+// leaves it waiting for its answer.
+func blocked(tb testing.TB, addr, localIP string, overTLS bool, roots *x509.CertPool) {
+	tb.Helper()
+	var conn net.Conn = dialFrom(tb, addr, localIP)
+	if overTLS {
+		conn = tls.Client(conn, chainOnly("gateway.test", roots))
+	}
+	if _, err := fmt.Fprintf(conn, "GET /block HTTP/1.1\r\nHost: gateway.test\r\n\r\n"); err != nil {
+		tb.Fatalf("from %s (TLS %t): %v", localIP, overTLS, err)
+	}
 }
 
 // keptOpen makes one request from localIP, over TLS or plain, and leaves

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/internal/park"
+	"github.com/gatewayhq/gateway/internal/reqbound"
 	"github.com/gatewayhq/gateway/proxy/routes"
 	"github.com/gatewayhq/gateway/proxy/sni"
 )
@@ -87,11 +88,14 @@ const (
 	HandshakeExpired = "handshake_timeout"  // closed: no handshake within HandshakeTimeout
 	IdleExpired      = "idle_timeout"       // closed: idle for IdleTimeout
 	RefusedEarlyData = "refused_early_data" // the ClientHello offered 0-RTT data
+	// HTTPEvicted counts HTTP connections closed at the total cap to make
+	// room: the oldest one waiting on its client (CountedHTTP).
+	HTTPEvicted = "evicted"
 )
 
 var (
 	countedReasons = []string{RefusedTotal, RefusedCluster, RefusedSource, HandshakeExpired, IdleExpired, RefusedEarlyData}
-	httpReasons    = []string{RefusedTotal, RefusedSource}
+	httpReasons    = []string{RefusedTotal, RefusedSource, HTTPEvicted}
 )
 
 // Reasons lists every reason Counted knows, for metrics.
@@ -112,8 +116,9 @@ type Server struct {
 	pairs  map[*pair]struct{} // passthrough pairs, closed on Close
 	closed bool
 
-	pairCaps *caps // admitted pairs, dialing ones included
-	httpCaps *caps // HTTP connections and unsorted ones
+	pairCaps    *caps // admitted pairs, dialing ones included
+	httpCaps    *caps // HTTP connections and unsorted ones
+	httpWaiting waiting
 
 	passthrough atomic.Int64
 	// clock is a coarse "now" (Unix nanoseconds) that the sweeper
@@ -191,7 +196,8 @@ func (s *Server) Counted(reason string) int64 { return s.counts.get(reason) }
 
 // CountedHTTP is how many HTTP connections were refused for reason
 // (RefusedTotal or RefusedSource: over MaxHTTPConnections or
-// MaxHTTPConnectionsPerSource) since the start.
+// MaxHTTPConnectionsPerSource), or closed to make room (HTTPEvicted),
+// since the start.
 func (s *Server) CountedHTTP(reason string) int64 { return s.httpCounts.get(reason) }
 
 // ActiveHTTP is the number of open HTTP connections, unsorted ones
@@ -312,11 +318,10 @@ func (s *Server) handle(conn net.Conn) {
 	// Counted from the start: a connection that sends nothing holds a
 	// descriptor for PeekTimeout as well as a slow request does.
 	source := sourceOf(conn.RemoteAddr())
-	if reason := s.httpCaps.admit(source); reason != "" {
-		s.refuseHTTP(conn, source, reason)
+	hc, ok := s.admitHTTP(conn, source)
+	if !ok {
 		return
 	}
-	hc := &heldConn{Conn: conn, release: func() { s.httpCaps.release(source) }}
 	bp := s.bufs.Get().(*[]byte)
 	_ = conn.SetReadDeadline(time.Now().Add(s.cfg.PeekTimeout))
 	hello, consumed, err := sni.Peek(conn, (*bp)[:0], sni.DefaultMaxBytes)
@@ -478,6 +483,47 @@ func (s *Server) refuse(conn net.Conn, cluster, source, reason string) {
 		s.log.Warn("refusing scheduler connections", "reason", reason, "cluster", cluster, "source", source,
 			"refused_since_last_log", n)
 	}
+}
+
+// admitHTTP counts a new connection against the HTTP caps. At the total
+// cap the oldest connection that waits on its client is closed to make
+// room; otherwise a connection over a cap is refused.
+func (s *Server) admitHTTP(conn net.Conn, source string) (*heldConn, bool) {
+	reason := s.httpCaps.admit(source)
+	if reason == RefusedTotal {
+		if victim := s.httpWaiting.oldestIdle(); victim != nil {
+			s.httpCounts.add(HTTPEvicted)
+			s.log.Debug("closing the oldest waiting HTTP connection to make room", "remote", victim.RemoteAddr())
+			victim.Close()
+			reason = s.httpCaps.admit(source)
+		}
+	}
+	if reason != "" {
+		s.refuseHTTP(conn, source, reason)
+		return nil, false
+	}
+	hc := &heldConn{Conn: conn}
+	hc.release = func() {
+		s.httpWaiting.remove(hc)
+		s.httpCaps.release(source)
+	}
+	s.httpWaiting.add(hc)
+	return hc, true
+}
+
+// ConnContext tells the requests of an HTTP connection's handlers which
+// connection they are on (for http.Server.ConnContext), so that
+// reqbound.Handler can mark it serving.
+func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if pc, ok := c.(*prefixConn); ok {
+		if hc, ok := pc.Conn.(*heldConn); ok {
+			return reqbound.WithConn(ctx, hc)
+		}
+	}
+	return ctx
 }
 
 // refuseHTTP is refuse for a connection over an HTTP cap: closed before

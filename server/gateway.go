@@ -241,6 +241,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		Handler: handler,
 		// Requests carry the crash test's points, as the core's work does.
 		BaseContext: func(net.Listener) context.Context { return crashpoint.With(context.Background(), points) },
+		// Tells reqbound's marks to the connection: one that serves
+		// nothing may be closed to make room at the HTTP cap.
+		ConnContext: g.proxy.ConnContext,
 		// Also bounds an HTTPS connection's handshake. Requests arrive
 		// before anyone knows who sent them: keep it short.
 		ReadHeaderTimeout: cfg.Proxy.HTTPHeaderTimeout,

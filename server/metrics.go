@@ -60,7 +60,7 @@ func (g *Gateway) metricsRegistry() *prometheus.Registry {
 		func() float64 { return float64(g.proxy.ActiveHTTP()) }))
 	for _, reason := range proxy.HTTPReasons() {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_http_connections_refused_total",
-			Help:        "HTTP connections the gateway closed at once over a proxy.max_http_connections* cap, by reason.",
+			Help:        "HTTP connections the gateway closed at once over a proxy.max_http_connections* cap, or closed at the total cap to make room (evicted: the oldest one waiting on its client), by reason.",
 			ConstLabels: prometheus.Labels{"reason": reason}},
 			func() float64 { return float64(g.proxy.CountedHTTP(reason)) }))
 	}

@@ -34,11 +34,18 @@ type Bounds struct {
 // connection's read deadline.
 func Handler(b Bounds, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _ := r.Context().Value(connKey{}).(Conn)
+		if conn == nil {
+			conn = noConn{}
+		}
 		if r.Body == nil || r.Body == http.NoBody {
+			conn.Serving(true)
+			defer conn.Serving(false)
 			h.ServeHTTP(w, r)
 			return
 		}
-		body := &body{rd: r.Body, b: b, rc: http.NewResponseController(w)}
+		body := &body{rd: r.Body, b: b, rc: http.NewResponseController(w), conn: conn}
+		defer body.serving(false)
 		_ = body.rc.SetReadDeadline(time.Now().Add(b.Unauthenticated))
 		// A copy: the server's own request keeps its body, by which it
 		// decides after the handler whether to read what is left (up to
@@ -56,22 +63,55 @@ func Handler(b Bounds, h http.Handler) http.Handler {
 // body is read. Requests Handler did not see are left alone.
 func Authenticated(r *http.Request) {
 	b, ok := r.Context().Value(key{}).(*body)
-	if !ok || !b.authed.CompareAndSwap(false, true) || b.ended.Load() {
+	if !ok || !b.authed.CompareAndSwap(false, true) {
 		return
 	}
-	_ = b.rc.SetReadDeadline(time.Now().Add(b.b.Authenticated))
+	b.serving(true)
+	if !b.ended.Load() {
+		_ = b.rc.SetReadDeadline(time.Now().Add(b.b.Authenticated))
+	}
 }
 
-type key struct{}
+// Conn is told whether its connection serves a request (its handler runs,
+// and waits for nothing from an unauthenticated client) or waits on its
+// client: for headers, or for a body sent without accepted credentials.
+// A connection that waits may be closed to make room (proxy).
+type Conn interface{ Serving(on bool) }
+
+// WithConn makes Handler tell c about the requests of its connection
+// (for http.Server.ConnContext).
+func WithConn(ctx context.Context, c Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+type noConn struct{}
+
+func (noConn) Serving(bool) {}
+
+type (
+	key     struct{}
+	connKey struct{}
+)
 
 // body reads a request body under the bounds.
 type body struct {
 	rd     io.ReadCloser
 	b      Bounds
 	rc     *http.ResponseController
+	conn   Conn
 	read   int64
 	authed atomic.Bool
 	ended  atomic.Bool
+	// on: conn was told it serves; the body's end and the
+	// authentication may come from different goroutines.
+	on atomic.Bool
+}
+
+// serving tells conn, once each way.
+func (b *body) serving(on bool) {
+	if b.on.CompareAndSwap(!on, on) {
+		b.conn.Serving(on)
+	}
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -95,6 +135,7 @@ func (b *body) Read(p []byte) (int, error) {
 		// watch on the connection, which a deadline set now would end,
 		// and with it the request's context.
 		b.ended.Store(true)
+		b.serving(true)
 	}
 	return n, err
 }

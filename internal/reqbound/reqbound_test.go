@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -188,5 +190,58 @@ func TestRefusalWithoutReadingAnswersAtOnce(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("answered %s", resp.Status)
+	}
+}
+
+// recordingConn records what Handler tells a connection.
+type recordingConn struct{ n atomic.Int32 }
+
+func (c *recordingConn) Serving(on bool) {
+	if on {
+		c.n.Add(1)
+	} else {
+		c.n.Add(-1)
+	}
+}
+
+// A connection serves while its handler runs, except while the handler
+// waits for a body sent without accepted credentials: such a connection
+// waits on its client, and the proxy may close it to make room.
+func TestServingMarks(t *testing.T) {
+	b := Bounds{Unauthenticated: time.Minute, MaxUnauthenticated: 1 << 20, Authenticated: time.Minute}
+	for _, tc := range []struct {
+		name        string
+		body        string
+		auth        bool
+		beforeRead  int32 // marks when the handler starts
+		afterRead   int32
+		afterHandle int32
+	}{
+		{name: "no body", beforeRead: 1, afterRead: 1},
+		{name: "unauthenticated body", body: "t=x", beforeRead: 0, afterRead: 1},
+		{name: "authenticated body", body: "{}", auth: true, beforeRead: 1, afterRead: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := &recordingConn{}
+			var before, after int32
+			h := Handler(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.auth {
+					Authenticated(r)
+				}
+				before = conn.n.Load()
+				_, _ = io.ReadAll(r.Body)
+				after = conn.n.Load()
+			}))
+			var body io.Reader = http.NoBody
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			r := httptest.NewRequest(http.MethodPost, "/x", body)
+			h.ServeHTTP(httptest.NewRecorder(), r.WithContext(WithConn(r.Context(), conn)))
+			if before != tc.beforeRead || after != tc.afterRead || conn.n.Load() != tc.afterHandle {
+				t.Fatalf("serving marks %d before the body, %d after, %d after the handler; want %d %d %d",
+					before, after, conn.n.Load(), tc.beforeRead, tc.afterRead, tc.afterHandle)
+			}
+		})
 	}
 }
