@@ -165,12 +165,16 @@ func (w *waiting) remove(c *heldConn) {
 	}
 }
 
-// oldestIdle is the oldest connection serving nothing, or nil.
-func (w *waiting) oldestIdle() *heldConn {
+// takeOldestIdle removes the oldest connection serving nothing from the
+// list and returns it (nil: none): newcomers arriving together each get
+// a victim of their own.
+func (w *waiting) takeOldestIdle() *heldConn {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for e := w.l.Front(); e != nil; e = e.Next() {
 		if c := e.Value.(*heldConn); c.serving.Load() == 0 {
+			w.l.Remove(e)
+			c.elem = nil
 			return c
 		}
 	}

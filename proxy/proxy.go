@@ -491,7 +491,7 @@ func (s *Server) refuse(conn net.Conn, cluster, source, reason string) {
 func (s *Server) admitHTTP(conn net.Conn, source string) (*heldConn, bool) {
 	reason := s.httpCaps.admit(source)
 	if reason == RefusedTotal {
-		if victim := s.httpWaiting.oldestIdle(); victim != nil {
+		if victim := s.httpWaiting.takeOldestIdle(); victim != nil {
 			s.httpCounts.add(HTTPEvicted)
 			s.log.Debug("closing the oldest waiting HTTP connection to make room", "remote", victim.RemoteAddr())
 			victim.Close()

@@ -65,7 +65,7 @@ func TestProxyLimitsWired(t *testing.T) {
 	}
 	for metric, want := range map[string][]string{
 		"gateway_scheduler_connections_ended_total": {proxy.RefusedTotal, proxy.RefusedCluster, proxy.RefusedSource, proxy.HandshakeExpired, proxy.IdleExpired},
-		"gateway_http_connections_refused_total":    {proxy.RefusedTotal, proxy.RefusedSource},
+		"gateway_http_connections_refused_total":    {proxy.RefusedTotal, proxy.RefusedSource, proxy.HTTPEvicted},
 	} {
 		for _, r := range want {
 			if !reasons[metric][r] {
