@@ -30,17 +30,11 @@ import (
 // ClientHello for serverName: the connection the flood is made of.
 func halfOpen(tb testing.TB, addr, localIP string, hello []byte) *net.TCPConn {
 	tb.Helper()
-	d := net.Dialer{Timeout: ioTimeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(localIP)}}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	c := dialFrom(tb, addr, localIP)
 	if _, err := c.Write(hello); err != nil {
 		tb.Fatal(err)
 	}
-	return c.(*net.TCPConn)
+	return c
 }
 
 // plainGet asks the proxy's HTTP side for path, as /api/health would be.

@@ -148,8 +148,12 @@ func startFloodTarget(t *testing.T) (floodReady, string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	var waitErr error
+	exited := make(chan struct{}) // closed once the child is gone and its stderr copied
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -173,11 +177,13 @@ func startFloodTarget(t *testing.T) (floodReady, string) {
 			return ready, filepath.Join(dir, floodLogFile)
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("the gateway exited before serving: %v\n%s", err, stderr.String())
+		case <-exited:
+			t.Fatalf("the gateway exited before serving: %v\n%s", waitErr, stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-exited
 			t.Fatalf("the gateway did not serve within 2 minutes\n%s", stderr.String())
 		}
 	}
