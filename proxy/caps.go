@@ -69,6 +69,15 @@ func (c *caps) release(keys ...string) {
 	}
 }
 
+// aboveAverage says whether key holds more than its even share of
+// the connections under keyed cap i.
+func (c *caps) aboveAverage(i int, key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := &c.by[i]
+	return len(b.held) > 0 && b.held[key]*len(b.held) > c.held
+}
+
 // count is how many connections are admitted now.
 func (c *caps) count() int {
 	c.mu.Lock()
@@ -127,6 +136,7 @@ type heldConn struct {
 	// a connection serving none waits on its client, and may be evicted.
 	serving atomic.Int32
 	elem    *list.Element // in waiting's admission order
+	source  string
 }
 
 func (c *heldConn) free() { c.once.Do(c.release) }
@@ -166,19 +176,34 @@ func (w *waiting) remove(c *heldConn) {
 }
 
 // takeOldestIdle removes the oldest connection serving nothing from the
-// list and returns it (nil: none): newcomers arriving together each get
-// a victim of their own.
-func (w *waiting) takeOldestIdle() *heldConn {
+// list and returns it (nil: none), preferring one whose source holds more
+// than its share (heavy): a flood comes from fewer addresses than it
+// holds connections, and a client with one connection keeps it longer.
+// Newcomers arriving together each get a victim of their own.
+func (w *waiting) takeOldestIdle(heavy func(source string) bool) *heldConn {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var fallback *list.Element
 	for e := w.l.Front(); e != nil; e = e.Next() {
-		if c := e.Value.(*heldConn); c.serving.Load() == 0 {
-			w.l.Remove(e)
-			c.elem = nil
-			return c
+		c := e.Value.(*heldConn)
+		if c.serving.Load() != 0 {
+			continue
+		}
+		if heavy(c.source) {
+			fallback = e
+			break
+		}
+		if fallback == nil {
+			fallback = e
 		}
 	}
-	return nil
+	if fallback == nil {
+		return nil
+	}
+	w.l.Remove(fallback)
+	c := fallback.Value.(*heldConn)
+	c.elem = nil
+	return c
 }
 
 // wrapQuiet reads and writes the socket through quietnet from now on

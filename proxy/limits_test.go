@@ -525,6 +525,35 @@ func TestHTTPCapsUnderFlood(t *testing.T) {
 	}
 }
 
+// At the HTTP total, the connection evicted is the oldest waiting one
+// from an address that holds more than its share: a client with one
+// connection keeps it while a flood's addresses hold many.
+func TestHTTPEvictsFromHeavySources(t *testing.T) {
+	const total = 4
+	gwTLS, roots := gatewayCert(t)
+	p := startProxy(t, Config{TLS: gwTLS, AllowPlainHTTP: true, MaxHTTPConnections: total, MaxHTTPConnectionsPerSource: total}, nil, nil)
+	light := keptOpen(t, p.addr, "127.0.0.3", false, roots) // the oldest
+	var heavy []net.Conn
+	for range total - 1 {
+		heavy = append(heavy, keptOpen(t, p.addr, "127.0.0.2", false, roots))
+	}
+	keptOpen(t, p.addr, "127.0.0.4", true, roots)
+	expectClosed(t, heavy[0], ioTimeout)
+	if got := p.srv.CountedHTTP(HTTPEvicted); got != 1 {
+		t.Fatalf("counted %s: %d, want 1", HTTPEvicted, got)
+	}
+	// The light address's connection still serves.
+	_ = light.SetDeadline(time.Now().Add(ioTimeout))
+	if _, err := fmt.Fprintf(light, "GET /again HTTP/1.1\r\nHost: gateway.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(light), nil)
+	if err != nil {
+		t.Fatalf("the single connection of 127.0.0.3 was evicted: %v", err)
+	}
+	resp.Body.Close()
+}
+
 // blocked sends a request for /block from localIP, over TLS or plain, and
 // leaves it waiting for its answer.
 func blocked(tb testing.TB, addr, localIP string, overTLS bool, roots *x509.CertPool) {

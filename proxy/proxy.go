@@ -486,12 +486,14 @@ func (s *Server) refuse(conn net.Conn, cluster, source, reason string) {
 }
 
 // admitHTTP counts a new connection against the HTTP caps. At the total
-// cap the oldest connection that waits on its client is closed to make
-// room; otherwise a connection over a cap is refused.
+// cap the oldest connection that waits on its client (from an address
+// holding more than its share, if any) is closed to make room; otherwise
+// a connection over a cap is refused.
 func (s *Server) admitHTTP(conn net.Conn, source string) (*heldConn, bool) {
 	reason := s.httpCaps.admit(source)
 	if reason == RefusedTotal {
-		if victim := s.httpWaiting.takeOldestIdle(); victim != nil {
+		heavy := func(source string) bool { return s.httpCaps.aboveAverage(0, source) }
+		if victim := s.httpWaiting.takeOldestIdle(heavy); victim != nil {
 			s.httpCounts.add(HTTPEvicted)
 			s.log.Debug("closing the oldest waiting HTTP connection to make room", "remote", victim.RemoteAddr())
 			victim.Close()
@@ -502,7 +504,7 @@ func (s *Server) admitHTTP(conn net.Conn, source string) (*heldConn, bool) {
 		s.refuseHTTP(conn, source, reason)
 		return nil, false
 	}
-	hc := &heldConn{Conn: conn}
+	hc := &heldConn{Conn: conn, source: source}
 	hc.release = func() {
 		s.httpWaiting.remove(hc)
 		s.httpCaps.release(source)
