@@ -10,6 +10,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -45,7 +46,7 @@ func Handler(b Bounds, h http.Handler) http.Handler {
 			return
 		}
 		body := &body{rd: r.Body, b: b, rc: http.NewResponseController(w), conn: conn}
-		defer body.serving(false)
+		defer body.finish()
 		_ = body.rc.SetReadDeadline(time.Now().Add(b.Unauthenticated))
 		// A copy: the server's own request keeps its body, by which it
 		// decides after the handler whether to read what is left (up to
@@ -66,7 +67,7 @@ func Authenticated(r *http.Request) {
 	if !ok || !b.authed.CompareAndSwap(false, true) {
 		return
 	}
-	b.serving(true)
+	b.serving()
 	if !b.ended.Load() {
 		_ = b.rc.SetReadDeadline(time.Now().Add(b.b.Authenticated))
 	}
@@ -102,15 +103,32 @@ type body struct {
 	read   int64
 	authed atomic.Bool
 	ended  atomic.Bool
-	// on: conn was told it serves; the body's end and the
-	// authentication may come from different goroutines.
-	on atomic.Bool
+	// The body's end and the authentication may come from different
+	// goroutines (a proxy's transport reads the body), even after the
+	// handler returned: mu orders what conn is told.
+	mu       sync.Mutex
+	on, done bool
 }
 
-// serving tells conn, once each way.
-func (b *body) serving(on bool) {
-	if b.on.CompareAndSwap(!on, on) {
-		b.conn.Serving(on)
+// serving tells conn that the request serves, once, unless the handler
+// has returned.
+func (b *body) serving() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.on && !b.done {
+		b.on = true
+		b.conn.Serving(true)
+	}
+}
+
+// finish tells conn the request is over (the handler returned).
+func (b *body) finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.done = true
+	if b.on {
+		b.on = false
+		b.conn.Serving(false)
 	}
 }
 
@@ -135,7 +153,7 @@ func (b *body) Read(p []byte) (int, error) {
 		// watch on the connection, which a deadline set now would end,
 		// and with it the request's context.
 		b.ended.Store(true)
-		b.serving(true)
+		b.serving()
 	}
 	return n, err
 }

@@ -245,3 +245,20 @@ func TestServingMarks(t *testing.T) {
 		})
 	}
 }
+
+// A body read to its end after the handler returned (a proxy's transport
+// may) does not mark the connection serving for good.
+func TestLateReadLeavesConnWaiting(t *testing.T) {
+	conn := &recordingConn{}
+	var late io.Reader
+	h := Handler(Bounds{Unauthenticated: time.Minute, MaxUnauthenticated: 64, Authenticated: time.Minute},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { late = r.Body }))
+	r := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader("t=x"))
+	h.ServeHTTP(httptest.NewRecorder(), r.WithContext(WithConn(r.Context(), conn)))
+	if _, err := io.ReadAll(late); err != nil {
+		t.Fatal(err)
+	}
+	if got := conn.n.Load(); got != 0 {
+		t.Fatalf("serving marks %d after the handler returned and its body was read; want 0", got)
+	}
+}
