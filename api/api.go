@@ -22,6 +22,7 @@ import (
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/internal/crosssite"
+	"github.com/gatewayhq/gateway/internal/reqbound"
 	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
@@ -256,6 +257,8 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			WriteError(w, http.StatusUnauthorized, "unauthenticated", msg)
 			return
 		}
+		// Its body may now be large and slow (an environment's code).
+		reqbound.Authenticated(r)
 		if u.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
 			WriteError(w, http.StatusForbidden, "read_only", "this token is read-only")
 			return

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -111,6 +112,10 @@ var confirmPage = template.Must(template.New("confirm").Parse(`<!doctype html>
 </body></html>
 `))
 
+// maxTicketForm bounds the sign-in form: a ticket, a dashboard path and
+// their names, well under a kilobyte.
+const maxTicketForm = 4 << 10
+
 func (s *Server) redeemTicket(w http.ResponseWriter, r *http.Request) {
 	if s.sessions == nil {
 		http.NotFound(w, r)
@@ -121,7 +126,20 @@ func (s *Server) redeemTicket(w http.ResponseWriter, r *http.Request) {
 		pageError(w, r, http.StatusForbidden, "cross_site", "Sign-in refused", "sign in from the gateway's own page", "Open the sign-in link itself (from gateway dashboard NAME) and click the button there.")
 		return
 	}
+	// The form is a ticket and a path: anything larger is not from the
+	// confirmation page, and is refused before it is read.
+	if r.ContentLength > maxTicketForm {
+		pageError(w, r, http.StatusRequestEntityTooLarge, "invalid_request", "Sign-in refused",
+			fmt.Sprintf("the sign-in form is at most %d bytes", maxTicketForm), newLinkHint)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxTicketForm)
 	if err := r.ParseForm(); err != nil {
+		if mb := (*http.MaxBytesError)(nil); errors.As(err, &mb) {
+			pageError(w, r, http.StatusRequestEntityTooLarge, "invalid_request", "Sign-in refused",
+				fmt.Sprintf("the sign-in form is at most %d bytes", maxTicketForm), newLinkHint)
+			return
+		}
 		pageError(w, r, http.StatusBadRequest, "invalid_request", "Sign-in refused", "malformed form", newLinkHint)
 		return
 	}

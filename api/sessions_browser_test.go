@@ -1,9 +1,12 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -331,5 +334,48 @@ func TestLoginErrorsAnswerTheirClient(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Regression test for issue 32 finding 2: the sign-in form was read in
+// full before any check, so a POST declaring a 1 MB body and sending a
+// byte every few seconds held its connection for the server's whole read
+// timeout. A declared body over the form's bound is refused before it is
+// read; one without a declared length is cut at the bound; the ticket is
+// not spent by either.
+func TestSignInFormBounded(t *testing.T) {
+	ss, _ := newSessionServer(t)
+	_, form := ss.link(t, "alice-token-000000")
+	addr := strings.TrimPrefix(ss.srv.URL, "http://")
+	for _, tc := range []struct {
+		name, framing, body string
+	}{
+		{"declared 1 MB, sent slowly", "Content-Length: 1000000\r\n", "t="},
+		{"chunked, over the bound", "Transfer-Encoding: chunked\r\n", fmt.Sprintf("%x\r\nt=%s\r\n0\r\n\r\n", maxTicketForm+2, strings.Repeat("a", maxTicketForm))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // the hang bound: the answer comes without the rest of the body
+			if _, err := fmt.Fprintf(c, "POST /auth/ticket HTTP/1.1\r\nHost: %s\r\nOrigin: %s\r\nContent-Type: application/x-www-form-urlencoded\r\n%s\r\n%s",
+				addr, ss.srv.URL, tc.framing, tc.body); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no answer while the rest of the body was not sent: %v", err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), fmt.Sprintf("at most %d bytes", maxTicketForm)) {
+				t.Fatalf("answered %s %s; want 413 saying the form's bound", resp.Status, b)
+			}
+		})
+	}
+	if a := ss.send(t, "POST", "/auth/ticket", chromiumHeaders(ss.srv.URL), form); a.status != http.StatusSeeOther {
+		t.Fatalf("the real form after the refusals: %d %s", a.status, a.body)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/gatewayhq/gateway/internal/crosssite"
 	"github.com/gatewayhq/gateway/internal/errpage"
 	"github.com/gatewayhq/gateway/internal/quietnet"
+	"github.com/gatewayhq/gateway/internal/reqbound"
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
@@ -179,6 +180,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		dashError(w, r, http.StatusForbidden, "cross-site request refused: "+why)
 		return
 	}
+	reqbound.Authenticated(r) // a dashboard's form may be posted slowly
 	rt, ok := d.lookup(name)
 	if !ok {
 		d.pool.Drop(name) // routed from the store until now, perhaps

@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -28,17 +30,11 @@ import (
 // ClientHello for serverName: the connection the flood is made of.
 func halfOpen(tb testing.TB, addr, localIP string, hello []byte) *net.TCPConn {
 	tb.Helper()
-	d := net.Dialer{Timeout: ioTimeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(localIP)}}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	c := dialFrom(tb, addr, localIP)
 	if _, err := c.Write(hello); err != nil {
 		tb.Fatal(err)
 	}
-	return c.(*net.TCPConn)
+	return c
 }
 
 // plainGet asks the proxy's HTTP side for path, as /api/health would be.
@@ -426,4 +422,200 @@ func TestPassthroughRefusesEarlyData(t *testing.T) {
 	if err := pingOK(tc); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Regression test for issue 32 finding 2: HTTP connections had no cap, so
+// slow requests from many addresses exhausted the gateway's descriptors.
+// The caps apply to HTTP over TLS and plain alike; sorted passthrough
+// pairs count against their own caps only. At the total cap the oldest
+// connection waiting on its client makes room; one being served does not.
+func TestHTTPCapsUnderFlood(t *testing.T) {
+	const perSource, total = 8, 20
+	c1 := startBackend(t, "c1", echoAll)
+	rt := routes.New()
+	rt.SetRoute("c1", "alice", c1.addr, "", nil, nil)
+	gwTLS, roots := gatewayCert(t)
+	started := make(chan struct{}, total)
+	release := make(chan struct{})
+	defer close(release)
+	p := startProxy(t, Config{TLS: gwTLS, AllowPlainHTTP: true, MaxHTTPConnections: total, MaxHTTPConnectionsPerSource: perSource}, rt,
+		func(*Server) http.Handler {
+			echo := echoHandler()
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/block" { // a request being served: a long poll, say
+					started <- struct{}{}
+					<-release
+				}
+				echo.ServeHTTP(w, r)
+			})
+		})
+	if gotTotal, gotSource := p.srv.HTTPLimits(); gotTotal != total || gotSource != perSource {
+		t.Fatalf("HTTPLimits %d %d, want %d %d", gotTotal, gotSource, total, perSource)
+	}
+
+	// A Dask client from before the flood: once sorted, it is not HTTP.
+	early, _, err := dialTLS(t, p.addr, c1.clientConfig(SNIPrefix+"c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pingOK(early); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the Dask connection to leave the HTTP count", func() bool { return p.srv.ActiveHTTP() == 0 })
+
+	refused := func(src string, overTLS bool, reason string, want int64) {
+		t.Helper()
+		refusedHTTP(t, p.addr, src, overTLS, roots)
+		if got := p.srv.CountedHTTP(reason); got != want {
+			t.Fatalf("counted %s: %d, want %d", reason, got, want)
+		}
+	}
+	serving := func(src string, n int) {
+		t.Helper()
+		for i := range n {
+			blocked(t, p.addr, src, i%2 == 0, roots)
+			select {
+			case <-started:
+			case <-time.After(ioTimeout):
+				t.Fatalf("request %d from %s not served", i, src)
+			}
+		}
+	}
+
+	// One address fills its share with idle keep-alive connections, over
+	// TLS and plain: one more of either kind is closed at once.
+	var idle []net.Conn
+	for i := range perSource {
+		idle = append(idle, keptOpen(t, p.addr, "127.0.0.2", i%2 == 0, roots))
+	}
+	if got := p.srv.ActiveHTTP(); got != perSource {
+		t.Fatalf("%d HTTP connections open, want %d", got, perSource)
+	}
+	refused("127.0.0.2", false, RefusedSource, 1)
+	refused("127.0.0.2", true, RefusedSource, 2)
+	// Another address is still served.
+	if got := plainGet(t, p.addr, "/api/health"); got != "tls=false sni= path=/api/health" {
+		t.Fatalf("health answered %q", got)
+	}
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections() // plainGet's
+	waitFor(t, 10*time.Second, "the health check's connection to be forgotten", func() bool { return p.srv.ActiveHTTP() == perSource })
+
+	// Requests being served from other addresses fill the total.
+	serving("127.0.0.3", perSource)
+	serving("127.0.0.4", total-2*perSource)
+	// At the total, a newcomer takes the place of the oldest connection
+	// waiting on its client.
+	serving("127.0.0.5", 1)
+	if got := p.srv.CountedHTTP(HTTPEvicted); got != 1 {
+		t.Fatalf("counted %s: %d, want 1", HTTPEvicted, got)
+	}
+	expectClosed(t, idle[0], ioTimeout)
+	// Once every place serves a request, a newcomer is refused.
+	serving("127.0.0.5", perSource-1)
+	if got := p.srv.CountedHTTP(HTTPEvicted); got != perSource {
+		t.Fatalf("counted %s: %d, want %d", HTTPEvicted, got, perSource)
+	}
+	for _, c := range idle {
+		expectClosed(t, c, ioTimeout)
+	}
+	refused("127.0.0.6", true, RefusedTotal, 1)
+	refused("127.0.0.6", false, RefusedTotal, 2)
+	if err := pingOK(early); err != nil {
+		t.Fatalf("an established Dask connection failed while HTTP was full: %v", err)
+	}
+}
+
+// At the HTTP total, the connection evicted is the oldest waiting one
+// from an address that holds more than its share: a client with one
+// connection keeps it while a flood's addresses hold many.
+func TestHTTPEvictsFromHeavySources(t *testing.T) {
+	const total = 4
+	gwTLS, roots := gatewayCert(t)
+	p := startProxy(t, Config{TLS: gwTLS, AllowPlainHTTP: true, MaxHTTPConnections: total, MaxHTTPConnectionsPerSource: total}, nil, nil)
+	light := keptOpen(t, p.addr, "127.0.0.3", false, roots) // the oldest
+	var heavy []net.Conn
+	for range total - 1 {
+		heavy = append(heavy, keptOpen(t, p.addr, "127.0.0.2", false, roots))
+	}
+	keptOpen(t, p.addr, "127.0.0.4", true, roots)
+	expectClosed(t, heavy[0], ioTimeout)
+	if got := p.srv.CountedHTTP(HTTPEvicted); got != 1 {
+		t.Fatalf("counted %s: %d, want 1", HTTPEvicted, got)
+	}
+	// The light address's connection still serves.
+	_ = light.SetDeadline(time.Now().Add(ioTimeout))
+	if _, err := fmt.Fprintf(light, "GET /again HTTP/1.1\r\nHost: gateway.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(light), nil)
+	if err != nil {
+		t.Fatalf("the single connection of 127.0.0.3 was evicted: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// blocked sends a request for /block from localIP, over TLS or plain, and
+// leaves it waiting for its answer.
+func blocked(tb testing.TB, addr, localIP string, overTLS bool, roots *x509.CertPool) {
+	tb.Helper()
+	var conn net.Conn = dialFrom(tb, addr, localIP)
+	if overTLS {
+		conn = tls.Client(conn, chainOnly("gateway.test", roots))
+	}
+	if _, err := fmt.Fprintf(conn, "GET /block HTTP/1.1\r\nHost: gateway.test\r\n\r\n"); err != nil {
+		tb.Fatalf("from %s (TLS %t): %v", localIP, overTLS, err)
+	}
+}
+
+// keptOpen makes one request from localIP, over TLS or plain, and leaves
+// the connection open (keep-alive): an HTTP connection the proxy holds.
+func keptOpen(tb testing.TB, addr, localIP string, overTLS bool, roots *x509.CertPool) net.Conn {
+	tb.Helper()
+	c := dialFrom(tb, addr, localIP)
+	var conn net.Conn = c
+	if overTLS {
+		conn = tls.Client(c, chainOnly("gateway.test", roots))
+	}
+	if _, err := fmt.Fprintf(conn, "GET /held HTTP/1.1\r\nHost: gateway.test\r\n\r\n"); err != nil {
+		tb.Fatalf("from %s (TLS %t): %v", localIP, overTLS, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		tb.Fatalf("from %s (TLS %t): %v", localIP, overTLS, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("from %s (TLS %t): %s", localIP, overTLS, resp.Status)
+	}
+	return conn
+}
+
+// refusedHTTP expects a new connection from localIP to be closed before
+// any answer, over TLS or plain.
+func refusedHTTP(tb testing.TB, addr, localIP string, overTLS bool, roots *x509.CertPool) {
+	tb.Helper()
+	c := dialFrom(tb, addr, localIP)
+	if overTLS {
+		tc := tls.Client(c, chainOnly("gateway.test", roots))
+		if err := tc.Handshake(); err == nil {
+			tb.Fatalf("a TLS connection from %s over the cap was served", localIP)
+		}
+		return
+	}
+	_, _ = fmt.Fprintf(c, "GET /refused HTTP/1.1\r\nHost: gateway.test\r\n\r\n") // may fail: closed already
+	expectClosed(tb, c, ioTimeout)
+}
+
+// dialFrom connects to addr from localIP (a loopback address).
+func dialFrom(tb testing.TB, addr, localIP string) *net.TCPConn {
+	tb.Helper()
+	d := net.Dialer{Timeout: ioTimeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(localIP)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	return c.(*net.TCPConn)
 }

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/internal/park"
-	"github.com/gatewayhq/gateway/internal/quietnet"
+	"github.com/gatewayhq/gateway/internal/reqbound"
 	"github.com/gatewayhq/gateway/proxy/routes"
 	"github.com/gatewayhq/gateway/proxy/sni"
 )
@@ -62,6 +62,13 @@ type Config struct {
 	// cluster and from one client IP address. 0: no cap.
 	MaxConnectionsPerCluster int
 	MaxConnectionsPerSource  int
+	// MaxHTTPConnections and MaxHTTPConnectionsPerSource cap the other
+	// connections: HTTP, over TLS or plain, and those still sending their
+	// first bytes, which are not sorted yet. Over a cap a new connection
+	// is closed at once. 0: DefaultMaxHTTPConnections and
+	// DefaultMaxHTTPConnectionsPerSource.
+	MaxHTTPConnections          int
+	MaxHTTPConnectionsPerSource int
 	// ParkAfter parks a passthrough pair that moved no bytes either way
 	// for this long: its goroutines end and one shared poller watches its
 	// two sockets until either has something to say: an idle pair costs
@@ -81,12 +88,21 @@ const (
 	HandshakeExpired = "handshake_timeout"  // closed: no handshake within HandshakeTimeout
 	IdleExpired      = "idle_timeout"       // closed: idle for IdleTimeout
 	RefusedEarlyData = "refused_early_data" // the ClientHello offered 0-RTT data
+	// HTTPEvicted counts HTTP connections closed at the total cap to make
+	// room: the oldest one waiting on its client (CountedHTTP).
+	HTTPEvicted = "evicted"
 )
 
-var countedReasons = []string{RefusedTotal, RefusedCluster, RefusedSource, HandshakeExpired, IdleExpired, RefusedEarlyData}
+var (
+	countedReasons = []string{RefusedTotal, RefusedCluster, RefusedSource, HandshakeExpired, IdleExpired, RefusedEarlyData}
+	httpReasons    = []string{RefusedTotal, RefusedSource, HTTPEvicted}
+)
 
 // Reasons lists every reason Counted knows, for metrics.
 func Reasons() []string { return slices.Clone(countedReasons) }
+
+// HTTPReasons lists every reason CountedHTTP knows, for metrics.
+func HTTPReasons() []string { return slices.Clone(httpReasons) }
 
 // Server accepts connections and sorts them.
 type Server struct {
@@ -96,21 +112,21 @@ type Server struct {
 	log    *slog.Logger
 	bufs   sync.Pool
 
-	mu         sync.Mutex
-	pairs      map[*pair]struct{} // passthrough pairs, closed on Close
-	held       int                // admitted pairs, dialing ones included
-	perCluster map[string]int
-	perSource  map[string]int
-	closed     bool
+	mu     sync.Mutex
+	pairs  map[*pair]struct{} // passthrough pairs, closed on Close
+	closed bool
+
+	pairCaps    *caps // admitted pairs, dialing ones included
+	httpCaps    *caps // HTTP connections and unsorted ones
+	httpWaiting waiting
 
 	passthrough atomic.Int64
 	// clock is a coarse "now" (Unix nanoseconds) that the sweeper
 	// refreshes: pairs stamp their activity with it, which costs an atomic
 	// load and store per message instead of a timer reset.
-	clock    atomic.Int64
-	counts   map[string]*atomic.Int64 // by reason; fixed keys, read without a lock
-	lastLog  atomic.Int64             // when a refusal was last logged
-	unlogged atomic.Int64             // refusals since then
+	clock      atomic.Int64
+	counts     *tally // passthrough refusals and closings, by reason
+	httpCounts *tally // HTTP refusals, by reason
 
 	parker *park.Set[*pair] // idle pairs, parked without goroutines
 
@@ -148,30 +164,26 @@ func New(cfg Config, rt *routes.Table) *Server {
 	if cfg.MaxConnections <= 0 {
 		cfg.MaxConnections = DefaultMaxConnections()
 	}
+	if cfg.MaxHTTPConnections <= 0 {
+		cfg.MaxHTTPConnections = DefaultMaxHTTPConnections()
+	}
+	if cfg.MaxHTTPConnectionsPerSource <= 0 {
+		cfg.MaxHTTPConnectionsPerSource = DefaultMaxHTTPConnectionsPerSource(cfg.MaxHTTPConnections)
+	}
 	if cfg.ParkAfter == 0 {
 		cfg.ParkAfter = time.Second
 	}
 	cfg.ClusterDomain = strings.ToLower(strings.Trim(cfg.ClusterDomain, ".")) // server names arrive lowercased
-	s := &Server{cfg: cfg, routes: rt, log: cfg.Logger, http: newChanListener(),
-		pairs: map[*pair]struct{}{}, perCluster: map[string]int{}, perSource: map[string]int{}, counts: map[string]*atomic.Int64{}}
-	for _, r := range countedReasons {
-		s.counts[r] = new(atomic.Int64)
-	}
+	s := &Server{cfg: cfg, routes: rt, log: cfg.Logger, http: newChanListener(), pairs: map[*pair]struct{}{},
+		pairCaps: newCaps(cfg.MaxConnections, RefusedTotal).per(cfg.MaxConnectionsPerCluster, RefusedCluster).
+			per(cfg.MaxConnectionsPerSource, RefusedSource),
+		httpCaps:   newCaps(cfg.MaxHTTPConnections, RefusedTotal).per(cfg.MaxHTTPConnectionsPerSource, RefusedSource),
+		counts:     newTally(countedReasons),
+		httpCounts: newTally(httpReasons)}
 	s.clock.Store(time.Now().UnixNano())
 	s.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	s.parker = park.New(s.resume)
 	return s
-}
-
-// DefaultMaxConnections is the total cap on passthrough pairs when none is
-// configured: a third of the soft descriptor limit (Go raises it to the
-// hard limit at start), since each pair holds two.
-func DefaultMaxConnections() int {
-	var l syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil || l.Cur == 0 {
-		return 1000
-	}
-	return int(min(max(l.Cur/3, 16), 1<<20))
 }
 
 // Limits are the passthrough bounds in effect (defaults resolved).
@@ -180,14 +192,24 @@ func (s *Server) Limits() (handshake, idle time.Duration, total, perCluster, per
 	return c.HandshakeTimeout, c.IdleTimeout, c.MaxConnections, c.MaxConnectionsPerCluster, c.MaxConnectionsPerSource
 }
 
+// HTTPLimits are the HTTP connection caps in effect (defaults resolved).
+func (s *Server) HTTPLimits() (total, perSource int) {
+	return s.cfg.MaxHTTPConnections, s.cfg.MaxHTTPConnectionsPerSource
+}
+
 // Counted is how many passthrough connections were refused or closed for
 // reason (one of the Refused* or *Expired constants) since the start.
-func (s *Server) Counted(reason string) int64 {
-	if c, ok := s.counts[reason]; ok {
-		return c.Load()
-	}
-	return 0
-}
+func (s *Server) Counted(reason string) int64 { return s.counts.get(reason) }
+
+// CountedHTTP is how many HTTP connections were refused for reason
+// (RefusedTotal or RefusedSource: over MaxHTTPConnections or
+// MaxHTTPConnectionsPerSource), or closed to make room (HTTPEvicted),
+// since the start.
+func (s *Server) CountedHTTP(reason string) int64 { return s.httpCounts.get(reason) }
+
+// ActiveHTTP is the number of open HTTP connections, unsorted ones
+// included.
+func (s *Server) ActiveHTTP() int { return s.httpCaps.count() }
 
 // HTTPListener is the listener an http.Server serves: it yields the
 // connections that are not for a scheduler, TLS already set up for HTTPS.
@@ -278,7 +300,7 @@ func (s *Server) sweep(ctx context.Context) {
 			}
 			s.mu.Unlock()
 			for _, p := range idle {
-				s.counts[IdleExpired].Add(1)
+				s.counts.add(IdleExpired)
 				s.log.Debug("closing idle scheduler connection", "cluster", p.cluster, "remote", p.client.RemoteAddr())
 				s.closePair(p)
 			}
@@ -300,6 +322,13 @@ func (s *Server) closePair(p *pair) {
 }
 
 func (s *Server) handle(conn net.Conn) {
+	// Counted from the start: a connection that sends nothing holds a
+	// descriptor for PeekTimeout as well as a slow request does.
+	source := sourceOf(conn.RemoteAddr())
+	hc, ok := s.admitHTTP(conn, source)
+	if !ok {
+		return
+	}
 	bp := s.bufs.Get().(*[]byte)
 	_ = conn.SetReadDeadline(time.Now().Add(s.cfg.PeekTimeout))
 	hello, consumed, err := sni.Peek(conn, (*bp)[:0], sni.DefaultMaxBytes)
@@ -307,23 +336,25 @@ func (s *Server) handle(conn net.Conn) {
 	switch {
 	case errors.Is(err, sni.ErrNotTLS):
 		if !s.cfg.AllowPlainHTTP {
-			s.refusePlain(conn, consumed)
+			s.refusePlain(hc, consumed)
 			s.putBuf(bp, consumed)
 			return
 		}
-		s.toHTTP(&prefixConn{Conn: quietnet.Wrap(conn), prefix: clone(consumed)})
+		s.toHTTP(&prefixConn{Conn: hc.wrapQuiet(), prefix: clone(consumed)})
 		s.putBuf(bp, consumed)
 	case err != nil:
 		s.log.Debug("dropping connection: no usable TLS ClientHello", "remote", conn.RemoteAddr(), "err", err)
-		conn.Close()
+		hc.Close()
 		s.putBuf(bp, consumed)
 	default:
 		if cluster, ok := s.clusterFor(hello.ServerName); ok {
+			// From here the passthrough's caps count it.
+			hc.free()
 			if hello.EarlyData {
 				// 0-RTT records would pass the handshake check without a
 				// handshake; Dask's clients never offer early data.
 				s.putBuf(bp, consumed)
-				s.refuse(conn, cluster, sourceOf(conn.RemoteAddr()), RefusedEarlyData)
+				s.refuse(conn, cluster, source, RefusedEarlyData)
 				return
 			}
 			// The buffer goes back to the pool once the ClientHello is
@@ -334,11 +365,11 @@ func (s *Server) handle(conn net.Conn) {
 		}
 		if s.cfg.TLS == nil {
 			s.log.Debug("dropping TLS connection: HTTPS is not configured", "remote", conn.RemoteAddr(), "sni", hello.ServerName)
-			conn.Close()
+			hc.Close()
 			s.putBuf(bp, consumed)
 			return
 		}
-		s.toHTTP(tls.Server(&prefixConn{Conn: quietnet.Wrap(conn), prefix: clone(consumed)}, s.cfg.TLS))
+		s.toHTTP(tls.Server(&prefixConn{Conn: hc.wrapQuiet(), prefix: clone(consumed)}, s.cfg.TLS))
 		s.putBuf(bp, consumed)
 	}
 }
@@ -397,7 +428,7 @@ func (s *Server) passthroughTo(conn net.Conn, cluster string, hello []byte, rele
 		return
 	}
 	source := sourceOf(conn.RemoteAddr())
-	if reason := s.admit(cluster, source); reason != "" {
+	if reason := s.pairCaps.admit(cluster, source); reason != "" {
 		release()
 		s.refuse(conn, cluster, source, reason)
 		return
@@ -405,7 +436,7 @@ func (s *Server) passthroughTo(conn net.Conn, cluster string, hello []byte, rele
 	backend, err := net.DialTimeout("tcp", rt.Scheduler, s.cfg.DialTimeout)
 	if err != nil {
 		release()
-		s.unadmit(cluster, source)
+		s.pairCaps.release(cluster, source)
 		s.log.Warn("cannot reach scheduler", "cluster", cluster, "addr", rt.Scheduler, "err", err)
 		conn.Close()
 		return
@@ -419,7 +450,7 @@ func (s *Server) passthroughTo(conn net.Conn, cluster string, hello []byte, rele
 	release()
 	if err != nil || !s.track(p, true) {
 		p.close()
-		s.unadmit(cluster, source)
+		s.pairCaps.release(cluster, source)
 		return
 	}
 	s.passthrough.Add(1)
@@ -433,7 +464,7 @@ func (s *Server) finish(p *pair) {
 	}
 	s.passthrough.Add(-1)
 	s.track(p, false)
-	s.unadmit(p.cluster, p.source)
+	s.pairCaps.release(p.cluster, p.source)
 }
 
 // sourceOf is the client's IP address, the unit of the per-source cap.
@@ -448,56 +479,72 @@ func sourceOf(a net.Addr) string {
 	return host
 }
 
-// admit counts a new pair against the caps, or says which cap refuses it.
-func (s *Server) admit(cluster, source string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.held >= s.cfg.MaxConnections:
-		return RefusedTotal
-	case s.cfg.MaxConnectionsPerCluster > 0 && s.perCluster[cluster] >= s.cfg.MaxConnectionsPerCluster:
-		return RefusedCluster
-	case s.cfg.MaxConnectionsPerSource > 0 && s.perSource[source] >= s.cfg.MaxConnectionsPerSource:
-		return RefusedSource
-	}
-	s.held++
-	s.perCluster[cluster]++
-	s.perSource[source]++
-	return ""
-}
-
-func (s *Server) unadmit(cluster, source string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.held--
-	if s.perCluster[cluster]--; s.perCluster[cluster] <= 0 {
-		delete(s.perCluster, cluster)
-	}
-	if s.perSource[source]--; s.perSource[source] <= 0 {
-		delete(s.perSource, source)
-	}
-}
-
-// refuse closes a connection over a cap at once (existing pairs are kept),
-// counts it, and logs refusals at most every refuseLogEvery, since a flood
-// would otherwise flood the log too.
+// refuse closes a passthrough connection over a cap at once (existing
+// pairs are kept), counts it, and logs refusals now and then.
 func (s *Server) refuse(conn net.Conn, cluster, source, reason string) {
 	// Counted before the close, so that whoever sees the connection end
 	// also sees it counted.
-	s.counts[reason].Add(1)
+	logNow, n := s.counts.refused(reason)
 	conn.Close()
-	s.unlogged.Add(1)
-	now := time.Now().UnixNano()
-	last := s.lastLog.Load()
-	if now-last < int64(refuseLogEvery) || !s.lastLog.CompareAndSwap(last, now) {
-		return
+	if logNow {
+		s.log.Warn("refusing scheduler connections", "reason", reason, "cluster", cluster, "source", source,
+			"refused_since_last_log", n)
 	}
-	n := s.unlogged.Swap(0)
-	s.log.Warn("refusing scheduler connections", "reason", reason, "cluster", cluster, "source", source,
-		"refused_since_last_log", n)
 }
 
-const refuseLogEvery = 10 * time.Second
+// admitHTTP counts a new connection against the HTTP caps. At the total
+// cap the oldest connection that waits on its client (from an address
+// holding more than its share, if any) is closed to make room; otherwise
+// a connection over a cap is refused.
+func (s *Server) admitHTTP(conn net.Conn, source string) (*heldConn, bool) {
+	reason := s.httpCaps.admit(source)
+	if reason == RefusedTotal {
+		heavy := func(source string) bool { return s.httpCaps.aboveAverage(0, source) }
+		if victim := s.httpWaiting.takeOldestIdle(heavy); victim != nil {
+			s.httpCounts.add(HTTPEvicted)
+			s.log.Debug("closing the oldest waiting HTTP connection to make room", "remote", victim.RemoteAddr())
+			victim.Close()
+			reason = s.httpCaps.admit(source)
+		}
+	}
+	if reason != "" {
+		s.refuseHTTP(conn, source, reason)
+		return nil, false
+	}
+	hc := &heldConn{Conn: conn, source: source}
+	hc.release = func() {
+		s.httpWaiting.remove(hc)
+		s.httpCaps.release(source)
+	}
+	s.httpWaiting.add(hc)
+	return hc, true
+}
+
+// ConnContext tells the requests of an HTTP connection's handlers which
+// connection they are on (for http.Server.ConnContext), so that
+// reqbound.Handler can mark it serving.
+func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if pc, ok := c.(*prefixConn); ok {
+		if hc, ok := pc.Conn.(*heldConn); ok {
+			return reqbound.WithConn(ctx, hc)
+		}
+	}
+	return ctx
+}
+
+// refuseHTTP is refuse for a connection over an HTTP cap: closed before
+// anything is read from it, which is the cheapest answer.
+func (s *Server) refuseHTTP(conn net.Conn, source, reason string) {
+	logNow, n := s.httpCounts.refused(reason)
+	conn.Close()
+	if logNow {
+		s.log.Warn("refusing HTTP connections", "reason", reason, "source", source,
+			"refused_since_last_log", n)
+	}
+}
 
 // track records (or forgets) a passthrough pair; after Close it refuses new
 // pairs, so a connection still peeking when the server closed cannot slip
@@ -669,7 +716,7 @@ func (s *Server) clientHandshake(p *pair) (bool, error) {
 // handshakeTimedOut ends a pair whose client did not finish its handshake
 // within HandshakeTimeout.
 func (s *Server) handshakeTimedOut(p *pair) {
-	s.counts[HandshakeExpired].Add(1)
+	s.counts.add(HandshakeExpired)
 	s.log.Debug("closing scheduler connection: TLS handshake not finished in time",
 		"cluster", p.cluster, "remote", p.client.RemoteAddr(), "timeout", s.cfg.HandshakeTimeout)
 	p.close()

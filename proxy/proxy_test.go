@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/reqbound"
 	"github.com/gatewayhq/gateway/proxy/routes"
 	"github.com/gatewayhq/gateway/proxy/sni"
 )
@@ -275,13 +276,17 @@ func startProxy(tb testing.TB, cfg Config, rt *routes.Table, handler func(*Serve
 	if handler != nil {
 		inner = handler(h.srv)
 	}
+	// reqbound marks the connections that serve (as the gateway's does),
+	// which the HTTP cap keeps.
+	bounds := reqbound.Bounds{Unauthenticated: time.Minute, MaxUnauthenticated: 1 << 30, Authenticated: time.Minute}
 	h.httpSrv = &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Handler: reqbound.Handler(bounds, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			h.httpHits.Add(1)
 			inner.ServeHTTP(w, r)
-		}),
+		})),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnContext:       h.srv.ConnContext,
 	}
 	// HTTPListener before Serve, from one goroutine: see TestRegressionHTTPListenerRace.
 	hl := h.srv.HTTPListener(ln.Addr())

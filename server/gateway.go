@@ -26,6 +26,7 @@ import (
 	"github.com/gatewayhq/gateway/internal/config"
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/internal/pki"
+	"github.com/gatewayhq/gateway/internal/reqbound"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/local"
 	"github.com/gatewayhq/gateway/proxy"
@@ -33,6 +34,10 @@ import (
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
+
+// maxUnauthenticatedBody bounds a request body sent before its
+// credentials were checked: sign-in forms are a few hundred bytes.
+const maxUnauthenticatedBody = 64 << 10
 
 // Gateway is one running gateway process.
 type Gateway struct {
@@ -161,7 +166,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	})
 	g.proxy = proxy.New(proxy.Config{TLS: tlsCfg, AllowPlainHTTP: cfg.TLS.AllowPlainHTTP, ClusterDomain: cfg.TLS.ClusterDomain, Logger: log,
 		HandshakeTimeout: cfg.Proxy.HandshakeTimeout, IdleTimeout: cfg.Proxy.IdleTimeout, MaxConnections: cfg.Proxy.MaxConnections,
-		MaxConnectionsPerCluster: cfg.Proxy.MaxConnectionsPerCluster, MaxConnectionsPerSource: cfg.Proxy.MaxConnectionsPerSource}, g.routes)
+		MaxConnectionsPerCluster: cfg.Proxy.MaxConnectionsPerCluster, MaxConnectionsPerSource: cfg.Proxy.MaxConnectionsPerSource,
+		MaxHTTPConnections: cfg.Proxy.MaxHTTPConnections, MaxHTTPConnectionsPerSource: cfg.Proxy.MaxHTTPConnectionsPerSource}, g.routes)
 
 	if g.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("gateway: listen on %s: %w (is another gateway running? set listen or --listen)", cfg.Listen, err)
@@ -237,15 +243,24 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if cfg.Dev {
 		handler = devHostGuard(mux, g.ln.Addr(), g.PublicURL)
 	}
+	// Outermost: it sets the connection's read deadline.
+	handler = reqbound.Handler(reqbound.Bounds{Unauthenticated: cfg.Proxy.HTTPUnauthenticatedBodyTimeout,
+		MaxUnauthenticated: maxUnauthenticatedBody, Authenticated: cfg.Proxy.HTTPBodyTimeout}, handler)
 	points := crashpoint.From(ctx)
 	g.http = &http.Server{
 		Handler: handler,
 		// Requests carry the crash test's points, as the core's work does.
-		BaseContext:       func(net.Listener) context.Context { return crashpoint.With(context.Background(), points) },
-		ReadHeaderTimeout: 10 * time.Second,
-		// Bounds slow request bodies; dashboard websockets clear it when
-		// they upgrade.
-		ReadTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return crashpoint.With(context.Background(), points) },
+		// Tells reqbound's marks to the connection: one that serves
+		// nothing may be closed to make room at the HTTP cap.
+		ConnContext: g.proxy.ConnContext,
+		// Also bounds an HTTPS connection's handshake. Requests arrive
+		// before anyone knows who sent them: keep it short.
+		ReadHeaderTimeout: cfg.Proxy.HTTPHeaderTimeout,
+		// Bounds slow request bodies once authenticated (reqbound bounds
+		// them until then); dashboard websockets clear it when they
+		// upgrade.
+		ReadTimeout: cfg.Proxy.HTTPBodyTimeout,
 		IdleTimeout: 120 * time.Second,
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}

@@ -55,6 +55,15 @@ func (g *Gateway) metricsRegistry() *prometheus.Registry {
 			Help: "Open Dask connections passed through to schedulers."},
 			func() float64 { return float64(g.proxy.ActivePassthrough()) }),
 	)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gateway_http_connections",
+		Help: "Open HTTP connections on the public port (HTTPS or plain, and those not sorted yet), counted against proxy.max_http_connections."},
+		func() float64 { return float64(g.proxy.ActiveHTTP()) }))
+	for _, reason := range proxy.HTTPReasons() {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_http_connections_refused_total",
+			Help:        "HTTP connections the gateway closed at once over a proxy.max_http_connections* cap, or closed at the total cap to make room (evicted: the oldest one waiting on its client), by reason.",
+			ConstLabels: prometheus.Labels{"reason": reason}},
+			func() float64 { return float64(g.proxy.CountedHTTP(reason)) }))
+	}
 	for _, reason := range proxy.Reasons() {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_scheduler_connections_ended_total",
 			Help:        "Dask connections the gateway refused (over a cap, or offering 0-RTT data) or closed (handshake or idle timeout), by reason.",

@@ -264,8 +264,11 @@ func runChild(args []string) int {
 	rt.SetRoute(benchRoute, "bench-owner", args[0], "http://"+args[1], nil, nil)
 	// The figures are of many established, idle connections from one
 	// address to one cluster: the gateway's caps (which would refuse most
-	// of them) are raised for this run; the timeouts stay as in production.
-	srv := proxy.New(proxy.Config{AllowPlainHTTP: true, MaxConnections: 1 << 20}, rt)
+	// of them) are raised for this run, the HTTP ones too since connections
+	// count as HTTP until their ClientHello sorts them; the timeouts stay
+	// as in production.
+	srv := proxy.New(proxy.Config{AllowPlainHTTP: true, MaxConnections: 1 << 20,
+		MaxHTTPConnections: 1 << 20, MaxHTTPConnectionsPerSource: 1 << 20}, rt)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "proxy child:", err)

@@ -197,6 +197,13 @@ type Config struct {
 		MaxConnections           int           `mapstructure:"max_connections" doc:"most passthrough connections at once in total (0: a third of the descriptor limit, as each holds two descriptors)"`
 		MaxConnectionsPerCluster int           `mapstructure:"max_connections_per_cluster" doc:"most passthrough connections at once to one cluster (0: no cap)"`
 		MaxConnectionsPerSource  int           `mapstructure:"max_connections_per_source" doc:"most passthrough connections at once from one client IP address (0: no cap)"`
+		// The HTTP side: caps like the passthrough's, and short bounds on
+		// what anyone may send before authenticating.
+		MaxHTTPConnections             int           `mapstructure:"max_http_connections" doc:"most HTTP connections (HTTPS or plain, and connections that have not sent their first bytes yet) at once in total (0: a sixth of the descriptor limit)"`
+		MaxHTTPConnectionsPerSource    int           `mapstructure:"max_http_connections_per_source" doc:"most HTTP connections at once from one client IP address (0: a sixteenth of max_http_connections, at least 8)"`
+		HTTPHeaderTimeout              time.Duration `mapstructure:"http_header_timeout" doc:"a request's headers (and an HTTPS connection's TLS handshake) must arrive within this"`
+		HTTPUnauthenticatedBodyTimeout time.Duration `mapstructure:"http_unauthenticated_body_timeout" doc:"a request body sent without valid credentials (a sign-in form) must arrive within this of its headers; such a body is at most 64 KiB"`
+		HTTPBodyTimeout                time.Duration `mapstructure:"http_body_timeout" doc:"an authenticated request's body (an environment's code) must arrive within this"`
 	} `mapstructure:"proxy"`
 
 	Cluster struct {
@@ -329,6 +336,11 @@ func defaults() map[string]any {
 		"proxy.max_connections":                     0,
 		"proxy.max_connections_per_cluster":         1000,
 		"proxy.max_connections_per_source":          500,
+		"proxy.max_http_connections":                0,
+		"proxy.max_http_connections_per_source":     0,
+		"proxy.http_header_timeout":                 "5s",
+		"proxy.http_unauthenticated_body_timeout":   "10s",
+		"proxy.http_body_timeout":                   "2m",
 		"providers.ec2.region":                      "",
 		"providers.ec2.subnets":                     []string{},
 		"providers.ec2.gateway_cidrs":               []string{},
@@ -633,6 +645,12 @@ func (c *Config) finish() error {
 	}
 	if c.Proxy.MaxConnections < 0 || c.Proxy.MaxConnectionsPerCluster < 0 || c.Proxy.MaxConnectionsPerSource < 0 {
 		problems = append(problems, "proxy.max_connections, max_connections_per_cluster and max_connections_per_source must not be negative (0: see each key)")
+	}
+	if c.Proxy.MaxHTTPConnections < 0 || c.Proxy.MaxHTTPConnectionsPerSource < 0 {
+		problems = append(problems, "proxy.max_http_connections and max_http_connections_per_source must not be negative (0: derived from the descriptor limit)")
+	}
+	if c.Proxy.HTTPHeaderTimeout <= 0 || c.Proxy.HTTPUnauthenticatedBodyTimeout <= 0 || c.Proxy.HTTPBodyTimeout <= 0 {
+		problems = append(problems, "proxy.http_header_timeout, http_unauthenticated_body_timeout and http_body_timeout must be positive durations, e.g. 5s, 10s and 2m")
 	}
 	if c.Cluster.StartTimeout != 0 && c.Cluster.StartTimeout < time.Second {
 		problems = append(problems, "cluster.start_timeout must be at least 1s (or 0 for the backend's default)")
