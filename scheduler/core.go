@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gatewayhq/gateway/clusteropts"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/internal/pki"
@@ -309,6 +309,12 @@ func (c *Core) worker(ctx context.Context) {
 		}
 		crashpoint.Hit(ctx, crashpoint.CoreLeaseAcquired)
 		after, err := c.reconcile(ctx, name)
+		if errors.Is(err, clusteropts.ErrMalformed) {
+			// Options that cannot be read leave the cluster unsized and its
+			// idle timeout and lifetime unknown: it fails, and its owner
+			// sees why, rather than run on zero options or retry forever.
+			after, err = 0, c.fail(ctx, &store.Cluster{Name: name}, err.Error())
+		}
 		c.queue.Done(name)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -820,23 +826,25 @@ func (c *Core) Shutdown(ctx context.Context) {
 
 // ---- the reconcile loop ----
 
-func (c *Core) spec(cl *store.Cluster) providers.ClusterSpec {
-	var o Options
-	_ = json.Unmarshal([]byte(cl.Options), &o)
+func (c *Core) spec(cl *store.Cluster) (providers.ClusterSpec, error) {
+	o, err := optionsOf(cl)
+	if err != nil {
+		return providers.ClusterSpec{}, err
+	}
 	shape := shapeOf(cl)
 	return providers.ClusterSpec{
 		Name: cl.Name, Owner: cl.Owner, GatewayID: c.cfg.GatewayID,
 		TLSCert: cl.TLSCert, TLSKey: cl.TLSKey,
 		DashboardPrefix: "/clusters/" + cl.Name,
 		WorkerThreads:   o.WorkerThreads,
-		WorkerMemory:    int64(math.Round(o.WorkerMemory * (1 << 30))),
+		WorkerMemory:    o.WorkerMemoryBytes(),
 		Scheduler:       machineFrom(shape.Scheduler),
 		Worker:          machineFrom(shape.Worker),
 		Region:          shape.Region,
 		Spot:            o.Spot,
 		Image:           o.Image,
 		EnvExpect:       envExpect(o),
-	}
+	}, nil
 }
 
 // reconcile moves one cluster one or more steps towards its goal and says
@@ -899,7 +907,11 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 	}
 	sched := findScheduler(members)
 	if sched == nil {
-		if err := c.provider.StartScheduler(ctx, c.spec(cl)); err != nil {
+		spec, err := c.spec(cl)
+		if err != nil {
+			return 0, err
+		}
+		if err := c.provider.StartScheduler(ctx, spec); err != nil {
 			return 0, c.fail(ctx, cl, "could not start the scheduler: "+err.Error())
 		}
 		crashpoint.Hit(ctx, crashpoint.CoreStartLaunched)
@@ -1071,7 +1083,10 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 			return time.Second, err
 		}
 		crashpoint.Hit(ctx, crashpoint.CoreWorkersNamed)
-		spec := c.spec(cl)
+		spec, err := c.spec(cl)
+		if err != nil {
+			return 0, err
+		}
 		for _, w := range names {
 			if err := c.provider.StartWorker(ctx, spec, w, cl.SchedulerAddress); err != nil {
 				return 0, c.fail(ctx, cl, fmt.Sprintf("could not start %s: %v", w, err))
@@ -1144,7 +1159,11 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 	c.mu.Lock()
 	c.answered[cl.Name] = c.now()
 	c.mu.Unlock()
-	if why := c.expired(cl); why != "" {
+	why, err := c.expired(cl)
+	if err != nil {
+		return 0, err
+	}
+	if why != "" {
 		c.log.Info("stopping cluster", "cluster", cl.Name, "why", why)
 		return 1, c.Stop(ctx, cl.Owner, cl.Name, why)
 	}
@@ -1180,16 +1199,17 @@ func (c *Core) reconcileRunning(ctx context.Context, cl *store.Cluster) (time.Du
 		return min(c.cfg.PollInterval, time.Second), nil // follow demand closely
 	}
 	// Nothing to do until something changes: the sweep watches it.
-	c.settle(cl, members)
-	return 0, nil
+	return 0, c.settle(cl, members)
 }
 
 // expired says why a running cluster should stop now: idle for longer than
 // its idle timeout, or past the maximum lifetime; "" when neither.
-func (c *Core) expired(cl *store.Cluster) string {
-	var o Options
-	_ = json.Unmarshal([]byte(cl.Options), &o)
-	return c.expiredWith(cl, o)
+func (c *Core) expired(cl *store.Cluster) (string, error) {
+	o, err := optionsOf(cl)
+	if err != nil {
+		return "", err
+	}
+	return c.expiredWith(cl, o), nil
 }
 
 // expiredWith is expired with the cluster's options already parsed.

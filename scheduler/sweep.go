@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -83,17 +82,21 @@ func memberKeys(ms []providers.Member) []memberKey {
 const healthChecks = 16
 
 // settle hands a cluster over to the sweep, as the full pass left it.
-func (c *Core) settle(cl *store.Cluster, members []providers.Member) {
-	s := &settled{cl: cl, members: memberKeys(members), checked: time.Now(), watch: c.health.ensure(cl)}
+func (c *Core) settle(cl *store.Cluster, members []providers.Member) error {
+	opts, err := optionsOf(cl)
+	if err != nil {
+		return err
+	}
+	s := &settled{cl: cl, opts: opts, members: memberKeys(members), checked: time.Now(), watch: c.health.ensure(cl)}
 	if s.watch != nil && s.watch.State() == watchLive {
 		c.dash.Drop(cl.Name) // the pass's counts.json connection: the stream serves
 	}
-	_ = json.Unmarshal([]byte(cl.Options), &s.opts)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.settled[cl.Name] = s
 	c.polled[cl.Name] = s // until the sweep sees its stream live
 	c.settles++
+	return nil
 }
 
 // unsettle takes a cluster back from the sweep (a full pass runs): once
