@@ -20,6 +20,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/gatewayhq/gateway/internal/jsonkind"
 )
 
 // Options are the options of a cluster.
@@ -80,28 +82,11 @@ func Decode(b []byte) (Options, error) {
 			if ute.Field == "" {
 				return Options{}, fmt.Errorf("%w: want a JSON object, got %s", ErrMalformed, ute.Value)
 			}
-			return Options{}, fmt.Errorf("%w: %s: want %s, got %s", ErrMalformed, ute.Field, kind(ute.Type), ute.Value)
+			return Options{}, fmt.Errorf("%w: %s: want %s, got %s", ErrMalformed, ute.Field, jsonkind.Of(ute.Type), ute.Value)
 		}
 		return Options{}, fmt.Errorf("%w: not valid JSON: %v", ErrMalformed, err)
 	}
 	return o, nil
-}
-
-// kind names a Go type as the JSON it reads.
-func kind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Int, reflect.Int64:
-		return "a whole number"
-	case reflect.Float64:
-		return "a number"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.String:
-		return "a string"
-	case reflect.Map:
-		return "an object of strings"
-	}
-	return t.String()
 }
 
 // Request is what a client asks for: the options it sets, the others left
