@@ -35,6 +35,8 @@ type layerRule struct {
 var layering = []layerRule{
 	{from: "internal/...", only: []string{"internal/..."}, tests: true,
 		why: "internal/ holds leaf utilities: they import no package of the gateway's domain, and neither do their tests"},
+	{from: "clusteropts", only: []string{"internal/..."}, tests: true,
+		why: "a cluster's options are shared by the server, the control loop, envs, the client and the CLI: they import only leaf utilities"},
 	{from: "api/apitype", only: []string{"images", "bench/schedspec", "quota"},
 		forbid: []string{"api", "server/...", "scheduler/...", "proxy/...", "auth/...", "envs/...", "providers/...", "bench", "bench/schedule/..."}, tests: true,
 		why: "the wire types import nothing of the server: the client and the CLI link them without it"},

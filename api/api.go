@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/internal/crosssite"
+	"github.com/gatewayhq/gateway/internal/jsonkind"
 	"github.com/gatewayhq/gateway/internal/reqbound"
 	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/quota"
@@ -360,38 +360,12 @@ func bodyError(w http.ResponseWriter, err error, tooLarge string) {
 // typeMessage says which field had a value of the wrong type, in JSON's
 // terms rather than Go's.
 func typeMessage(e *json.UnmarshalTypeError) string {
-	want := jsonKind(e.Type)
+	want := jsonkind.Of(e.Type)
 	got := e.Value
 	if e.Field == "" {
 		return fmt.Sprintf("the request body must be %s, not %s", want, got)
 	}
 	return fmt.Sprintf("%s must be %s, not %s", e.Field, want, got)
-}
-
-// jsonKind names the JSON value a Go type decodes from.
-func jsonKind(t reflect.Type) string {
-	if t == nil {
-		return "a different type"
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a whole number"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Map, reflect.Struct:
-		return "a JSON object"
-	}
-	return "a different type"
 }
 
 func (s *Server) version(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"net/url"
 
 	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/clusteropts"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -29,6 +30,11 @@ func (s *Server) clusterJSON(c *store.Cluster, detail, readOnly, credentials boo
 	}
 	if len(out.Options) == 0 {
 		out.Options = json.RawMessage("{}")
+	} else if _, err := clusteropts.Decode(out.Options); err != nil {
+		// Passed on as they are, options that are not JSON would spoil the
+		// whole answer (a list with every cluster of the owner's): null,
+		// and the cluster's reason says why (the loop fails it).
+		out.Options = json.RawMessage("null")
 	}
 	running := c.Status == store.Running
 	if running && c.DashboardAddress != "" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/clusteropts"
 )
 
 // Sample statuses.
@@ -48,7 +49,7 @@ type Env struct {
 // Clusters is the part of the gateway's API a run uses; *client.Client
 // has it.
 type Clusters interface {
-	Create(ctx context.Context, options map[string]any) (string, error)
+	Create(ctx context.Context, options clusteropts.Request) (string, error)
 	Get(ctx context.Context, name string) (*apitype.ClusterDetail, error)
 	Scale(ctx context.Context, name string, n int) (string, error)
 	Stop(ctx context.Context, name string) error
@@ -397,7 +398,11 @@ func (r *run) startClusters(ctx context.Context) {
 		maps.Copy(opts, r.cfg.Shape)
 		maps.Copy(opts, s.Options)
 		opts["workers"] = r.cfg.Workers
-		name, err := r.cfg.Clusters.Create(ctx, opts)
+		var name string
+		req, err := clusteropts.RequestFrom(opts)
+		if err == nil {
+			name, err = r.cfg.Clusters.Create(ctx, req)
+		}
 		if err != nil {
 			s.err = fmt.Errorf("its cluster could not be created: %w", err)
 			fmt.Fprintf(r.cfg.Progress, "  %s (%s): %v\n", s.Label, s.Name, s.err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/clusteropts"
 )
 
 // NewWithHTTP makes a client that sends its requests through hc: the
@@ -41,8 +42,8 @@ func (c *Client) DeleteBenchSchedule(ctx context.Context, id string) error {
 
 // BenchPrice is what a cluster with these options would cost per hour,
 // without creating it (the gateway's prices; zero where it has none).
-func (c *Client) BenchPrice(ctx context.Context, options map[string]any) (apitype.BenchPriceJSON, error) {
+func (c *Client) BenchPrice(ctx context.Context, options clusteropts.Request) (apitype.BenchPriceJSON, error) {
 	var v apitype.BenchPriceJSON
-	err := c.do(ctx, http.MethodPost, "/api/v1/bench/price", map[string]any{"cluster_options": options}, &v)
+	err := c.do(ctx, http.MethodPost, "/api/v1/bench/price", clusterOptions{options}, &v)
 	return v, err
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/clusteropts"
 	"github.com/gatewayhq/gateway/providers/catalog"
 )
 
@@ -150,12 +151,18 @@ func (c *Client) Whoami(ctx context.Context) (map[string]any, error) {
 }
 
 // Create requests a cluster and returns its name.
-func (c *Client) Create(ctx context.Context, options map[string]any) (string, error) {
+func (c *Client) Create(ctx context.Context, options clusteropts.Request) (string, error) {
 	var v struct {
 		Name string `json:"name"`
 	}
-	err := c.do(ctx, http.MethodPost, "/api/v1/clusters/", map[string]any{"cluster_options": options}, &v)
+	err := c.do(ctx, http.MethodPost, "/api/v1/clusters/", clusterOptions{options}, &v)
 	return v.Name, err
+}
+
+// clusterOptions is the body of a request with cluster options, as
+// dask-gateway's client sends it.
+type clusterOptions struct {
+	Options clusteropts.Request `json:"cluster_options"`
 }
 
 // Get returns the detailed view of a cluster.

@@ -2,10 +2,10 @@ package envs
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/gatewayhq/gateway/clusteropts"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -24,11 +24,11 @@ func ImagesInUse(ctx context.Context, st ClusterLister) ([]string, error) {
 	}
 	var out []string
 	for _, c := range cls {
-		var o struct {
-			Image string `json:"image"`
-		}
-		if err := json.Unmarshal([]byte(c.Options), &o); err != nil {
-			return nil, fmt.Errorf("cluster %s: options: %w", c.Name, err)
+		o, err := clusteropts.Decode([]byte(c.Options))
+		if err != nil {
+			// Collecting without knowing this cluster's image could
+			// remove it: nothing is collected until the row is mended.
+			return nil, fmt.Errorf("cluster %s: its stored options cannot be read: %w", c.Name, err)
 		}
 		if o.Image != "" {
 			out = append(out, o.Image)

@@ -453,4 +453,16 @@ func TestImagesInUse(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("images in use %q, want %q", got, want)
 	}
+
+	// A row that cannot be read might hide an image in use: nothing is
+	// collected, and the error names the cluster.
+	bad := &store.Cluster{Name: "corrupt", Owner: "oidc:ann", Status: store.Running, Provider: "docker",
+		Options: `{"image":"reg/team:2","workers":"two"}`, TLSCert: []byte("c"), TLSKey: []byte("k")}
+	if err := db.CreateCluster(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	got, err = ImagesInUse(ctx, db)
+	if err == nil || !strings.Contains(err.Error(), "cluster corrupt: its stored options cannot be read") || !strings.Contains(err.Error(), "workers") {
+		t.Errorf("ImagesInUse with a corrupt row = %q, %v; want an error naming the cluster and the field", got, err)
+	}
 }

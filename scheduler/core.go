@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatewayhq/gateway/clusteropts"
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/internal/pki"
 	"github.com/gatewayhq/gateway/providers"
@@ -295,6 +296,12 @@ func (c *Core) worker(ctx context.Context) {
 		}
 		crashpoint.Hit(ctx, crashpoint.CoreLeaseAcquired)
 		after, err := c.reconcile(ctx, name)
+		if errors.Is(err, clusteropts.ErrMalformed) {
+			// Options that cannot be read leave the cluster unsized and its
+			// idle timeout and lifetime unknown: it fails, and its owner
+			// sees why, rather than run on zero options or retry forever.
+			after, err = 0, c.fail(ctx, &store.Cluster{Name: name}, err.Error())
+		}
 		c.queue.Done(name)
 		switch {
 		case err != nil && ctx.Err() == nil:

@@ -8,43 +8,24 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/gatewayhq/gateway/clusteropts"
+	"github.com/gatewayhq/gateway/store"
 )
 
-// Options are the user-settable options of a cluster: the dask-gateway
-// "cluster_options", with the same spec format so its Python client can
-// show and validate them.
-type Options struct {
-	Workers       int     `json:"workers"`
-	WorkerThreads int     `json:"worker_threads"`
-	WorkerMemory  float64 `json:"worker_memory"` // GiB, as dask-gateway's worker_memory
-	// IdleTimeout stops the cluster after this many seconds without tasks
-	// or clients; 0 means never.
-	IdleTimeout int `json:"idle_timeout"`
-	// MaxLifetime (seconds) is set by the gateway from the owner's quota,
-	// never by a request: the cluster stops after running this long.
-	MaxLifetime int `json:"max_lifetime,omitempty"`
+// Options are a cluster's options (see clusteropts): ParseOptions makes
+// them of a request, within the limits.
+type Options = clusteropts.Options
 
-	// Machines, for backends with instance types (EC2, Compute Engine):
-	// by resources (the cheapest allowed type that fits is chosen) or by
-	// name; Spot puts workers on spot capacity.
-	WorkerCPUs      int    `json:"worker_cpus,omitempty"`
-	WorkerGPUs      int    `json:"worker_gpus,omitempty"`
-	GPUType         string `json:"gpu_type,omitempty"`
-	WorkerVMType    string `json:"worker_vm_type,omitempty"`
-	SchedulerVMType string `json:"scheduler_vm_type,omitempty"`
-	Spot            bool   `json:"spot,omitempty"`
-
-	// The software, for backends that run images (docker and the clouds):
-	// Image is a container image reference; Env names an environment
-	// instead (the hash POST /api/v1/envs answered, or an environment an
-	// admin published), which the gateway turns into Image. ClientEnv are
-	// the client's versions of the packages that must match
-	// (images.ExpectedVersions): the image's are compared before launch,
-	// and every member compares its own at start. AllowMismatch skips both.
-	Image         string            `json:"image,omitempty"`
-	Env           string            `json:"env,omitempty"`
-	ClientEnv     map[string]string `json:"client_env,omitempty"`
-	AllowMismatch bool              `json:"allow_mismatch,omitempty"`
+// optionsOf reads the options stored with a cluster. A row that cannot be
+// read is an error naming the cluster: the loop fails the cluster with it
+// rather than run it sized, timed out and limited by zero options.
+func optionsOf(cl *store.Cluster) (Options, error) {
+	o, err := clusteropts.Decode([]byte(cl.Options))
+	if err != nil {
+		return Options{}, fmt.Errorf("cluster %s: its stored options cannot be read: %w", cl.Name, err)
+	}
+	return o, nil
 }
 
 // Limits bound what one cluster may ask for.

@@ -171,8 +171,10 @@ func (c *Core) adoptLegacy(ctx context.Context, cl *store.Cluster, members []pro
 	if cl.Shape != "" && cl.Shape != "{}" {
 		return cl, nil
 	}
-	var o Options
-	_ = json.Unmarshal([]byte(cl.Options), &o)
+	o, err := optionsOf(cl)
+	if err != nil {
+		return nil, err
+	}
 	// Legacy clusters predate machine options: sized by threads and memory.
 	shape := c.shape(providers.Machine{}, providers.Machine{VCPUs: float64(o.WorkerThreads), MemoryGiB: o.WorkerMemory})
 	b, err := json.Marshal(shape)

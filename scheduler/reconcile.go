@@ -5,10 +5,8 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,23 +19,25 @@ import (
 	"github.com/gatewayhq/gateway/store"
 )
 
-func (c *Core) spec(cl *store.Cluster) providers.ClusterSpec {
-	var o Options
-	_ = json.Unmarshal([]byte(cl.Options), &o)
+func (c *Core) spec(cl *store.Cluster) (providers.ClusterSpec, error) {
+	o, err := optionsOf(cl)
+	if err != nil {
+		return providers.ClusterSpec{}, err
+	}
 	shape := shapeOf(cl)
 	return providers.ClusterSpec{
 		Name: cl.Name, Owner: cl.Owner, GatewayID: c.cfg.GatewayID,
 		TLSCert: cl.TLSCert, TLSKey: cl.TLSKey,
 		DashboardPrefix: "/clusters/" + cl.Name,
 		WorkerThreads:   o.WorkerThreads,
-		WorkerMemory:    int64(math.Round(o.WorkerMemory * (1 << 30))),
+		WorkerMemory:    o.WorkerMemoryBytes(),
 		Scheduler:       machineFrom(shape.Scheduler),
 		Worker:          machineFrom(shape.Worker),
 		Region:          shape.Region,
 		Spot:            o.Spot,
 		Image:           o.Image,
 		EnvExpect:       envExpect(o),
-	}
+	}, nil
 }
 
 // reconcile moves one cluster one or more steps towards its goal and says
@@ -100,7 +100,11 @@ func (c *Core) reconcileStarting(ctx context.Context, cl *store.Cluster) (time.D
 	}
 	sched := findScheduler(members)
 	if sched == nil {
-		if err := c.provider.StartScheduler(ctx, c.spec(cl)); err != nil {
+		spec, err := c.spec(cl)
+		if err != nil {
+			return 0, err
+		}
+		if err := c.provider.StartScheduler(ctx, spec); err != nil {
 			return 0, c.fail(ctx, cl, "could not start the scheduler: "+err.Error())
 		}
 		crashpoint.Hit(ctx, crashpoint.CoreStartLaunched)
@@ -154,10 +158,12 @@ func workerPhase(ready, desired int) string {
 
 // expired says why a running cluster should stop now: idle for longer than
 // its idle timeout, or past the maximum lifetime; "" when neither.
-func (c *Core) expired(cl *store.Cluster) string {
-	var o Options
-	_ = json.Unmarshal([]byte(cl.Options), &o)
-	return c.expiredWith(cl, o)
+func (c *Core) expired(cl *store.Cluster) (string, error) {
+	o, err := optionsOf(cl)
+	if err != nil {
+		return "", err
+	}
+	return c.expiredWith(cl, o), nil
 }
 
 // expiredWith is expired with the cluster's options already parsed.

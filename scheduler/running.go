@@ -222,7 +222,10 @@ func (p *runningPass) startWorkers(ctx context.Context, missing int) (result, er
 	}
 	p.cl = cl
 	crashpoint.Hit(ctx, crashpoint.CoreWorkersNamed)
-	spec := c.spec(cl)
+	spec, err := c.spec(cl)
+	if err != nil {
+		return requeue(0), err
+	}
 	for _, w := range names {
 		if err := c.provider.StartWorker(ctx, spec, w, cl.SchedulerAddress); err != nil {
 			return requeue(0), c.fail(ctx, cl, fmt.Sprintf("could not start %s: %v", w, err))
@@ -321,7 +324,11 @@ func (p *runningPass) notAnswering(ctx context.Context, err error) (result, erro
 // maximum lifetime.
 func (p *runningPass) expiry(ctx context.Context) (result, error) {
 	c := p.c
-	if why := c.expired(p.cl); why != "" {
+	why, err := c.expired(p.cl)
+	if err != nil {
+		return requeue(0), err
+	}
+	if why != "" {
 		c.log.Info("stopping cluster", "cluster", p.cl.Name, "why", why)
 		return requeue(1), c.Stop(ctx, p.cl.Owner, p.cl.Name, why)
 	}
@@ -374,6 +381,5 @@ func (p *runningPass) ready(ctx context.Context) (result, error) {
 		return requeue(min(c.cfg.PollInterval, time.Second)), nil // follow demand closely
 	}
 	// Nothing to do until something changes: the sweep watches it.
-	c.settle(cl, p.members)
-	return requeue(0), nil
+	return requeue(0), c.settle(cl, p.members)
 }

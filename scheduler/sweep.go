@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -85,13 +84,17 @@ func memberKeys(ms []providers.Member) []memberKey {
 const healthChecks = 16
 
 // settle hands a cluster over to the sweep, as the full pass left it.
-func (c *Core) settle(cl *store.Cluster, members []providers.Member) {
-	s := &settled{cl: cl, members: memberKeys(members), checked: time.Now(), watch: c.health.Watch(cl)}
-	_ = json.Unmarshal([]byte(cl.Options), &s.opts)
+func (c *Core) settle(cl *store.Cluster, members []providers.Member) error {
+	opts, err := optionsOf(cl)
+	if err != nil {
+		return err
+	}
+	s := &settled{cl: cl, opts: opts, members: memberKeys(members), checked: time.Now(), watch: c.health.Watch(cl)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.clusters.settle(cl.Name, s)
 	c.settles++
+	return nil
 }
 
 // unsettle takes a cluster back from the sweep (a full pass runs): once

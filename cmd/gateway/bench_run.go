@@ -19,6 +19,7 @@ import (
 	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/bench/schedspec"
 	"github.com/gatewayhq/gateway/client"
+	"github.com/gatewayhq/gateway/clusteropts"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/capture"
 	"github.com/gatewayhq/gateway/stats"
@@ -442,7 +443,11 @@ type benchPricer struct {
 }
 
 func (p *benchPricer) ClusterPrice(ctx context.Context, options map[string]any) (float64, error) {
-	v, err := p.c.BenchPrice(ctx, options)
+	req, err := clusteropts.RequestFrom(options)
+	if err != nil {
+		return 0, err
+	}
+	v, err := p.c.BenchPrice(ctx, req)
 	if err == nil {
 		p.provider = v.Provider
 	}

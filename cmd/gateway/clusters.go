@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/client"
+	"github.com/gatewayhq/gateway/clusteropts"
 )
 
 // connectInfo is what a user needs to reach a running cluster.
@@ -130,30 +131,31 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 			if workers < 0 {
 				return fmt.Errorf("--workers must not be negative")
 			}
-			opts := map[string]any{"workers": workers}
+			// Options left zero are left to the gateway's defaults; the
+			// machine options go only when set: backends without instance
+			// types do not know them, and say so.
+			opts := clusteropts.Request{Options: clusteropts.Options{Workers: workers,
+				WorkerCPUs: cpus, WorkerGPUs: gpus, GPUType: gpuType, WorkerVMType: workerType, SchedulerVMType: schedType, Spot: spot},
+				Set: []string{clusteropts.FieldWorkers}}
 			if cmd.Flags().Changed("worker-threads") {
-				opts["worker_threads"] = threads
+				if threads < 1 {
+					return fmt.Errorf("--worker-threads must be at least 1")
+				}
+				opts.WorkerThreads = threads
 			}
 			if cmd.Flags().Changed("idle-timeout") {
 				if idle < 0 {
 					return fmt.Errorf("--idle-timeout must not be negative (0: never)")
 				}
-				opts["idle_timeout"] = int(idle.Round(time.Second) / time.Second)
+				opts.IdleTimeout = int(idle.Round(time.Second) / time.Second)
+				opts.Set = append(opts.Set, clusteropts.FieldIdleTimeout) // 0 is never, not the default
 			}
 			if memory != "" {
 				gib, err := parseMemory(memory)
 				if err != nil {
 					return err
 				}
-				opts["worker_memory"] = gib
-			}
-			// Machine options go only when given: backends without instance
-			// types do not know them, and say so.
-			for flag, opt := range map[string]any{"worker-cpus": cpus, "worker-gpus": gpus, "gpu-type": gpuType,
-				"worker-vm-type": workerType, "scheduler-vm-type": schedType, "spot": spot} {
-				if cmd.Flags().Changed(flag) {
-					opts[strings.ReplaceAll(flag, "-", "_")] = opt
-				}
+				opts.WorkerMemory = gib
 			}
 			ctx := cmd.Context()
 			start := time.Now()
@@ -161,12 +163,8 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 			if g.json() {
 				progress = io.Discard
 			}
-			software, err := sw.options(ctx, cmd, c, progress)
-			if err != nil {
+			if err := sw.options(ctx, cmd, c, progress, &opts.Options); err != nil {
 				return err
-			}
-			for k, v := range software {
-				opts[k] = v
 			}
 			name, err := c.Create(ctx, opts)
 			if err != nil {

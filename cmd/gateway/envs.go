@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/client"
+	"github.com/gatewayhq/gateway/clusteropts"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/capture"
 )
@@ -62,47 +63,44 @@ func (s *softwareFlags) capture(ctx context.Context) (capture.Env, error) {
 	return capture.Capture(ctx, s.captureOptions())
 }
 
-// options returns the cluster options for the chosen software, building
-// the environment's image first when that is what was asked.
-func (s *softwareFlags) options(ctx context.Context, cmd *cobra.Command, c *client.Client, progress io.Writer) (map[string]any, error) {
+// options sets the software options of o for the chosen software,
+// building the environment's image first when that is what was asked.
+func (s *softwareFlags) options(ctx context.Context, cmd *cobra.Command, c *client.Client, progress io.Writer, o *clusteropts.Options) error {
 	explicit := cmd.Flags().Changed("env") || s.image != "" || s.envFile != ""
 	fields, err := c.OptionFields(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !fields["image"] {
 		if explicit {
-			return nil, errors.New("this gateway's provider runs no container images: --env, --image and --env-file need the docker, ec2, fargate or gce provider")
+			return errors.New("this gateway's provider runs no container images: --env, --image and --env-file need the docker, ec2, fargate or gce provider")
 		}
-		return nil, nil // the local provider runs the gateway host's Python
+		return nil // the local provider runs the gateway host's Python
 	}
-	opts := map[string]any{}
-	if s.allowMismatch {
-		opts["allow_mismatch"] = true
-	}
+	o.AllowMismatch = s.allowMismatch
 	switch {
 	case s.image != "" && (cmd.Flags().Changed("env") || s.envFile != ""):
-		return nil, errors.New("--image runs an existing image: leave out --env and --env-file")
+		return errors.New("--image runs an existing image: leave out --env and --env-file")
 	case s.image != "" || (s.env != "auto" && s.env != "none" && s.envFile == ""):
 		if s.image != "" {
-			opts["image"] = s.image
+			o.Image = s.image
 		} else {
-			opts["env"] = s.env
+			o.Env = s.env
 		}
 		// The image is checked against the client's versions; without a
 		// Python to compare with, only an explicit --python is an error.
 		env, err := capture.Capture(ctx, capture.Options{Python: s.python})
 		switch {
 		case err == nil:
-			opts["client_env"] = images.ExpectedVersions(env.Spec)
+			o.ClientEnv = images.ExpectedVersions(env.Spec)
 		case s.python != "" && !s.allowMismatch:
-			return nil, err
+			return err
 		default:
 			fmt.Fprintf(progress, "Not checking the image against your Python: %v\n", err)
 		}
-		return opts, nil
+		return nil
 	case s.env == "none" && s.envFile == "":
-		return opts, nil
+		return nil
 	}
 	env, err := s.capture(ctx)
 	if err != nil {
@@ -110,9 +108,9 @@ func (s *softwareFlags) options(ctx context.Context, cmd *cobra.Command, c *clie
 		// Dask client's (or who has none here) still gets a cluster.
 		if !explicit && s.python == "" && (errors.Is(err, capture.ErrNoInterpreter) || errors.Is(err, capture.ErrNoDask)) {
 			fmt.Fprintf(progress, "Running the gateway's default image, unchecked: %v\n", err)
-			return opts, nil
+			return nil
 		}
-		return nil, err
+		return err
 	}
 	for _, n := range env.Notes {
 		fmt.Fprintf(progress, "  %s\n", n)
@@ -121,14 +119,13 @@ func (s *softwareFlags) options(ctx context.Context, cmd *cobra.Command, c *clie
 	var ae *client.APIError
 	if !explicit && errors.As(err, &ae) && ae.Code == apitype.CodeNoBuilder {
 		fmt.Fprintf(progress, "Running the gateway's default image, unchecked: %s\n", ae.Error())
-		return opts, nil
+		return nil
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	opts["env"] = st.Hash
-	opts["client_env"] = images.ExpectedVersions(env.Spec)
-	return opts, nil
+	o.Env, o.ClientEnv = st.Hash, images.ExpectedVersions(env.Spec)
+	return nil
 }
 
 // buildEnv asks the gateway for the environment's image and follows its
