@@ -1,7 +1,7 @@
 // Package testutil holds helpers shared by tests of several packages: a
 // clock tests move, a look at the processes the local provider marks, a
-// sandbox of network and mount namespaces for boot scripts, and a member's
-// dashboard served over TLS.
+// sandbox of network and mount namespaces for boot scripts, a member's
+// dashboard served over TLS, and the bound after which a wait is a hang.
 package testutil
 
 import (
@@ -281,4 +281,32 @@ func MustTCPPair(t testing.TB) (net.Conn, net.Conn) {
 	}
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
+}
+
+// HangBound is how long a test waits for what should happen at once
+// before calling it hung. Speed is the benchmark's to judge: a loaded
+// 2-core machine under -race is slow by seconds now and then, so this is
+// generous, and still far below go test's timeout so that the failure
+// names what hung instead of dumping every goroutine.
+const HangBound = 2 * time.Minute
+
+// Returns runs f and waits until it returns, failing the test when it has
+// not after HangBound; it returns how long f took, for a test that checks
+// a lower bound (a grace honoured). f runs on a goroutine of its own: it
+// reports with t.Error, not t.Fatal.
+func Returns(tb testing.TB, what string, f func()) time.Duration {
+	tb.Helper()
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+		return time.Since(start)
+	case <-time.After(HangBound):
+		tb.Fatalf("%s has not returned after %s: it hangs", what, HangBound)
+		return 0
+	}
 }

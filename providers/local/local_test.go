@@ -723,16 +723,17 @@ func TestStopCluster(t *testing.T) {
 		schedAliveMidway <- procs["scheduler"].alive() && procs["stubborn-2"].alive() && len(memberOf(f.spec.Name, "scheduler")) == 1
 	}()
 
-	start := time.Now()
-	if err := p.StopCluster(ctx, f.spec.Name); err != nil {
-		t.Fatalf("StopCluster: %v", err)
+	// A stop that never killed the stubborn worker would hang.
+	elapsed := testutil.Returns(t, "StopCluster with a stubborn worker", func() {
+		if err := p.StopCluster(ctx, f.spec.Name); err != nil {
+			t.Errorf("StopCluster: %v", err)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
 	}
-	elapsed := time.Since(start)
 	if elapsed < testGrace {
 		t.Errorf("StopCluster took %s; the stubborn worker should have had its %s grace", elapsed, testGrace)
-	}
-	if elapsed > 5*time.Second {
-		t.Errorf("StopCluster took %s", elapsed)
 	}
 	if !<-schedAliveMidway {
 		t.Errorf("scheduler (pid %d) was not running while the workers were being stopped", schedPid)
@@ -984,12 +985,16 @@ func TestReadoption(t *testing.T) {
 		t.Errorf("B: scheduler after StartScheduler = %+v", m)
 	}
 
-	start := time.Now()
-	if err := b.StopCluster(ctx, f.spec.Name); err != nil {
-		t.Fatalf("B.StopCluster: %v", err)
+	elapsed := testutil.Returns(t, "B.StopCluster with a stubborn worker", func() {
+		if err := b.StopCluster(ctx, f.spec.Name); err != nil {
+			t.Errorf("B.StopCluster: %v", err)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
 	}
-	if elapsed := time.Since(start); elapsed < testGrace || elapsed > 5*time.Second {
-		t.Errorf("B.StopCluster took %s, want the %s grace for the stubborn worker and not much more", elapsed, testGrace)
+	if elapsed < testGrace {
+		t.Errorf("B.StopCluster took %s, want the %s grace for the stubborn worker", elapsed, testGrace)
 	}
 	waitNoMembers(t, f.spec.Name)
 	// A reaps its children: B sent SIGTERM, and SIGKILL to the one that ignored it.
