@@ -25,7 +25,7 @@ const systemPython = "/usr/bin/python3"
 func needPython(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(systemPython); err != nil {
-		t.Skipf("%s: %v", systemPython, err)
+		testutil.Missing(t, testutil.EnvRequirePython, fmt.Sprintf("%s: %v (apt-get install python3-distributed)", systemPython, err))
 	}
 }
 
