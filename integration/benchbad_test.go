@@ -40,7 +40,7 @@ func assertBenchStopped(t *testing.T, e *env, out string) {
 		t.Fatalf("no cluster named in the run's output:\n%s", out)
 	}
 	for _, m := range names {
-		waitNoMembers(t, m[1], 30*time.Second)
+		waitNoMembers(t, m[1])
 	}
 }
 

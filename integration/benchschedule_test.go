@@ -145,12 +145,9 @@ func TestBenchScheduleOnServe(t *testing.T) {
 	}
 
 	// gateway serve (the dev gateway is its issuer) with nothing on PATH.
-	issuer := regexp.MustCompile(`dev issuer:\s+(http://127\.0\.0\.1:\d+)`).FindStringSubmatch(dev.gwLog.String())
-	if issuer == nil {
-		t.Fatalf("no issuer in the dev gateway's banner:\n%s", dev.gwLog.String())
-	}
+	issuer := dev.devIssuer()
 	dataDir := filepath.Join(t.TempDir(), "serve")
-	url, log := startServe(t, dev.bin, dataDir, issuer[1], "PATH="+t.TempDir(), "GATEWAY_BENCH_SCHEDULE_INTERVAL=1s")
+	url, log := startServe(t, dev.bin, dataDir, issuer, "PATH="+t.TempDir(), "GATEWAY_BENCH_SCHEDULE_INTERVAL=1s")
 	user := &env{t: t, bin: dev.bin, home: t.TempDir(), gwLog: log, url: url}
 	user.vars = append(filterEnv(os.Environ()), "HOME="+user.home, "XDG_CONFIG_HOME="+filepath.Join(user.home, "config"),
 		"GATEWAY_URL="+url, "GATEWAY_CA_FILE="+filepath.Join(dataDir, "gateway-tls.crt"), "GATEWAY_TOKEN="+strings.TrimSpace(dev.gwOK("print-token")))

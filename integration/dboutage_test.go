@@ -208,6 +208,7 @@ func readGatewayID(t *testing.T, e *env) string {
 // it acknowledged ends as asked, and no member process is doubled or
 // left behind.
 func TestDatabaseOutage(t *testing.T) {
+	t.Parallel()
 	requireRoot(t, "TestDatabaseOutage starts and stops a PostgreSQL server of its own, which")
 	pg := startOwnPostgres(t)
 	e := newEnv(t, "GATEWAY_DATABASE_URL="+pg.url, "GATEWAY_CLUSTER_POLL_INTERVAL=300ms",
@@ -342,7 +343,7 @@ func TestDatabaseOutage(t *testing.T) {
 
 	e.gwOK("stop", "--all")
 	for n := range want {
-		waitNoMembers(t, n, 30*time.Second)
+		waitNoMembers(t, n)
 	}
 }
 
@@ -351,6 +352,7 @@ func TestDatabaseOutage(t *testing.T) {
 // so, nothing half-written remains, and once space is freed everything
 // works again.
 func TestSQLiteFullDisk(t *testing.T) {
+	t.Parallel()
 	requireRoot(t, "TestSQLiteFullDisk mounts a small tmpfs, which")
 	mnt := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -444,7 +446,7 @@ func TestSQLiteFullDisk(t *testing.T) {
 	leaked, duplicated := countMembers(t, gatewayID, want)
 	e.gwOK("stop", "--all")
 	for n := range want {
-		waitNoMembers(t, n, 30*time.Second)
+		waitNoMembers(t, n)
 	}
 	e.stopGateway(syscall.SIGTERM)
 
