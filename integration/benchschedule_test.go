@@ -21,6 +21,7 @@ import (
 // scheduled suites with the Python of its clusters (providers.local.python),
 // not python3 on PATH, which here has no Dask (as a pyenv shim may not).
 func TestBenchScheduleFires(t *testing.T) {
+	t.Parallel()
 	shim := t.TempDir()
 	if err := os.WriteFile(filepath.Join(shim, "python3"), []byte("#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -125,6 +126,7 @@ func TestBenchScheduleFires(t *testing.T) {
 // has no Dask is refused up front, saying what to configure, and nothing
 // is stored.
 func TestBenchScheduleOnServe(t *testing.T) {
+	t.Parallel()
 	noDask := filepath.Join(t.TempDir(), "python3")
 	if err := os.WriteFile(noDask, []byte("#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)

@@ -35,7 +35,7 @@ const python = "/usr/bin/python3"
 // core; each has its own data directory, gateway id, loopback ports and
 // database schema. The tests that stay serial (run first, one at a time)
 // share a Docker engine's built images, whose garbage collection is the
-// engine's and not one gateway's, or measure (the benchmark's).
+// engine's and not one gateway's.
 const parallel = 4
 
 func TestMain(m *testing.M) {
