@@ -101,6 +101,7 @@ var runIDRe = regexp.MustCompile(`Run (br-[0-9a-f]+) `)
 // A/A run of the same suite flags nothing. No cluster or container is
 // left behind.
 func TestBenchABDocker(t *testing.T) {
+	t.Parallel()
 	pool := testdocker.Pool(t)
 	image := testdocker.DaskImage(t)
 	rootfs := testdocker.Rootfs(t)

@@ -31,6 +31,7 @@ import (
 // on the docker provider runs on that image. A function that only a test
 // wheel defines is called on the workers.
 func TestLayersEnvironmentCluster(t *testing.T) {
+	t.Parallel()
 	pool := testdocker.Pool(t)
 	image := testdocker.DaskImage(t)
 	rootfs := testdocker.Rootfs(t)

@@ -33,9 +33,9 @@ const python = "/usr/bin/python3"
 // -test.parallel says otherwise. They mostly wait (for gateways, Dask
 // processes, leases and graces), so more than go test's default of one per
 // core; each has its own data directory, gateway id, loopback ports and
-// database schema. The tests that stay serial (run first, one at a time)
-// share a Docker engine's built images, whose garbage collection is the
-// engine's and not one gateway's.
+// database schema. The Docker engine's tests share its images, but each
+// labels its containers with its own gateway id, environment images are
+// content-addressed, and image collection runs hourly: none in a test.
 const parallel = 4
 
 func TestMain(m *testing.M) {
