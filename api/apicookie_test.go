@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/internal/testutil"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -322,7 +323,7 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 // (Debian's python3-aiohttp) and counts what reaches the gateway.
 func TestAPICookieWithAiohttp(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import aiohttp").Run(); err != nil {
-		t.Skip("python3-aiohttp is not installed (apt-get install python3-aiohttp)")
+		testutil.Missing(t, testutil.EnvRequirePython, "python3-aiohttp is not installed (apt-get install python3-aiohttp)")
 	}
 	for _, tc := range []struct {
 		cookie bool

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gatewayhq/gateway/internal/testutil"
 )
 
 const testPython = "/usr/bin/python3"
@@ -16,7 +18,7 @@ const testPython = "/usr/bin/python3"
 func requirePython(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath(testPython); err != nil {
-		t.Skipf("no %s", testPython)
+		testutil.Missing(t, testutil.EnvRequirePython, "no "+testPython+" (apt-get install python3-distributed)")
 	}
 }
 

@@ -292,7 +292,8 @@ func TestHeartbeat(t *testing.T) {
 	ctx := context.Background()
 	db := sqliteStore(t)
 	const stale = time.Second
-	a, err := New(ctx, Config{Store: db, Builder: newFakeBuilder(), ReplicaID: "r-a", MaxCodeBytes: 1 << 20, StaleAfter: stale})
+	beats := make(chan time.Time, 100)
+	a, err := New(ctx, Config{Store: beatNoter{db, beats}, Builder: newFakeBuilder(), ReplicaID: "r-a", MaxCodeBytes: 1 << 20, StaleAfter: stale})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,12 +303,24 @@ func TestHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * stale / 2) // no update from the build in that time: only beats
+	// Past the time the build would be stale without beats, and with no
+	// update from the build in that time: only beats.
+	for staleAt := time.Now().Add(stale); ; {
+		select {
+		case at := <-beats:
+			if at.Before(staleAt) {
+				continue
+			}
+		case <-time.After(testutil.HangBound):
+			t.Fatalf("no heartbeat in %s", testutil.HangBound)
+		}
+		break
+	}
 	if got, err := b.Status(ctx, alice, st.Hash); err != nil || got.State != "building" {
 		t.Fatalf("a build whose replica beats: %+v %v", got, err)
 	}
 	a.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.HangBound)
 	for {
 		got, err := b.Status(ctx, alice, st.Hash)
 		if err != nil {
@@ -347,4 +360,22 @@ func TestStoreUnavailable(t *testing.T) {
 	if _, err := svc.Publish(ctx, store.Actor{Name: "root"}, "x", apitype.PublishEnvRequest{Image: "reg/x:1"}); err == nil {
 		t.Error("Publish with the store down")
 	}
+}
+
+// beatNoter is a Store that sends the time of each heartbeat it stored
+// (dropped when nobody reads them).
+type beatNoter struct {
+	Store
+	beats chan<- time.Time
+}
+
+func (s beatNoter) BeatEnvBuilds(ctx context.Context, holder string) (int, error) {
+	n, err := s.Store.BeatEnvBuilds(ctx, holder)
+	if err == nil {
+		select {
+		case s.beats <- time.Now():
+		default:
+		}
+	}
+	return n, err
 }

@@ -122,6 +122,7 @@ func browserLogin(t *testing.T, gatewayURL, path, username string) (*http.Client
 // their own clusters, over the API, the CLI, the dashboard (token and
 // browser session) and the scheduler route; nobody's tokens reach the logs.
 func TestOIDCLoginAndIsolation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startGateway()
 	dev2 := e.userEnv(t, "dev2")
@@ -335,6 +336,7 @@ var browserURLRE = regexp.MustCompile(`visit:\s+(http://\S+)`)
 // loopback redirect) works, and an expired ID token is renewed with the
 // refresh token without the user noticing.
 func TestBrowserLoginAndRefresh(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startGateway()
 	u := &env{t: t, bin: e.bin, home: t.TempDir(), gwLog: e.gwLog, url: e.url}

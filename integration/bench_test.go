@@ -16,6 +16,7 @@ import (
 // targets are met is the benchmark's to say, not this test's: timing
 // targets do not belong in tests on a shared machine.
 func TestBenchmarkRuns(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("the benchmark's quick mode takes about a minute")
 	}

@@ -40,7 +40,7 @@ func assertBenchStopped(t *testing.T, e *env, out string) {
 		t.Fatalf("no cluster named in the run's output:\n%s", out)
 	}
 	for _, m := range names {
-		waitNoMembers(t, m[1], 30*time.Second)
+		waitNoMembers(t, m[1])
 	}
 }
 
@@ -52,6 +52,7 @@ func assertBenchStopped(t *testing.T, e *env, out string) {
 // the workers), the command exits non-zero saying how many failed, and
 // both clusters are stopped with no process left.
 func TestBenchBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startGateway()
 	suite := writeSuite(t, map[string]string{
@@ -116,6 +117,7 @@ func TestBenchBadInput(t *testing.T) {
 // command exits, the run is recorded as cancelled and its clusters are
 // stopped.
 func TestBenchInterrupt(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startGateway()
 	suite := writeSuite(t, map[string]string{

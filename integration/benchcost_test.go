@@ -22,6 +22,7 @@ import (
 // far plus what is left over the limit), records it failed, skips the
 // rest, and stops its cluster.
 func TestBenchMaxCost(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
 	if err := os.WriteFile(cfg, []byte("pricing:\n  vcpu_hour: 36\n"), 0o600); err != nil {
 		t.Fatal(err)

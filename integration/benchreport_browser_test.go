@@ -31,6 +31,7 @@ func (benchCore) Limits() scheduler.Limits { return scheduler.Limits{} }
 // history line per environment, shows each verdict, and loads nothing
 // from anywhere. A screenshot of each step is kept when it fails.
 func TestBrowserBenchReport(t *testing.T) {
+	t.Parallel()
 	chromium := chromiumPath(t)
 	bin := gatewayBinary(t)
 	ctx := context.Background()

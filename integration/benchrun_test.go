@@ -16,6 +16,7 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/testdocker"
 	"github.com/gatewayhq/gateway/internal/testpypi"
+	"github.com/gatewayhq/gateway/internal/testutil"
 )
 
 // The A/B suite: three small benchmarks whose time is mostly a fixed
@@ -61,7 +62,7 @@ func benchPython(t *testing.T, rootfs, dir, site string) string {
 	t.Helper()
 	chroot, err := exec.LookPath("chroot")
 	if err != nil {
-		t.Skipf("no chroot: %v", err)
+		testutil.Missing(t, testutil.EnvRequireSandbox, fmt.Sprintf("no chroot: %v", err))
 	}
 	script := fmt.Sprintf(`#!/bin/sh
 R=%[1]q
@@ -100,6 +101,7 @@ var runIDRe = regexp.MustCompile(`Run (br-[0-9a-f]+) `)
 // A/A run of the same suite flags nothing. No cluster or container is
 // left behind.
 func TestBenchABDocker(t *testing.T) {
+	t.Parallel()
 	pool := testdocker.Pool(t)
 	image := testdocker.DaskImage(t)
 	rootfs := testdocker.Rootfs(t)

@@ -21,6 +21,7 @@ import (
 // scheduled suites with the Python of its clusters (providers.local.python),
 // not python3 on PATH, which here has no Dask (as a pyenv shim may not).
 func TestBenchScheduleFires(t *testing.T) {
+	t.Parallel()
 	shim := t.TempDir()
 	if err := os.WriteFile(filepath.Join(shim, "python3"), []byte("#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -125,6 +126,7 @@ func TestBenchScheduleFires(t *testing.T) {
 // has no Dask is refused up front, saying what to configure, and nothing
 // is stored.
 func TestBenchScheduleOnServe(t *testing.T) {
+	t.Parallel()
 	noDask := filepath.Join(t.TempDir(), "python3")
 	if err := os.WriteFile(noDask, []byte("#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -145,12 +147,9 @@ func TestBenchScheduleOnServe(t *testing.T) {
 	}
 
 	// gateway serve (the dev gateway is its issuer) with nothing on PATH.
-	issuer := regexp.MustCompile(`dev issuer:\s+(http://127\.0\.0\.1:\d+)`).FindStringSubmatch(dev.gwLog.String())
-	if issuer == nil {
-		t.Fatalf("no issuer in the dev gateway's banner:\n%s", dev.gwLog.String())
-	}
+	issuer := dev.devIssuer()
 	dataDir := filepath.Join(t.TempDir(), "serve")
-	url, log := startServe(t, dev.bin, dataDir, issuer[1], "PATH="+t.TempDir(), "GATEWAY_BENCH_SCHEDULE_INTERVAL=1s")
+	url, log := startServe(t, dev.bin, dataDir, issuer, "PATH="+t.TempDir(), "GATEWAY_BENCH_SCHEDULE_INTERVAL=1s")
 	user := &env{t: t, bin: dev.bin, home: t.TempDir(), gwLog: log, url: url}
 	user.vars = append(filterEnv(os.Environ()), "HOME="+user.home, "XDG_CONFIG_HOME="+filepath.Join(user.home, "config"),
 		"GATEWAY_URL="+url, "GATEWAY_CA_FILE="+filepath.Join(dataDir, "gateway-tls.crt"), "GATEWAY_TOKEN="+strings.TrimSpace(dev.gwOK("print-token")))

@@ -309,6 +309,7 @@ func expectErrorPage(t *testing.T, b *browser, status, wantStatus int64, h1 stri
 
 // TestBrowser runs the browser tests on one gateway.
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	g := startBrowserGateway(t)
 
 	// Regression test for issue 15: the link that `gateway dashboard`

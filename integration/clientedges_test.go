@@ -5,14 +5,18 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatewayhq/gateway/internal/testutil"
 )
 
-// waitLog waits (at most 30s) for the gateway's output to contain want.
+// waitLog waits (at most testutil.HangBound) for the gateway's output to
+// contain want.
 func (e *env) waitLog(want string) bool {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testutil.HangBound)
 	for time.Now().Before(deadline) {
 		if strings.Contains(e.gwLog.String(), want) {
 			return true
@@ -22,11 +26,26 @@ func (e *env) waitLog(want string) bool {
 	return false
 }
 
+// devIssuer is the dev gateway's issuer, from its banner, which it prints
+// after it has begun to answer (once it has signed the CLI in): waited for.
+func (e *env) devIssuer() string {
+	e.t.Helper()
+	if !e.waitLog("next, in another shell") {
+		e.t.Fatalf("no banner from the dev gateway:\n%s", e.gwLog.String())
+	}
+	issuer := regexp.MustCompile(`dev issuer:\s+(http://127\.0\.0\.1:\d+)`).FindStringSubmatch(e.gwLog.String())
+	if issuer == nil {
+		e.t.Fatalf("no issuer in the dev gateway's banner:\n%s", e.gwLog.String())
+	}
+	return issuer[1]
+}
+
 // TestDashboardNeedsBokeh: Debian's python3-distributed has no bokeh, so
 // dashboards cannot work. gateway dev says so in one line of its banner, and
 // new-cluster (which may run elsewhere, so it learns it from the API) says
 // it next to the dashboard's address, each with the install command.
 func TestDashboardNeedsBokeh(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startGateway()
 	if !e.waitLog("next, in another shell") {
@@ -68,6 +87,7 @@ func TestDashboardNeedsBokeh(t *testing.T) {
 // path (a stand-in package with only its version: the check reads no more),
 // the banner says nothing about dashboards.
 func TestDashboardWithBokeh(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "bokeh"), 0o755); err != nil {
 		t.Fatal(err)
@@ -89,6 +109,7 @@ func TestDashboardWithBokeh(t *testing.T) {
 // proxy's HTTP listener) passes the API cookie, so dask-gateway's client
 // calls after the first need no 401 round trip.
 func TestAPICookieThroughGateway(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startGateway()
 	req, _ := http.NewRequest("GET", e.url+"/api/v1/whoami", nil)

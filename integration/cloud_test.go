@@ -16,6 +16,7 @@ import (
 // the "instances" stay on this machine (nothing answers there: schedulers
 // stay starting, which is what an image pull looks like).
 func TestDevWithEC2(t *testing.T) {
+	t.Parallel()
 	const region = "us-east-1"
 	fake := ec2test.NewEC2(t, region)
 	ssm := ec2test.NewSSM(t, region)

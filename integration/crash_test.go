@@ -96,6 +96,7 @@ func (e *env) kill9() {
 // duplicated or left without a cluster, nothing stored is lost, and the
 // usage ledger's totals equal the worker processes' lifetimes.
 func TestCrashRecovery(t *testing.T) {
+	t.Parallel()
 	const clusters = 20
 	e := newEnv(t, "GATEWAY_CLUSTER_POLL_INTERVAL=300ms", "GATEWAY_CLUSTER_REAP_GRACE=5s", "GATEWAY_CLUSTER_REAP_INTERVAL=1s")
 	e.startGateway()
@@ -207,7 +208,7 @@ func TestCrashRecovery(t *testing.T) {
 
 	e.gwOK("stop", "--all")
 	for n := range want {
-		waitNoMembers(t, n, 30*time.Second)
+		waitNoMembers(t, n)
 	}
 
 	// The usage ledger agrees with the processes' lifetimes despite the

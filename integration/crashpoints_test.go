@@ -63,6 +63,7 @@ import (
 // Every point of crashpoint.All() must be tried on at least one provider,
 // and at least 50 distinct points in all; the figures are printed.
 func TestCrashPoints(t *testing.T) {
+	t.Parallel()
 	var res crashResults
 	// Lanes: gateways, each with its own data directory and fake cloud,
 	// that share a provider's points and run side by side (Fargate's stops

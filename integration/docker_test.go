@@ -76,6 +76,7 @@ func hasOnly(nets map[string]dc.ContainerNetwork, name string) bool {
 // an image whose software differs from the client's is refused with a
 // table, and one that lies about its software fails when its members start.
 func TestDockerEnvironments(t *testing.T) {
+	t.Parallel()
 	pool := testdocker.Pool(t)
 	image := testdocker.DaskImage(t)
 	rootfs := testdocker.Rootfs(t)

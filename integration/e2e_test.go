@@ -30,6 +30,7 @@ type cluster struct {
 }
 
 func TestEndToEnd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startGateway()
 
@@ -171,7 +172,7 @@ print("workers", len(client.scheduler_info()["workers"]))
 
 	// Stop: nothing of the cluster keeps running.
 	e.gwOK("stop", c.Name)
-	waitNoMembers(t, c.Name, 15*time.Second)
+	waitNoMembers(t, c.Name)
 	var after []struct {
 		Name  string `json:"name"`
 		State string `json:"state"`
@@ -209,6 +210,7 @@ func get(t *testing.T, url, token string) (int, string) {
 // TestSchedulerRouteNeedsClientCertificate: knowing a cluster's name, or
 // holding another cluster's credentials, does not reach its scheduler.
 func TestSchedulerRouteNeedsClientCertificate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startGateway()
 	var a, b cluster
@@ -302,6 +304,7 @@ func daskHandshake(addr, serverName string, roots *x509.CertPool, certs []tls.Ce
 // TestBadInput: every malformed request gets a 4xx that says what to fix,
 // and creates nothing.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startGateway()
 	tok := e.token()

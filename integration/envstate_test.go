@@ -22,6 +22,7 @@ import (
 // user still sees its status and build log, and it runs for them; another
 // user gets "not found" for both, and may not run it.
 func TestEnvStateAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	var pgURL string
 	for _, s := range testdb.URLs(t) {
 		if s.Name == "postgres" {

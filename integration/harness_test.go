@@ -8,12 +8,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +28,28 @@ import (
 
 // python is the interpreter with Dask that the tests drive.
 const python = "/usr/bin/python3"
+
+// parallel is how many of this package's tests run at once unless
+// -test.parallel says otherwise. They mostly wait (for gateways, Dask
+// processes, leases and graces), so more than go test's default of one per
+// core; each has its own data directory, gateway id, loopback ports and
+// database schema. The Docker engine's tests share its images, but each
+// labels its containers with its own gateway id, environment images are
+// content-addressed, and image collection runs hourly: none in a test.
+const parallel = 4
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallel)); err != nil {
+			fmt.Fprintln(os.Stderr, "integration:", err)
+			os.Exit(2)
+		}
+	}
+	os.Exit(m.Run())
+}
 
 var buildOnce struct {
 	sync.Once
@@ -148,7 +173,7 @@ func (e *env) launchGateway(extraEnv []string, args ...string) error {
 		close(exited)
 	}()
 	t.Cleanup(func() { e.stopGateway(syscall.SIGTERM) })
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testutil.HangBound)
 	for {
 		if u := e.currentURL(); u != "" {
 			if resp, err := http.Get(u + "/api/health"); err == nil {
@@ -165,7 +190,7 @@ func (e *env) launchGateway(extraEnv []string, args ...string) error {
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("gateway did not answer within 30s:\n%s", e.gwLog.String())
+			return fmt.Errorf("gateway did not answer within %s:\n%s", testutil.HangBound, e.gwLog.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -278,11 +303,74 @@ func (e *env) runPython(script string) (string, error) {
 	return string(out), err
 }
 
+// readyPython is an interpreter that has imported Dask and waits for its
+// script.
+type readyPython struct {
+	t      *testing.T
+	script string
+	stdin  io.WriteCloser
+	out    *syncBuffer
+	done   chan error
+}
+
+// startPython starts Debian's Python, imports Dask and returns once it
+// has: for a script that must run soon after something the test does.
+func (e *env) startPython() *readyPython {
+	e.t.Helper()
+	dir := e.t.TempDir()
+	p := &readyPython{t: e.t, script: filepath.Join(dir, "script.py"), out: &syncBuffer{}, done: make(chan error, 1)}
+	boot := filepath.Join(dir, "boot.py")
+	const bootPy = "import sys, dask, distributed\nprint('imported', flush=True)\nsys.stdin.readline()\n" +
+		"exec(compile(open(sys.argv[1]).read(), sys.argv[1], 'exec'))\n"
+	if err := os.WriteFile(boot, []byte(bootPy), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.HangBound+2*time.Minute)
+	e.t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, python, boot, p.script)
+	cmd.Env = e.vars
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	deadline := time.Now().Add(testutil.HangBound)
+	for !strings.Contains(p.out.String(), "imported\n") {
+		select {
+		case err := <-p.done:
+			e.t.Fatalf("python exited before it imported Dask: %v\n%s", err, p.out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("python has not imported Dask after %s:\n%s", testutil.HangBound, p.out.String())
+		}
+	}
+	return p
+}
+
+// run has the interpreter run script and returns its output, as runPython.
+func (p *readyPython) run(script string) (string, error) {
+	if err := os.WriteFile(p.script, []byte(script), 0o600); err != nil {
+		p.t.Fatal(err)
+	}
+	if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
+		p.t.Fatal(err)
+	}
+	p.stdin.Close()
+	err := <-p.done
+	return strings.TrimPrefix(p.out.String(), "imported\n"), err
+}
+
 func memberPIDs(cluster string) []int { return testutil.MemberPIDs(cluster) }
 
 // waitNoMembers waits until no process of the cluster remains.
-func waitNoMembers(t *testing.T, cluster string, within time.Duration) {
+func waitNoMembers(t *testing.T, cluster string) {
 	t.Helper()
+	within := testutil.HangBound // the tests run side by side: how soon is the benchmark's
 	deadline := time.Now().Add(within)
 	for {
 		pids := memberPIDs(cluster)

@@ -22,6 +22,7 @@ func writeScript(t *testing.T, body string) string {
 // TestSchedulerCrashAtStart: a Dask that dies at start fails the cluster with
 // the last lines of its log, and leaves no process behind.
 func TestSchedulerCrashAtStart(t *testing.T) {
+	t.Parallel()
 	script := writeScript(t, `echo "starting $1"; echo "ModuleNotFoundError: No module named 'distributed'" >&2; exit 3`)
 	e := newEnv(t, "GATEWAY_PROVIDERS_LOCAL_COMMAND="+script)
 	e.startGateway()
@@ -53,6 +54,7 @@ func TestSchedulerCrashAtStart(t *testing.T) {
 // TestMissingDask: a gateway whose Dask interpreter does not exist refuses to
 // start and says what to install or set.
 func TestMissingDask(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "GATEWAY_PROVIDERS_LOCAL_PYTHON=/nonexistent/python3")
 	out, err := e.gw("dev", "--listen", "127.0.0.1:0")
 	if err == nil {
@@ -68,6 +70,7 @@ func TestMissingDask(t *testing.T) {
 // TestStopWhileStarting: a cluster stopped before its scheduler is ready
 // ends STOPPED with nothing left running.
 func TestStopWhileStarting(t *testing.T) {
+	t.Parallel()
 	script := writeScript(t, `exec sleep 300`) // a scheduler that never gets ready
 	e := newEnv(t, "GATEWAY_PROVIDERS_LOCAL_COMMAND="+script)
 	e.startGateway()
@@ -89,7 +92,7 @@ func TestStopWhileStarting(t *testing.T) {
 	if !strings.Contains(out, "stopped") {
 		t.Fatalf("stop: %s", out)
 	}
-	waitNoMembers(t, c.Name, 15*time.Second)
+	waitNoMembers(t, c.Name)
 	e.gwJSON(&d, "show", c.Name)
 	if d.Cluster.State != "STOPPED" {
 		t.Fatalf("state %s, want STOPPED", d.Cluster.State)
@@ -99,6 +102,7 @@ func TestStopWhileStarting(t *testing.T) {
 // TestShutdownStopsClusters: SIGTERM to the gateway stops its local clusters
 // (the default), records them STOPPED, and leaves no process.
 func TestShutdownStopsClusters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.startGateway()
 	var c cluster
@@ -124,6 +128,7 @@ func TestShutdownStopsClusters(t *testing.T) {
 // TestShutdownLeavesClustersForReadoption: with cluster.on_shutdown=leave a
 // restarted gateway re-adopts the running cluster and routes to it again.
 func TestShutdownLeavesClustersForReadoption(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "GATEWAY_CLUSTER_ON_SHUTDOWN=leave")
 	e.startGateway()
 	var c cluster
@@ -151,7 +156,7 @@ print("workers", len(client.scheduler_info()["workers"]))
 		t.Errorf("processes changed across the restart: before %v, now %v", after, pids)
 	}
 	e.gwOK("stop", c.Name)
-	waitNoMembers(t, c.Name, 15*time.Second)
+	waitNoMembers(t, c.Name)
 }
 
 func pythonFromShow(t *testing.T, e *env, name string) string {
@@ -169,12 +174,16 @@ func pythonFromShow(t *testing.T, e *env, name string) string {
 // TestIdleTimeoutWithDask: a real scheduler's view decides idleness: a
 // connected client keeps the cluster, and once it leaves the cluster stops.
 func TestIdleTimeoutWithDask(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "GATEWAY_CLUSTER_POLL_INTERVAL=300ms")
 	e.startGateway()
+	// Python has imported Dask before the cluster exists, so that only
+	// connecting, not starting an interpreter on a loaded machine, comes
+	// before the idle timeout (which Python missed at load 28).
+	py := e.startPython()
 	var c cluster
-	// Long enough for Python to start and connect on a loaded machine.
 	e.gwJSON(&c, "new-cluster", "--workers", "1", "--idle-timeout", "8s")
-	out, err := e.runPython(c.Python + `
+	out, err := py.run(c.Python + `
 import time
 print("first", client.submit(sum, range(10)).result())
 time.sleep(10)  # connected but idle: longer than the idle timeout
@@ -200,13 +209,14 @@ print("second", client.submit(sum, range(10)).result())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	waitNoMembers(t, c.Name, 15*time.Second)
+	waitNoMembers(t, c.Name)
 }
 
 // TestReaperStopsWhatTheStoreDoesNotKnow: processes carrying this gateway's
 // marker that no stored cluster owns (here: left running, then the database
 // lost) are found and stopped after a restart.
 func TestReaperStopsWhatTheStoreDoesNotKnow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "GATEWAY_CLUSTER_ON_SHUTDOWN=leave", "GATEWAY_CLUSTER_REAP_INTERVAL=500ms", "GATEWAY_CLUSTER_REAP_GRACE=1s",
 		"GATEWAY_METRICS_LISTEN=127.0.0.1:0")
 	e.startGateway()
@@ -220,7 +230,7 @@ func TestReaperStopsWhatTheStoreDoesNotKnow(t *testing.T) {
 		_ = os.Remove(filepath.Join(e.dataDir(), f))
 	}
 	e.startGateway()
-	waitNoMembers(t, c.Name, 30*time.Second)
+	waitNoMembers(t, c.Name)
 	if !strings.Contains(e.gwLog.String(), "reaper: stopped leftover resources") {
 		t.Errorf("the reaping is not in the log:\n%s", lastLines(e.gwLog.String(), 20))
 	}
@@ -238,6 +248,7 @@ func TestReaperStopsWhatTheStoreDoesNotKnow(t *testing.T) {
 // TestAdaptiveWithDask: with adaptive scaling on, a real scheduler's demand
 // brings workers up for a workload and takes them away when it is done.
 func TestAdaptiveWithDask(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "GATEWAY_CLUSTER_POLL_INTERVAL=500ms")
 	e.startGateway()
 	var c cluster

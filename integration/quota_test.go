@@ -50,6 +50,7 @@ func call(t *testing.T, method, url, token, body string) (int, string) {
 // a limit of 5 clusters set through the admin API: exactly 5 are admitted,
 // on SQLite and on PostgreSQL. Non-admins are refused on every admin route.
 func TestConcurrentAdmission(t *testing.T) {
+	t.Parallel()
 	requireDask(t)
 	type db struct{ name, url string }
 	dbs := []db{{"sqlite", ""}}
@@ -63,6 +64,7 @@ func TestConcurrentAdmission(t *testing.T) {
 	}
 	for _, d := range dbs {
 		t.Run(d.name, func(t *testing.T) {
+			t.Parallel() // its own data directory, gateway id and database
 			shared := filepath.Join(t.TempDir(), "shared")
 			url := d.url
 			if url == "" {
@@ -147,7 +149,7 @@ func TestConcurrentAdmission(t *testing.T) {
 				"GATEWAY_URL="+b.url, "GATEWAY_TOKEN="+dev.Token)
 			viaB.gwOK("stop", "--all")
 			for _, cl := range all {
-				waitNoMembers(t, cl.Name, 30*time.Second)
+				waitNoMembers(t, cl.Name)
 			}
 		})
 	}
@@ -184,6 +186,7 @@ func checkAdminRoutesRefused(t *testing.T, base, userToken string) {
 // with a message naming the limit; a scale beyond it is clamped; usage by
 // user comes out as CSV; the audit log shows who changed what.
 func TestAdminQuotaFlow(t *testing.T) {
+	t.Parallel()
 	requireDask(t)
 	e := newEnv(t)
 	e.startGateway()
@@ -232,7 +235,7 @@ func TestAdminQuotaFlow(t *testing.T) {
 		t.Errorf("admin clusters: %+v", all)
 	}
 	admin.gwOK("admin", "stop", first.Name)
-	waitNoMembers(t, first.Name, 30*time.Second)
+	waitNoMembers(t, first.Name)
 
 	var audit []struct {
 		Actor, Action, Target string

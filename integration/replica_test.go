@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gatewayhq/gateway/internal/testdb"
 )
@@ -15,6 +14,7 @@ import (
 // clusters in flight, the others take them over, with nothing lost or
 // doubled.
 func TestReplicas(t *testing.T) {
+	t.Parallel()
 	var pgURL string
 	for _, s := range testdb.URLs(t) {
 		if s.Name == "postgres" {
@@ -106,7 +106,7 @@ func TestReplicas(t *testing.T) {
 
 	viaB.gwOK("stop", "--all")
 	for name := range want {
-		waitNoMembers(t, name, 30*time.Second)
+		waitNoMembers(t, name)
 	}
 }
 

@@ -7,22 +7,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestServeTLS: `gateway serve` outside dev: HTTPS by default (self-signed
 // when no certificate is configured), plain HTTP refused, an external OIDC
 // issuer (here the dev gateway's), and Dask traffic by SNI on the same port.
 func TestServeTLS(t *testing.T) {
+	t.Parallel()
 	idp := newEnv(t)
 	idp.startGateway()
-	issuer := regexp.MustCompile(`dev issuer:\s+(http://127\.0\.0\.1:\d+)`).FindStringSubmatch(idp.gwLog.String())
-	if issuer == nil {
-		t.Fatalf("no issuer in the dev gateway's banner:\n%s", idp.gwLog.String())
-	}
+	issuer := idp.devIssuer()
 	dataDir := filepath.Join(t.TempDir(), "serve")
 
 	// Refused without acknowledging that local clusters are not isolated.
@@ -33,12 +29,12 @@ func TestServeTLS(t *testing.T) {
 		t.Fatalf("serve without an issuer: %v %s", err, out)
 	}
 	cmd := exec.Command(idp.bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
-	cmd.Env = append(filterEnv(os.Environ()), "GATEWAY_AUTH_OIDC_ISSUER="+issuer[1])
+	cmd.Env = append(filterEnv(os.Environ()), "GATEWAY_AUTH_OIDC_ISSUER="+issuer)
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "providers.local.trust_users") {
 		t.Fatalf("serve with the local provider for untrusted users: %v %s", err, out)
 	}
 
-	url, log := startServe(t, idp.bin, dataDir, issuer[1])
+	url, log := startServe(t, idp.bin, dataDir, issuer)
 	caFile := filepath.Join(dataDir, "gateway-tls.crt")
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
@@ -79,5 +75,5 @@ func TestServeTLS(t *testing.T) {
 		t.Fatalf("Dask through the TLS gateway's port: %v\n%s", err, out2)
 	}
 	user.gwOK("stop", c.Name)
-	waitNoMembers(t, c.Name, 15*time.Second)
+	waitNoMembers(t, c.Name)
 }

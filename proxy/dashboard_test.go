@@ -432,16 +432,14 @@ func TestDashboardNoClusterName(t *testing.T) {
 
 func TestDashboardBackendDown(t *testing.T) {
 	f := startDashboard(t)
-	start := time.Now()
+	// The answer comes within the client's ioTimeout, these tests' hang
+	// bound; how soon is the benchmark's to judge.
 	a := f.get(t, "/clusters/down/status", alice)
 	if a.status != http.StatusBadGateway {
 		t.Fatalf("status %d (body %q), want 502", a.status, a.body)
 	}
 	if e := decodeDashErr(t, a); e.Code != "bad_gateway" || e.Message != "the cluster's dashboard did not answer" {
 		t.Fatalf("error %+v", e)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("502 took %v", d)
 	}
 	// Someone else still gets the uniform 404, not a hint that it exists.
 	if a := f.get(t, "/clusters/down/status", bob); a.status != http.StatusNotFound {

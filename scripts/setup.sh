@@ -17,6 +17,10 @@ fi
 if ! /usr/bin/python3 -c 'import prometheus_client' >/dev/null 2>&1; then
 	missing+=(python3-prometheus-client)
 fi
+# The API's cookie test drives the dask-gateway client's HTTP library.
+if ! /usr/bin/python3 -c 'import aiohttp' >/dev/null 2>&1; then
+	missing+=(python3-aiohttp)
+fi
 # The browser tests drive Debian's Chromium. As root (CI) it is installed
 # when missing, and scripts/test.sh then requires those tests to run;
 # elsewhere they are skipped with a message when it is missing.

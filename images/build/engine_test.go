@@ -16,6 +16,7 @@ import (
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/testdocker"
 	"github.com/gatewayhq/gateway/internal/testpypi"
+	"github.com/gatewayhq/gateway/internal/testutil"
 )
 
 // engineSpec is an environment the test image already has (Debian's dask
@@ -96,14 +97,14 @@ func TestEngineAssembleOnly(t *testing.T) {
 	}
 
 	for _, bb := range []*Builder{b, newBuilder(t, cfg)} {
-		start := time.Now()
-		hit, err := bb.Ensure(ctx, spec, nil)
-		if err != nil || hit.State != StateReady || hit.Built || hit.Ref != st.Ref {
-			t.Errorf("Ensure of the built image = %+v, %v", hit, err)
-		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("the cache hit took %v", d)
-		}
+		// A hit is an answer without a build (counted below), not a
+		// quick one: speed is the benchmark's.
+		testutil.Returns(t, "Ensure of a built image", func() {
+			hit, err := bb.Ensure(ctx, spec, nil)
+			if err != nil || hit.State != StateReady || hit.Built || hit.Ref != st.Ref {
+				t.Errorf("Ensure of the built image = %+v, %v", hit, err)
+			}
+		})
 	}
 	if b.started.Load() != 1 {
 		t.Errorf("%d builds started, want 1", b.started.Load())

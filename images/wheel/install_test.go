@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/gatewayhq/gateway/internal/testutil"
 )
 
 const sp = "usr/local/lib/python3.11/site-packages"
@@ -231,7 +233,7 @@ func python(t *testing.T) string {
 	t.Helper()
 	const py = "/usr/bin/python3"
 	if _, err := os.Stat(py); err != nil {
-		t.Skipf("no %s on this machine: %v", py, err)
+		testutil.Missing(t, testutil.EnvRequirePython, fmt.Sprintf("no %s on this machine: %v (apt-get install python3)", py, err))
 	}
 	return py
 }
@@ -371,7 +373,7 @@ func TestRealPackagesRepacked(t *testing.T) {
 	const dist = "/usr/lib/python3/dist-packages"
 	for _, p := range []string{"six.py", "distro/distro.py"} {
 		if _, err := os.Stat(filepath.Join(dist, p)); err != nil {
-			t.Skipf("Debian's %s is not installed: %v", p, err)
+			testutil.Missing(t, testutil.EnvRequirePython, fmt.Sprintf("Debian's %s is not installed: %v (apt-get install python3-six python3-distro)", p, err))
 		}
 	}
 	l := testLayout

@@ -1,7 +1,7 @@
 // Package testutil holds helpers shared by tests of several packages: a
 // clock tests move, a look at the processes the local provider marks, a
-// sandbox of network and mount namespaces for boot scripts, and a member's
-// dashboard served over TLS.
+// sandbox of network and mount namespaces for boot scripts, a member's
+// dashboard served over TLS, and the bound after which a wait is a hang.
 package testutil
 
 import (
@@ -167,11 +167,27 @@ func NeedSandbox(t testing.TB, tools ...string) {
 }
 
 // SandboxMissing skips the test with why, or fails it under
-// EnvRequireSandbox.
+// EnvRequireSandbox (or CI=true).
 func SandboxMissing(t testing.TB, why string) {
 	t.Helper()
-	if os.Getenv(EnvRequireSandbox) == "1" {
-		t.Fatalf("%s (%s=1)", why, EnvRequireSandbox)
+	Missing(t, EnvRequireSandbox, why)
+}
+
+// EnvRequirePython, set to 1 by the test command (scripts/setup.sh has
+// installed them), turns the skips of tests that need Debian's
+// /usr/bin/python3 with distributed or aiohttp into failures.
+const EnvRequirePython = "GATEWAY_TEST_REQUIRE_PYTHON"
+
+// Missing skips the test for a missing tool or privilege, saying why, or
+// fails it when the require variable is 1 or CI=true: what CI installs
+// must run there, since a skipped test is never a pass.
+func Missing(t testing.TB, require, why string) {
+	t.Helper()
+	switch {
+	case os.Getenv(require) == "1":
+		t.Fatalf("%s (%s=1)", why, require)
+	case os.Getenv("CI") == "true":
+		t.Fatalf("%s (CI=true)", why)
 	}
 	t.Skip(why)
 }
@@ -281,4 +297,37 @@ func MustTCPPair(t testing.TB) (net.Conn, net.Conn) {
 	}
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
+}
+
+// HangBound is how long a test waits for what should happen at once
+// before calling it hung. Speed is the benchmark's to judge: a loaded
+// 2-core machine under -race is slow by seconds now and then, so this is
+// generous, and still far below go test's timeout so that the failure
+// names what hung instead of dumping every goroutine.
+const HangBound = 2 * time.Minute
+
+// Returns runs f and waits until it returns, failing the test when it has
+// not after HangBound; it returns how long f took, for a test that checks
+// a lower bound (a grace honoured). f runs on a goroutine of its own: it
+// reports with t.Error, not t.Fatal.
+func Returns(tb testing.TB, what string, f func()) time.Duration {
+	tb.Helper()
+	return returnsWithin(tb, HangBound, what, f)
+}
+
+func returnsWithin(tb testing.TB, bound time.Duration, what string, f func()) time.Duration {
+	tb.Helper()
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+		return time.Since(start)
+	case <-time.After(bound):
+		tb.Fatalf("%s has not returned after %s: it hangs", what, bound)
+		return 0
+	}
 }

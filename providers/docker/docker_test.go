@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/internal/testutil"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -317,7 +318,7 @@ func hostPython(t *testing.T) string {
 	t.Helper()
 	py := "/usr/bin/python3"
 	if err := exec.Command(py, "-c", "import distributed").Run(); err != nil {
-		t.Skipf("no Python with distributed on this host (%s: %v): apt-get install python3-distributed", py, err)
+		testutil.Missing(t, testutil.EnvRequirePython, fmt.Sprintf("no Python with distributed on this host (%s: %v): apt-get install python3-distributed", py, err))
 	}
 	return py
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/testutil"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/gce/gcetest"
 )
@@ -225,16 +226,15 @@ func TestOperationTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.srv.HangOperations(true)
-	start := time.Now()
-	err := e.p.StartWorker(e.ctx, spec, "worker-0", "10.128.0.2:8786")
+	var err error
+	testutil.Returns(t, "StartWorker on an operation that never finishes", func() {
+		err = e.p.StartWorker(e.ctx, spec, "worker-0", "10.128.0.2:8786")
+	})
 	if !errors.Is(err, errOperationTimeout) || errors.Is(err, providers.ErrCapacity) {
 		t.Fatalf("StartWorker: %v; want an operation timeout", err)
 	}
 	if !strings.Contains(err.Error(), "insert of gw-slow-worker-0") || !strings.Contains(err.Error(), "150ms") {
 		t.Errorf("error %q does not say what timed out", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("took %v", d)
 	}
 	// Stopping waits too, and says so.
 	err = e.p.StopCluster(e.ctx, "slow")

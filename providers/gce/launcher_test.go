@@ -2,6 +2,7 @@ package gce
 
 import (
 	"encoding/base64"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -183,7 +184,7 @@ func TestLauncherReachesTheGatewayGCE(t *testing.T) {
 	testutil.NeedSandbox(t, "unshare", "iptables", "python3", "setpriv", "chroot", "od", "/usr/bin/curl", "ip", "/usr/bin/python3")
 	out, err := exec.Command("/usr/bin/python3", "-c", "import sys, importlib.metadata as m; print('%d.%d' % sys.version_info[:2], m.version('distributed'))").Output()
 	if err != nil {
-		t.Skipf("no python3 with distributed: %v", err)
+		testutil.Missing(t, testutil.EnvRequirePython, fmt.Sprintf("no python3 with distributed: %v (apt-get install python3-distributed)", err))
 	}
 	pyVersion, installed, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gatewayhq/gateway/internal/testutil"
 )
 
 // TestCheckDashboard runs the check against Debian's real python3 and
@@ -15,7 +17,7 @@ import (
 func TestCheckDashboard(t *testing.T) {
 	const python = "/usr/bin/python3"
 	if _, err := os.Stat(python); err != nil {
-		t.Skip("no /usr/bin/python3")
+		testutil.Missing(t, testutil.EnvRequirePython, "no /usr/bin/python3 (apt-get install python3-distributed)")
 	}
 	stub := func(version string) []string {
 		dir := t.TempDir()

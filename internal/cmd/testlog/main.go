@@ -6,6 +6,10 @@
 // the crash and outage tests' figures would never reach the CI log; -v
 // would bury them under every test's chatter.
 //
+// At the end it writes the 15 slowest top-level tests and every package's
+// time, slowest first, so that the next test to make CI slow is seen in
+// the log that made it slow, not found later by hand.
+//
 // It exits 1 when any test, package or build failed, so that a pipeline
 // fails even without pipefail.
 package main
@@ -16,11 +20,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 )
 
 // FigurePrefix starts a line a passing test prints for the log.
 const FigurePrefix = "figure: "
+
+// slowest is how many tests the closing timings list.
+const slowest = 15
 
 // event is one line of `go test -json` (cmd/test2json).
 type event struct {
@@ -28,16 +36,25 @@ type event struct {
 	Package    string
 	Test       string
 	Output     string
-	ImportPath string // build-output and build-fail
+	ImportPath string  // build-output and build-fail
+	Elapsed    float64 // seconds, on pass, fail and skip
 }
 
 type key struct{ pkg, test string }
+
+// timing is how long one test or package ran.
+type timing struct {
+	key
+	seconds float64
+}
 
 // filter holds each test's output until the test ends.
 type filter struct {
 	out    io.Writer
 	held   map[key][]string
 	failed bool
+	// tests and packages are the timings of what ended, for the summary.
+	tests, packages []timing
 }
 
 func main() {
@@ -74,11 +91,59 @@ func (f *filter) run(r io.Reader) error {
 			f.print(lines)
 		}
 	}
+	f.timings()
 	return nil
+}
+
+// timings writes the slowest top-level tests and each package's time.
+// Subtests are left out: their time is already in their parent's, and a
+// parent with many quick subtests is the slow thing to look at.
+// A parallel test's time excludes its wait for the serial ones to finish.
+func (f *filter) timings() {
+	if len(f.tests) == 0 && len(f.packages) == 0 {
+		return
+	}
+	bySeconds := func(ts []timing) {
+		sort.SliceStable(ts, func(i, j int) bool {
+			if ts[i].seconds != ts[j].seconds {
+				return ts[i].seconds > ts[j].seconds
+			}
+			return ts[i].pkg+" "+ts[i].test < ts[j].pkg+" "+ts[j].test
+		})
+	}
+	bySeconds(f.tests)
+	bySeconds(f.packages)
+	n := min(slowest, len(f.tests))
+	fmt.Fprintf(f.out, "\nslowest %d tests:\n", n)
+	for _, t := range f.tests[:n] {
+		fmt.Fprintf(f.out, "%9.1f s  %s  %s\n", t.seconds, t.test, t.pkg)
+	}
+	fmt.Fprintf(f.out, "packages (%d):\n", len(f.packages))
+	for _, p := range f.packages {
+		fmt.Fprintf(f.out, "%9.1f s  %s\n", p.seconds, p.pkg)
+	}
+}
+
+// timed notes how long a test or package ran. A package's skip is one
+// with no tests ("[no test files]"): nothing ran, nothing to list.
+func (f *filter) timed(e event) {
+	t := timing{key{e.Package, e.Test}, e.Elapsed}
+	switch {
+	case e.Test == "":
+		if e.Action != "skip" {
+			f.packages = append(f.packages, t)
+		}
+	case !strings.Contains(e.Test, "/"):
+		f.tests = append(f.tests, t)
+	}
 }
 
 func (f *filter) event(e event) {
 	k := key{e.Package, e.Test}
+	switch e.Action {
+	case "pass", "fail", "skip":
+		f.timed(e)
+	}
 	switch e.Action {
 	case "build-output":
 		fmt.Fprint(f.out, e.Output)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,6 +82,9 @@ func TestFine(t *testing.T) {}
 		"about to die", // the test that never ended
 		"FAIL\texample.com/m/a", "FAIL\texample.com/m/b",
 		"ok  \texample.com/m/c",
+		// TestDies never ended, so it has no time; its package has.
+		"slowest 4 tests:\n", "  TestFails  example.com/m/a\n", "  TestFine  example.com/m/c\n",
+		"packages (3):\n", "  example.com/m/a\n", "  example.com/m/b\n", "  example.com/m/c\n",
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
@@ -113,7 +117,73 @@ func TestPassingRunExitsZero(t *testing.T) {
 	if err := f.run(strings.NewReader(in)); err != nil {
 		t.Fatal(err)
 	}
-	if want := "# example.com/m/x\nfigure: outage 3.1 s\nok  \tp\t0.1s\n"; out.String() != want || f.failed {
+	want := "# example.com/m/x\nfigure: outage 3.1 s\nok  \tp\t0.1s\n" +
+		"\nslowest 1 tests:\n      0.0 s  TestA  p\npackages (1):\n      0.0 s  p\n"
+	if out.String() != want || f.failed {
 		t.Errorf("log %q (failed %v), want %q", out.String(), f.failed, want)
+	}
+}
+
+// TestTimings: the summary lists the 15 slowest top-level tests, slowest
+// first, with their package, and every package that ran with its time;
+// subtests (already in their parent's time) and packages without tests
+// are not listed, and a failed or skipped test counts like a passed one.
+func TestTimings(t *testing.T) {
+	var in []string
+	ev := func(action, pkg, test string, elapsed float64) {
+		in = append(in, fmt.Sprintf(`{"Action":%q,"Package":%q,"Test":%q,"Elapsed":%g}`, action, pkg, test, elapsed))
+	}
+	// 20 tests in two packages, test i taking i seconds; TestT19 fails,
+	// TestT18 skips, and TestT3 has a subtest of 500 s.
+	for i := 1; i <= 20; i++ {
+		pkg, action := "ex/a", "pass"
+		if i%2 == 0 {
+			pkg = "ex/b"
+		}
+		switch i {
+		case 19:
+			action = "fail"
+		case 18:
+			action = "skip"
+		case 3:
+			ev("pass", pkg, "TestT3/long", 500)
+		}
+		ev(action, pkg, fmt.Sprintf("TestT%d", i), float64(i))
+	}
+	ev("fail", "ex/a", "", 1234.5)
+	ev("pass", "ex/b", "", 99.25)
+	ev("skip", "ex/none", "", 0) // [no test files]
+	ev("pass", "ex/c", "", 0.5)
+
+	var out bytes.Buffer
+	f := &filter{out: &out, held: map[key][]string{}}
+	if err := f.run(strings.NewReader(strings.Join(in, "\n"))); err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	want.WriteString("\nslowest 15 tests:\n")
+	for i := 20; i >= 6; i-- {
+		pkg := "ex/a"
+		if i%2 == 0 {
+			pkg = "ex/b"
+		}
+		fmt.Fprintf(&want, "%9.1f s  TestT%d  %s\n", float64(i), i, pkg)
+	}
+	want.WriteString("packages (3):\n   1234.5 s  ex/a\n     99.2 s  ex/b\n      0.5 s  ex/c\n")
+	if out.String() != want.String() {
+		t.Errorf("summary:\n%s\nwant:\n%s", out.String(), want.String())
+	}
+}
+
+// TestNoTimingsWithoutTests: input with no test or package results (go
+// test failed to start) gets no empty summary.
+func TestNoTimingsWithoutTests(t *testing.T) {
+	var out bytes.Buffer
+	f := &filter{out: &out, held: map[key][]string{}}
+	if err := f.run(strings.NewReader("go: no Go files in /x\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "go: no Go files in /x\n" {
+		t.Errorf("log %q, want only the line read", got)
 	}
 }
