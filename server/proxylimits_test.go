@@ -7,14 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatewayhq/gateway/internal/config"
 	"github.com/gatewayhq/gateway/proxy"
 )
 
 // The proxy.* settings reach the proxy, and its refusals and timeouts are
 // counted in /metrics (issue 14, finding 2).
 func TestProxyLimitsWired(t *testing.T) {
-	v := config.New()
+	v := ConfigSchema().New()
 	v.Set("dev", true)
 	v.Set("listen", "127.0.0.1:0")
 	v.Set("data_dir", t.TempDir())
@@ -23,7 +22,7 @@ func TestProxyLimitsWired(t *testing.T) {
 	v.Set("proxy.max_connections", 77)
 	v.Set("proxy.max_connections_per_cluster", 55)
 	v.Set("proxy.max_connections_per_source", 33)
-	cfg, err := config.Load(v, "")
+	cfg, err := ConfigSchema().Load(v, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +61,7 @@ func TestProxyLimitsWired(t *testing.T) {
 	// 0 derives the total from the descriptor limit.
 	v.Set("proxy.max_connections", 0)
 	v.Set("data_dir", t.TempDir())
-	cfg, err = config.Load(v, "")
+	cfg, err = ConfigSchema().Load(v, "")
 	if err != nil {
 		t.Fatal(err)
 	}

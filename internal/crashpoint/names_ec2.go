@@ -17,9 +17,3 @@ const (
 	EC2LeftoverGroupDeleted     Name = "ec2.leftover.group-deleted"     // the reaper's DeleteSecurityGroup of a leftover answered
 	EC2LeftoverParameterDeleted Name = "ec2.leftover.parameter-deleted" // the reaper's DeleteParameter of a leftover answered
 )
-
-var ec2Names = []Name{
-	EC2GroupCreated, EC2GroupAuthorized, EC2ParameterPut, EC2SchedulerLaunched, EC2WorkerLaunched, EC2WorkerTerminated,
-	EC2ClusterTerminated, EC2ClusterInstancesGone, EC2ClusterGroupDeleted, EC2ClusterParameterDeleted,
-	EC2LeftoverGroupDeleted, EC2LeftoverParameterDeleted,
-}

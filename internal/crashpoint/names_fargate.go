@@ -21,10 +21,3 @@ const (
 	FargateLeftoverSecretDeleted   Name = "fargate.leftover.secret-deleted"   // the reaper's DeleteSecret of a leftover answered
 	FargateLeftoverFamiliesDeleted Name = "fargate.leftover.taskdefs-deleted" // the reaper deleted a leftover task definition family
 )
-
-var fargateNames = []Name{
-	FargateGroupCreated, FargateGroupAuthorized, FargateSecretCreated, FargateTaskDefRegistered, FargateSchedulerRun,
-	FargateWorkerRun, FargateWorkerStopped, FargateClusterStopAsked, FargateClusterTasksStopped, FargateClusterGroupDeleted,
-	FargateClusterSecretDeleted, FargateTaskDefsDeregistered, FargateTaskDefsDeleted, FargateLeftoverGroupDeleted,
-	FargateLeftoverSecretDeleted, FargateLeftoverFamiliesDeleted,
-}
