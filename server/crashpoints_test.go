@@ -17,7 +17,8 @@ var nameRE = regexp.MustCompile(`^[a-z0-9]+\.[a-z0-9]+\.[a-z0-9-]+$`)
 
 // TestEveryPointIsMarked: every listed point is marked by some code
 // outside tests (a test waiting for a point no code reaches would wait in
-// vain), every Hit names a listed point, and names are unique.
+// vain), every Hit names a point constant, every such constant is listed
+// (by the core or its backend's registration), and names are unique.
 func TestEveryPointIsMarked(t *testing.T) {
 	seen := map[crashpoint.Name]bool{}
 	for _, n := range CrashPoints() {
@@ -29,23 +30,11 @@ func TestEveryPointIsMarked(t *testing.T) {
 			t.Errorf("point %q is not named layer.operation.what", n)
 		}
 	}
-	consts := constNames(t)
+	files := parseSources(t, "..")
+	consts := pointConsts(files)
 	marked := map[crashpoint.Name]int{}
-	root := ".."
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-		if err != nil {
-			return err
-		}
+	for path, f := range files {
+		dir := filepath.Dir(path)
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok || len(call.Args) != 2 {
@@ -54,23 +43,33 @@ func TestEveryPointIsMarked(t *testing.T) {
 			if fn, ok := call.Fun.(*ast.SelectorExpr); !ok || fn.Sel.Name != "Hit" || !isIdent(fn.X, "crashpoint") {
 				return true
 			}
-			arg, ok := call.Args[1].(*ast.SelectorExpr)
-			if !ok || !isIdent(arg.X, "crashpoint") {
-				t.Errorf("%s: crashpoint.Hit with %T; name a listed point constant", path, call.Args[1])
+			// A constant of the crashpoint package (the core's), or of the
+			// package marking it (a backend's).
+			var key constKey
+			switch arg := call.Args[1].(type) {
+			case *ast.SelectorExpr:
+				if !isIdent(arg.X, "crashpoint") {
+					t.Errorf("%s: crashpoint.Hit with %s.%s; name a point constant", path, arg.X, arg.Sel.Name)
+					return true
+				}
+				key = constKey{filepath.Join("..", "internal", "crashpoint"), arg.Sel.Name}
+			case *ast.Ident:
+				key = constKey{dir, arg.Name}
+			default:
+				t.Errorf("%s: crashpoint.Hit with %T; name a point constant", path, call.Args[1])
 				return true
 			}
-			name, ok := consts[arg.Sel.Name]
+			name, ok := consts[key]
 			if !ok {
-				t.Errorf("%s: crashpoint.%s is not a point", path, arg.Sel.Name)
+				t.Errorf("%s: %s is not a point constant", path, key.ident)
 				return true
 			}
 			marked[name]++
 			return true
 		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	}
+	if len(consts) != len(CrashPoints()) {
+		t.Errorf("%d point constants, %d points listed by CrashPoints(): list every constant in crashpoint.Core() or its backend's registration", len(consts), len(CrashPoints()))
 	}
 	for _, n := range CrashPoints() {
 		if marked[n] == 0 {
@@ -85,17 +84,42 @@ func TestEveryPointIsMarked(t *testing.T) {
 	t.Logf("%d points, marked at %d places", len(CrashPoints()), sum(marked))
 }
 
-// constNames maps internal/crashpoint's Name constants' identifiers to
-// values.
-func constNames(t *testing.T) map[string]crashpoint.Name {
+// parseSources parses the module's Go files under root, tests and
+// testdata left out.
+func parseSources(t *testing.T, root string) map[string]*ast.File {
 	t.Helper()
-	out := map[string]crashpoint.Name{}
-	files, _ := filepath.Glob(filepath.Join("..", "internal", "crashpoint", "names*.go"))
-	for _, file := range files {
-		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+	files := map[string]*ast.File{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			return err
+		}
+		files[path] = f
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// constKey is a constant by its package's folder and identifier.
+type constKey struct{ dir, ident string }
+
+// pointConsts finds every constant declared as a crash point's name: of
+// type Name in the crashpoint package, crashpoint.Name elsewhere.
+func pointConsts(files map[string]*ast.File) map[constKey]crashpoint.Name {
+	out := map[constKey]crashpoint.Name{}
+	for path, f := range files {
 		for _, d := range f.Decls {
 			gd, ok := d.(*ast.GenDecl)
 			if !ok || gd.Tok != token.CONST {
@@ -103,18 +127,25 @@ func constNames(t *testing.T) map[string]crashpoint.Name {
 			}
 			for _, s := range gd.Specs {
 				vs := s.(*ast.ValueSpec)
+				if !isPointType(vs.Type, f.Name.Name) {
+					continue
+				}
 				for i, id := range vs.Names {
 					if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
-						out[id.Name] = crashpoint.Name(strings.Trim(lit.Value, `"`))
+						out[constKey{filepath.Dir(path), id.Name}] = crashpoint.Name(strings.Trim(lit.Value, `"`))
 					}
 				}
 			}
 		}
 	}
-	if len(out) != len(CrashPoints()) {
-		t.Fatalf("%d point constants, %d points listed by CrashPoints(): list every constant in Core() or a backend's registration", len(out), len(CrashPoints()))
-	}
 	return out
+}
+
+func isPointType(e ast.Expr, pkg string) bool {
+	if sel, ok := e.(*ast.SelectorExpr); ok {
+		return isIdent(sel.X, "crashpoint") && sel.Sel.Name == "Name"
+	}
+	return pkg == "crashpoint" && isIdent(e, "Name")
 }
 
 func isIdent(e ast.Expr, name string) bool {

@@ -40,9 +40,9 @@ func Registration() providers.Registration {
 		DefaultImage: func(s *Section) string { return s.Image },
 		StartTimeout: 10 * time.Minute,
 		CrashPoints: []crashpoint.Name{
-			crashpoint.EC2GroupCreated, crashpoint.EC2GroupAuthorized, crashpoint.EC2ParameterPut, crashpoint.EC2SchedulerLaunched,
-			crashpoint.EC2WorkerLaunched, crashpoint.EC2WorkerTerminated, crashpoint.EC2ClusterTerminated, crashpoint.EC2ClusterInstancesGone,
-			crashpoint.EC2ClusterGroupDeleted, crashpoint.EC2ClusterParameterDeleted, crashpoint.EC2LeftoverGroupDeleted, crashpoint.EC2LeftoverParameterDeleted,
+			pointGroupCreated, pointGroupAuthorized, pointParameterPut, pointSchedulerLaunched,
+			pointWorkerLaunched, pointWorkerTerminated, pointClusterTerminated, pointClusterInstancesGone,
+			pointClusterGroupDeleted, pointClusterParameterDeleted, pointLeftoverGroupDeleted, pointLeftoverParameterDeleted,
 		},
 	})
 }

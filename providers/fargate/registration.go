@@ -45,11 +45,11 @@ func Registration() providers.Registration {
 		DefaultImage: func(s *Section) string { return s.Image },
 		StartTimeout: 10 * time.Minute,
 		CrashPoints: []crashpoint.Name{
-			crashpoint.FargateGroupCreated, crashpoint.FargateGroupAuthorized, crashpoint.FargateSecretCreated, crashpoint.FargateTaskDefRegistered,
-			crashpoint.FargateSchedulerRun, crashpoint.FargateWorkerRun, crashpoint.FargateWorkerStopped, crashpoint.FargateClusterStopAsked,
-			crashpoint.FargateClusterTasksStopped, crashpoint.FargateClusterGroupDeleted, crashpoint.FargateClusterSecretDeleted,
-			crashpoint.FargateTaskDefsDeregistered, crashpoint.FargateTaskDefsDeleted, crashpoint.FargateLeftoverGroupDeleted,
-			crashpoint.FargateLeftoverSecretDeleted, crashpoint.FargateLeftoverFamiliesDeleted,
+			pointGroupCreated, pointGroupAuthorized, pointSecretCreated, pointTaskDefRegistered,
+			pointSchedulerRun, pointWorkerRun, pointWorkerStopped, pointClusterStopAsked,
+			pointClusterTasksStopped, pointClusterGroupDeleted, pointClusterSecretDeleted,
+			pointTaskDefsDeregistered, pointTaskDefsDeleted, pointLeftoverGroupDeleted,
+			pointLeftoverSecretDeleted, pointLeftoverFamiliesDeleted,
 		},
 	})
 }
