@@ -55,6 +55,11 @@ type Backend[S any] struct {
 	// StartTimeout is how long a scheduler may take to be ready when
 	// cluster.start_timeout is 0: cloud machines boot and pull the image.
 	StartTimeout time.Duration
+	// TypicalStart is how long a cluster typically takes to start with its
+	// workers, which a benchmark's cost estimate counts for a suite
+	// without history: processes and containers start in seconds, cloud
+	// machines and tasks in minutes (booting, pulling the image).
+	TypicalStart time.Duration
 	// CrashPoints are the backend's crash points, in the order a cluster's
 	// life meets them (listed by `gateway debug crash-points`).
 	CrashPoints []crashpoint.Name
@@ -71,6 +76,7 @@ type Registration struct {
 	RunsImages   bool
 	EngineImages bool
 	StartTimeout time.Duration
+	TypicalStart time.Duration
 	CrashPoints  []crashpoint.Name
 	NamesKeys    bool
 
@@ -93,6 +99,7 @@ func Register[S any](b Backend[S]) Registration {
 		RunsImages:   b.DefaultImage != nil,
 		EngineImages: b.EngineImages,
 		StartTimeout: b.StartTimeout,
+		TypicalStart: b.TypicalStart,
 		CrashPoints:  b.CrashPoints,
 		NamesKeys:    b.NamesKeys,
 		Section:      config.Section{Name: b.Name, Defaults: func() any { return b.Defaults() }},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gatewayhq/gateway/internal/config"
 	"github.com/gatewayhq/gateway/internal/crashpoint"
@@ -58,6 +59,16 @@ func crashPointsOf(backends []providers.Registration) []crashpoint.Name {
 		all = append(all, b.CrashPoints...)
 	}
 	return all
+}
+
+// TypicalStarts is, per backend, how long its clusters typically take to
+// start (for benchmark estimates).
+func TypicalStarts() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, b := range Backends() {
+		out[b.Name] = b.TypicalStart
+	}
+	return out
 }
 
 // backend is the registration of the configured provider.

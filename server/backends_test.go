@@ -33,20 +33,21 @@ func TestBackendsConstructed(t *testing.T) {
 		region, image       string
 		runsImages, engine  bool
 		startTimeoutDefault time.Duration
+		typicalStart        time.Duration // what benchmark estimates count
 	}
 	cases := map[string]check{
 		"local": {
 			env: func(*testing.T) map[string]string {
 				return map[string]string{"GATEWAY_PROVIDERS_LOCAL_PYTHON": "/usr/bin/python3", "GATEWAY_PROVIDERS_LOCAL_TRUST_USERS": "true"}
 			},
-			startTimeoutDefault: time.Minute,
+			startTimeoutDefault: time.Minute, typicalStart: 20 * time.Second,
 		},
 		"docker": {
 			env: func(t *testing.T) map[string]string {
 				testdocker.Pool(t)
 				return map[string]string{"GATEWAY_PROVIDERS_DOCKER_IMAGE": "gateway-test/made-up:1", "GATEWAY_PROVIDERS_DOCKER_NETWORK": "host"}
 			},
-			image: "gateway-test/made-up:1", runsImages: true, engine: true, startTimeoutDefault: 10 * time.Minute,
+			image: "gateway-test/made-up:1", runsImages: true, engine: true, startTimeoutDefault: 10 * time.Minute, typicalStart: 30 * time.Second,
 		},
 		"ec2": {
 			env: func(t *testing.T) map[string]string {
@@ -57,7 +58,7 @@ func TestBackendsConstructed(t *testing.T) {
 					"GATEWAY_PROVIDERS_EC2_EC2_ENDPOINT": ec2test.NewEC2(t, "eu-west-1").URL, "GATEWAY_PROVIDERS_EC2_SSM_ENDPOINT": ec2test.NewSSM(t, "eu-west-1").URL,
 				}
 			},
-			region: "eu-west-1", image: "r.example/dask:1", runsImages: true, startTimeoutDefault: 10 * time.Minute,
+			region: "eu-west-1", image: "r.example/dask:1", runsImages: true, startTimeoutDefault: 10 * time.Minute, typicalStart: 3 * time.Minute,
 		},
 		"fargate": {
 			env: func(t *testing.T) map[string]string {
@@ -71,7 +72,7 @@ func TestBackendsConstructed(t *testing.T) {
 					"GATEWAY_PROVIDERS_FARGATE_EC2_ENDPOINT": f.EC2.URL, "GATEWAY_PROVIDERS_FARGATE_LOGS_ENDPOINT": f.Logs.URL,
 				}
 			},
-			region: fargatetest.DefaultRegion, image: "r.example/dask:2", runsImages: true, startTimeoutDefault: 10 * time.Minute,
+			region: fargatetest.DefaultRegion, image: "r.example/dask:2", runsImages: true, startTimeoutDefault: 10 * time.Minute, typicalStart: 2 * time.Minute,
 		},
 		"gce": {
 			env: func(t *testing.T) map[string]string {
@@ -84,7 +85,7 @@ func TestBackendsConstructed(t *testing.T) {
 					"GATEWAY_PROVIDERS_GCE_ENDPOINT":                srv.URL, "GATEWAY_PROVIDERS_GCE_SECRETMANAGER_ENDPOINT": srv.URL,
 				}
 			},
-			region: "us-central1-b", image: "r.example/dask:3", runsImages: true, startTimeoutDefault: 10 * time.Minute,
+			region: "us-central1-b", image: "r.example/dask:3", runsImages: true, startTimeoutDefault: 10 * time.Minute, typicalStart: 2 * time.Minute,
 		},
 	}
 	var names []string
@@ -130,7 +131,7 @@ func TestBackendsConstructed(t *testing.T) {
 			}
 			section := cfg.ProviderSection(b.Name)
 			got := check{region: reg.Region(section), image: reg.DefaultImage(section), runsImages: reg.RunsImages, engine: reg.EngineImages,
-				startTimeoutDefault: startTimeout(reg, cfg)}
+				startTimeoutDefault: startTimeout(reg, cfg), typicalStart: TypicalStarts()[b.Name]}
 			want.env = nil
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("registration of %s says %+v\nwant %+v", b.Name, got, want)

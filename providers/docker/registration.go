@@ -62,5 +62,6 @@ func Registration() providers.Registration {
 		DefaultImage: func(s *Section) string { return s.Image },
 		EngineImages: true,
 		StartTimeout: 10 * time.Minute,
+		TypicalStart: 30 * time.Second,
 	})
 }

@@ -39,6 +39,7 @@ func Registration() providers.Registration {
 		Region:       func(s *Section) string { return s.Region },
 		DefaultImage: func(s *Section) string { return s.Image },
 		StartTimeout: 10 * time.Minute,
+		TypicalStart: 3 * time.Minute,
 		CrashPoints: []crashpoint.Name{
 			pointGroupCreated, pointGroupAuthorized, pointParameterPut, pointSchedulerLaunched,
 			pointWorkerLaunched, pointWorkerTerminated, pointClusterTerminated, pointClusterInstancesGone,

@@ -44,6 +44,7 @@ func Registration() providers.Registration {
 		Region:       func(s *Section) string { return s.Region },
 		DefaultImage: func(s *Section) string { return s.Image },
 		StartTimeout: 10 * time.Minute,
+		TypicalStart: 2 * time.Minute,
 		CrashPoints: []crashpoint.Name{
 			pointGroupCreated, pointGroupAuthorized, pointSecretCreated, pointTaskDefRegistered,
 			pointSchedulerRun, pointWorkerRun, pointWorkerStopped, pointClusterStopAsked,

@@ -50,5 +50,6 @@ func Registration() providers.Registration {
 		},
 		DefaultImage: func(s *Section) string { return s.ContainerImage },
 		StartTimeout: 10 * time.Minute,
+		TypicalStart: 2 * time.Minute,
 	})
 }

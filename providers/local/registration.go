@@ -44,6 +44,7 @@ func Registration() providers.Registration {
 		// Its errors say which key to set (providers.local.python).
 		NamesKeys:    true,
 		StartTimeout: time.Minute,
+		TypicalStart: 20 * time.Second,
 		CrashPoints: []crashpoint.Name{
 			crashpoint.LocalSchedulerSpawned, crashpoint.LocalWorkerSpawned, crashpoint.LocalMemberRecorded, crashpoint.LocalMemberSignalled,
 			crashpoint.LocalWorkerStopped, crashpoint.LocalClusterWorkersStopped, crashpoint.LocalClusterStopped,
