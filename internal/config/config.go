@@ -5,6 +5,9 @@
 // cluster.max_workers is GATEWAY_CLUSTER_MAX_WORKERS), the YAML file named by
 // --config or GATEWAY_CONFIG, then the built-in defaults below. Every key has
 // a default, which is what makes it known to the environment layer.
+//
+// The backends' keys (providers.<name>.*) are not here: each backend
+// declares its Section, and a Schema made of the sections loads them.
 package config
 
 import (
