@@ -79,7 +79,7 @@ type Config struct {
 		DevIssuerListen string        `mapstructure:"dev_issuer_listen" doc:"loopback address of the development OIDC issuer that gateway dev embeds"`
 	} `mapstructure:"auth"`
 
-	Provider string `mapstructure:"provider" doc:"backend for new clusters: local, docker, ec2, fargate or gce"`
+	Provider string `mapstructure:"provider" doc:"backend for new clusters (Schema.Docs lists the registered ones)"`
 	// providers holds each registered backend's section (providers.<name>.*),
 	// decoded into the type its Section declares.
 	providers map[string]any
