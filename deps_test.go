@@ -31,6 +31,10 @@ type layerRule struct {
 	why   string
 }
 
+// backendFolders are the backends' packages, each with its fakes and
+// helpers.
+var backendFolders = []string{"providers/local/...", "providers/docker/...", "providers/ec2/...", "providers/fargate/...", "providers/gce/..."}
+
 // layering is the enforced part of the README's Architecture section.
 var layering = []layerRule{
 	{from: "internal/...", only: []string{"internal/..."}, tests: true,
@@ -50,6 +54,9 @@ var layering = []layerRule{
 		forbid: []string{"api/...", "proxy/...", "server/..."}, except: []string{"api/apitype"},
 		why: "the domain (control loop, stores, providers, images, environments, benchmarks, the client) knows neither the HTTP servers nor the composition root; " +
 			"tests may assemble the real API (bench/schedule's grants test)"},
+	{from: "...", fromExcept: append([]string{"server", "cmd/...", "integration/..."}, backendFolders...), forbid: backendFolders,
+		why: "backends register themselves: server's one list (Backends) is the only code that names them; " +
+			"the rest of the gateway reaches the configured one through providers.Provider and its providers.Registration"},
 	{from: "scheduler/...", forbid: []string{"proxy/..."}, tests: true,
 		why: "the control loop writes routes through an interface it declares and verifies members with internal/pki; the proxy reads routes"},
 }

@@ -14,15 +14,6 @@ import (
 // neither the suite's history nor the backend says better.
 const StartAllowance = time.Minute
 
-// backendStart is what an estimate counts for clusters of a backend to
-// start with their workers, for a suite without history: processes and
-// containers start in seconds, cloud machines and tasks in minutes
-// (booting, pulling the image).
-var backendStart = map[string]time.Duration{
-	"local": 20 * time.Second, "docker": 30 * time.Second,
-	"fargate": 2 * time.Minute, "gce": 2 * time.Minute, "ec2": 3 * time.Minute,
-}
-
 // StartHistory is an optional part of History: how long the suite's last
 // runs took from their start to their first sample (their clusters
 // starting with every worker, and the runners connecting): the median,
@@ -237,7 +228,7 @@ func startAllowance(ctx context.Context, cfg Config) (time.Duration, string) {
 	if pn, ok := cfg.Prices.(ProviderNamer); ok && provider == "" {
 		provider = pn.Provider()
 	}
-	if d, ok := backendStart[provider]; ok {
+	if d, ok := cfg.TypicalStarts[provider]; ok && d > 0 {
 		return d, "typical of " + provider + " until the suite has history"
 	}
 	return StartAllowance, ""

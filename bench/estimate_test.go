@@ -62,7 +62,7 @@ func TestPrepareEstimatesAndRefuses(t *testing.T) {
 	}
 	x, y := "bench_a.py::bench_x", "bench_a.py::bench_y"
 	base := Config{Suite: suite, SuiteName: "s", Envs: []Env{{Label: "A", Python: testPython}}, Repeat: 2, Workers: 3,
-		Shape: map[string]any{"worker_threads": 2}, Timeout: time.Minute}
+		Shape: map[string]any{"worker_threads": 2}, Timeout: time.Minute, TypicalStarts: map[string]time.Duration{"ec2": 3 * time.Minute}}
 	for _, tc := range []struct {
 		name     string
 		null     bool

@@ -120,6 +120,10 @@ type Config struct {
 	Provider     string
 	Region       string
 	Now          func() time.Time
+	// TypicalStarts is, per backend (the provider's name), what an
+	// estimate counts for its clusters to start with their workers when
+	// the suite has no history: the backends' registrations say.
+	TypicalStarts map[string]time.Duration
 
 	// InCluster, when set, runs each set's runner next to its cluster's
 	// scheduler (the bench agent), in the cluster's own Python, instead of

@@ -34,11 +34,13 @@ import (
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers/ec2/ec2test"
 	"github.com/gatewayhq/gateway/providers/fargate/fargatetest"
+	"github.com/gatewayhq/gateway/server"
 )
 
 // TestCrashPoints kills the real gateway binary at every named crash point
-// (internal/crashpoint) in turn: for each point, a gateway started with
-// GATEWAY_CRASH_AT=<point> drives one cluster through its life (create
+// (server.CrashPoints: the core's and each backend's) in turn: for each
+// point, a gateway started with GATEWAY_CRASH_AT=<point> drives one
+// cluster through its life (create
 // with a worker, scale to 2, scale to 1, stop; or what else reaches the
 // point: a scheduler lost, an orphaned member, leftovers found by tag, the
 // lease renewal) until it SIGKILLs itself there. The test checks from the
@@ -60,7 +62,7 @@ import (
 // cluster. A provider's points are shared by a few lanes, gateways side by
 // side, each keeping its data directory (and fake cloud) across its points.
 //
-// Every point of crashpoint.All() must be tried on at least one provider,
+// Every point of server.CrashPoints() must be tried on at least one provider,
 // and at least 50 distinct points in all; the figures are printed.
 func TestCrashPoints(t *testing.T) {
 	t.Parallel()
@@ -99,7 +101,7 @@ func TestCrashPoints(t *testing.T) {
 	res.mu.Lock()
 	defer res.mu.Unlock()
 	var missed []string
-	for _, p := range crashpoint.All() {
+	for _, p := range server.CrashPoints() {
 		if len(res.tried[p]) == 0 {
 			missed = append(missed, string(p))
 		}
@@ -110,7 +112,7 @@ func TestCrashPoints(t *testing.T) {
 	if len(res.tried) < 50 {
 		t.Errorf("%d distinct crash points tried; want at least 50", len(res.tried))
 	}
-	for _, p := range crashpoint.All() {
+	for _, p := range server.CrashPoints() {
 		t.Logf("%-40s %s", p, strings.Join(res.tried[p], " "))
 	}
 	summary := fmt.Sprintf("crash points tried: %d (%d runs: local %d, ec2 %d, fargate %d), clusters: %d, lost: %d, duplicated: %d, leaked: %d",
@@ -686,7 +688,7 @@ type crashRunSpec struct {
 // its own), and a few "@N" crashes at whatever point comes Nth.
 func crashRuns(t *testing.T, b *crashBackend) []crashRunSpec {
 	var runs []crashRunSpec
-	for _, p := range crashpoint.All() {
+	for _, p := range server.CrashPoints() {
 		if !strings.HasPrefix(string(p), "core.") && !strings.HasPrefix(string(p), b.prefix) {
 			continue
 		}

@@ -11,20 +11,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatewayhq/gateway/internal/config"
+	"github.com/gatewayhq/gateway/server"
 )
 
 // TestErrorsNameExistingKeys: every configuration key an error message of
 // a backend tells the operator to set is one the configuration accepts.
 // It reads the string literals of the messages (fmt.Errorf, errors.New and
 // the validators' add and bad) in each backend's source: a full key
-// (providers.<backend>.<key>) must be in config.Keys(), and so must a bare
+// (providers.<backend>.<key>) must be a key of the configuration (server.ConfigSchema), and so must a bare
 // snake_case name, as providers.<backend>.<name>. Names the configuration
 // does not have are what the operator cannot do anything with: a message
 // once said "set ami_parameter", which the configuration refuses.
 func TestErrorsNameExistingKeys(t *testing.T) {
 	keys := map[string]bool{}
-	for _, k := range config.Keys() {
+	for _, k := range server.ConfigSchema().Keys() {
 		keys[k] = true
 	}
 	full := regexp.MustCompile(`\bproviders\.[a-z0-9_]+\.[a-z0-9_]+`)

@@ -69,12 +69,12 @@ func hostStatus(t *testing.T, method, url, host string) (int, string) {
 
 func devConfig(t *testing.T) *config.Config {
 	t.Helper()
-	v := config.New()
+	v := ConfigSchema().New()
 	v.Set("dev", true)
 	v.Set("listen", "127.0.0.1:0")
 	v.Set("data_dir", t.TempDir())
 	v.Set("cluster.on_shutdown", "stop")
-	cfg, err := config.Load(v, "")
+	cfg, err := ConfigSchema().Load(v, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,14 +146,14 @@ func TestServeAnswersAnyHost(t *testing.T) {
 	idp.Start()
 	t.Cleanup(idp.Close)
 
-	v := config.New()
+	v := ConfigSchema().New()
 	v.Set("listen", "127.0.0.1:0")
 	v.Set("public_url", "http://gateway.example:8000")
 	v.Set("data_dir", t.TempDir())
 	v.Set("tls.allow_plain_http", true)
 	v.Set("auth.oidc.issuer", idp.URL)
 	v.Set("providers.local.trust_users", true)
-	cfg, err := config.Load(v, "")
+	cfg, err := ConfigSchema().Load(v, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestServeAnswersAnyHost(t *testing.T) {
 func TestQuotaDefaults(t *testing.T) {
 	load := func(t *testing.T, dev bool, file string) *config.Config {
 		t.Helper()
-		v := config.New()
+		v := ConfigSchema().New()
 		v.Set("dev", dev)
 		v.Set("data_dir", t.TempDir())
 		v.Set("auth.oidc.issuer", "https://idp.example")
@@ -183,7 +183,7 @@ func TestQuotaDefaults(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		cfg, err := config.Load(v, path)
+		cfg, err := ConfigSchema().Load(v, path)
 		if err != nil {
 			t.Fatal(err)
 		}

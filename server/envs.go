@@ -14,10 +14,8 @@ import (
 	"github.com/gatewayhq/gateway/images/pkgcache"
 	"github.com/gatewayhq/gateway/images/pyindex"
 	"github.com/gatewayhq/gateway/internal/config"
+	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/docker"
-	"github.com/gatewayhq/gateway/providers/ec2"
-	"github.com/gatewayhq/gateway/providers/fargate"
-	"github.com/gatewayhq/gateway/providers/gce"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -30,30 +28,13 @@ var (
 	_ scheduler.EnvResolver = (*envs.Service)(nil)
 )
 
-// defaultImage is the configured backend's image for clusters that name
-// none.
-func defaultImage(cfg *config.Config) string {
-	p := cfg.Providers
-	switch cfg.Provider {
-	case docker.Name:
-		return p.Docker.Image
-	case ec2.Name:
-		return p.EC2.Image
-	case fargate.Name:
-		return p.Fargate.Image
-	case gce.Name:
-		return p.GCE.ContainerImage
-	}
-	return ""
-}
-
 // setupEnvs makes the environment service of a backend that runs images,
 // with its state in st. The layers builder (images.builder auto or layers)
 // needs no engine when images go to a registry; the Docker builder, and
 // images kept in the engine, need one (the docker provider's, or one on
 // the gateway's host). Without a builder, clusters still run named images,
 // unchecked.
-func setupEnvs(ctx context.Context, cfg *config.Config, st *store.DB, replicaID string, quotas envs.Quotas, log *slog.Logger) (*envs.Service, *build.Builder, error) {
+func setupEnvs(ctx context.Context, b providers.Registration, cfg *config.Config, st *store.DB, replicaID string, quotas envs.Quotas, log *slog.Logger) (*envs.Service, *build.Builder, error) {
 	published, err := envs.ParsePublished(cfg.Images.Environments)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway: %w", err)
@@ -68,12 +49,17 @@ func setupEnvs(ctx context.Context, cfg *config.Config, st *store.DB, replicaID 
 	}
 	ecfg := envs.Config{
 		Store: st, ReplicaID: replicaID, Published: published, MaxCodeBytes: int64(cfg.Images.MaxCodeMiB) << 20,
-		DefaultImage: defaultImage(cfg), Allowed: allowed, EnvRepo: build.LocalRepository + ":x", Quotas: quotas, Logger: log,
+		DefaultImage: b.DefaultImage(cfg.ProviderSection(b.Name)), Allowed: allowed, EnvRepo: build.LocalRepository + ":x", Quotas: quotas, Logger: log,
 	}
 	if cfg.Images.Repository != "" {
 		ecfg.EnvRepo = strings.TrimSuffix(cfg.Images.Repository, "/") + ":x"
 	}
-	d := cfg.Providers.Docker
+	// Builds run on the Docker engine of providers.docker.*, whatever the
+	// provider: the gateway's own, unless configured otherwise.
+	d, _ := cfg.ProviderSection(docker.Name).(*docker.Section)
+	if d == nil {
+		d = new(docker.Section)
+	}
 	bcfg := build.Config{
 		Repository: cfg.Images.Repository, Python: d.Python, PipIndexURL: cfg.Images.PipIndexURL,
 		LogDir: filepath.Join(cfg.DataDir, "builds"), Logger: log,
@@ -110,7 +96,7 @@ func setupEnvs(ctx context.Context, cfg *config.Config, st *store.DB, replicaID 
 			bcfg.Conda = chans
 		}
 	}
-	cli, err := docker.NewClient(ctx, docker.Config{Endpoint: d.Endpoint, TLSCACert: d.TLSCACert, TLSCert: d.TLSCert, TLSKey: d.TLSKey})
+	cli, err := docker.NewClient(ctx, d.EngineConfig())
 	switch {
 	case err == nil:
 		bcfg.Docker = cli
@@ -126,7 +112,7 @@ func setupEnvs(ctx context.Context, cfg *config.Config, st *store.DB, replicaID 
 	if len(bases) == 0 {
 		// Without bases, the default image is the base for its own Python:
 		// learn which by looking inside it.
-		if img := defaultImage(cfg); img != "" {
+		if img := ecfg.DefaultImage; img != "" {
 			probe, err := build.New(bcfg)
 			if err != nil {
 				return nil, nil, fmt.Errorf("gateway: image builder: %w", err)
@@ -145,20 +131,20 @@ func setupEnvs(ctx context.Context, cfg *config.Config, st *store.DB, replicaID 
 	// stores it; no build starts before the service exists.
 	var svc *envs.Service
 	bcfg.OnUpdate = func(s build.Status) { svc.Updated(s) }
-	b, err := build.New(bcfg)
+	builder, err := build.New(bcfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway: image builder: %w", err)
 	}
-	ecfg.Builder = b
-	if cfg.Provider != docker.Name && cfg.Images.Repository == "" {
+	ecfg.Builder = builder
+	if !b.EngineImages && cfg.Images.Repository == "" {
 		// Images built into the gateway's engine cannot be pulled by
 		// machines in the cloud.
 		ecfg.NoBuild = "its " + cfg.Provider + " machines pull images from a registry, and images.repository names none"
 		log.Warn("environments are not built: set images.repository", "provider", cfg.Provider)
 	}
 	if svc, err = envs.New(ctx, ecfg); err != nil {
-		_ = b.Close()
+		_ = builder.Close()
 		return nil, nil, err
 	}
-	return svc, b, nil
+	return svc, builder, nil
 }

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
-	"github.com/gatewayhq/gateway/internal/config"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -78,13 +77,13 @@ func floodHelper(dir string) int {
 		fmt.Fprintln(os.Stderr, "flood helper:", err)
 		return 1
 	}
-	v := config.New()
+	v := ConfigSchema().New()
 	v.Set("dev", true)
 	v.Set("listen", "127.0.0.1:0")
 	v.Set("data_dir", filepath.Join(dir, "data"))
 	v.Set("cluster.on_shutdown", "stop")
 	v.Set("metrics_listen", "127.0.0.1:0")
-	cfg, err := config.Load(v, "")
+	cfg, err := ConfigSchema().Load(v, "")
 	if err != nil {
 		return fail(err)
 	}

@@ -95,32 +95,35 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	g.store.SetMaxOpenConns(cfg.Database.MaxConnections)
 
+	b, err := backend(Backends(), cfg.Provider)
+	if err != nil {
+		return nil, err
+	}
 	quotas, err := newQuotas(cfg, g.store)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	// Environments first: the docker provider pulls with the builder's
 	// registry credentials.
-	runsImages := cfg.Provider != local.Name
 	var pullAuth func(context.Context, string) (string, error)
-	if runsImages {
-		var b *build.Builder
-		if g.envs, b, err = setupEnvs(ctx, cfg, g.store, replicaID, quotas, log); err != nil {
+	if b.RunsImages {
+		var builder *build.Builder
+		if g.envs, builder, err = setupEnvs(ctx, b, cfg, g.store, replicaID, quotas, log); err != nil {
 			return nil, err
 		}
-		if b != nil {
-			g.builder, pullAuth = b, b.PullAuth
+		if builder != nil {
+			g.builder, pullAuth = builder, builder.PullAuth
 		}
 	}
-	if g.provider, err = newProvider(ctx, cfg, gwID, pullAuth, log); err != nil {
+	if g.provider, err = newProvider(ctx, b, cfg, gwID, pullAuth, log); err != nil {
 		return nil, err
 	}
 	if lp, ok := g.provider.(*local.Provider); ok {
 		g.dash.start(ctx, lp, log, cfg.Dev)
 	}
 
-	if b, ok := g.builder.(*build.Builder); ok {
-		envs.StartImageGC(b, g.store, cfg.Images.Retention)
+	if builder, ok := g.builder.(*build.Builder); ok {
+		envs.StartImageGC(builder, g.store, cfg.Images.Retention)
 	}
 	price, gpus, err := pricing(cfg)
 	if err != nil {
@@ -135,7 +138,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		GatewayID: gwID,
 		Limits: scheduler.Limits{MaxWorkers: cfg.Cluster.MaxWorkers, MaxWorkerThreads: cfg.Cluster.MaxWorkerThreads,
 			MaxWorkerMemory: cfg.Cluster.MaxWorkerMemory, DefaultIdleTimeout: cfg.Cluster.IdleTimeout, MaxIdleTimeout: cfg.Cluster.MaxIdleTimeout,
-			Images: runsImages},
+			Images: b.RunsImages},
 		Envs:              resolver,
 		MaxLifetime:       cfg.Cluster.MaxLifetime,
 		HeartbeatTimeout:  cfg.Cluster.HeartbeatTimeout,
@@ -143,7 +146,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		ReplicaID:         replicaID,
 		LeaseTTL:          cfg.Cluster.LeaseTTL,
 		Reaper:            scheduler.ReaperConfig{Interval: cfg.Cluster.ReapInterval, Grace: cfg.Cluster.ReapGrace, DryRun: cfg.Cluster.ReapDryRun},
-		StartTimeout:      startTimeout(cfg),
+		StartTimeout:      startTimeout(b, cfg),
 		PollInterval:      cfg.Cluster.PollInterval,
 		WorkerRestarts:    cfg.Cluster.WorkerRestarts,
 		Quotas:            quotas,
@@ -202,7 +205,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if err := os.MkdirAll(uploads, 0o700); err != nil {
 		return nil, fmt.Errorf("gateway: create the upload directory: %w", err)
 	}
-	apiSrv := api.New(api.Config{Version: version, Provider: cfg.Provider, Region: providerRegion(cfg), PublicURL: g.PublicURL, Issuer: g.Issuer, ClientID: cfg.Auth.OIDC.ClientID,
+	apiSrv := api.New(api.Config{Version: version, Provider: cfg.Provider, Region: b.Region(cfg.ProviderSection(b.Name)), PublicURL: g.PublicURL, Issuer: g.Issuer, ClientID: cfg.Auth.OIDC.ClientID,
 		OnExceed: cfg.Quotas.OnExceed, DashboardProblem: g.dash.forProvider,
 		MaxUserBodyBytes: int64(cfg.API.MaxUserBodyMiB) << 20, UploadDir: uploads}, g.core, authn, sessions, log)
 	apiSrv.SetAdmin(quotas, g.store)

@@ -18,15 +18,19 @@ func TestNewProviderErrorsSayWhere(t *testing.T) {
 		{"gce", "project is empty"},
 	} {
 		t.Run(tt.provider, func(t *testing.T) {
-			v := config.New()
+			v := ConfigSchema().New()
 			v.Set("dev", true)
 			v.Set("provider", tt.provider)
-			cfg, err := config.Load(v, "")
+			cfg, err := ConfigSchema().Load(v, "")
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-			_, err = newProvider(context.Background(), cfg, "gw-test", nil, nil)
+			b, err := backend(Backends(), tt.provider)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = newProvider(context.Background(), b, cfg, "gw-test", nil, nil)
 			if err == nil || !strings.Contains(err.Error(), "providers."+tt.provider+".* (or GATEWAY_PROVIDERS_"+strings.ToUpper(tt.provider)+"_*)") ||
 				!strings.Contains(err.Error(), tt.want) {
 				t.Errorf("newProvider(%s) = %v; want the keys' prefix and %q", tt.provider, err, tt.want)
@@ -38,9 +42,13 @@ func TestNewProviderErrorsSayWhere(t *testing.T) {
 		set      time.Duration
 		want     time.Duration
 	}{{"local", 0, time.Minute}, {"ec2", 0, 10 * time.Minute}, {"gce", 30 * time.Second, 30 * time.Second}} {
+		b, err := backend(Backends(), tt.provider)
+		if err != nil {
+			t.Fatal(err)
+		}
 		cfg := &config.Config{Provider: tt.provider}
 		cfg.Cluster.StartTimeout = tt.set
-		if got := startTimeout(cfg); got != tt.want {
+		if got := startTimeout(b, cfg); got != tt.want {
 			t.Errorf("startTimeout(%s, %s) = %s, want %s", tt.provider, tt.set, got, tt.want)
 		}
 	}

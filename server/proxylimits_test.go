@@ -7,14 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatewayhq/gateway/internal/config"
 	"github.com/gatewayhq/gateway/proxy"
 )
 
 // The proxy.* settings reach the proxy, and its refusals and timeouts are
 // counted in /metrics (issue 14, finding 2).
 func TestProxyLimitsWired(t *testing.T) {
-	v := config.New()
+	v := ConfigSchema().New()
 	v.Set("dev", true)
 	v.Set("listen", "127.0.0.1:0")
 	v.Set("data_dir", t.TempDir())
@@ -27,7 +26,7 @@ func TestProxyLimitsWired(t *testing.T) {
 	v.Set("proxy.max_http_connections_per_source", 22)
 	v.Set("proxy.http_header_timeout", "4s")
 	v.Set("proxy.http_body_timeout", "90s")
-	cfg, err := config.Load(v, "")
+	cfg, err := ConfigSchema().Load(v, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +78,7 @@ func TestProxyLimitsWired(t *testing.T) {
 	v.Set("proxy.max_http_connections", 0)
 	v.Set("proxy.max_http_connections_per_source", 0)
 	v.Set("data_dir", t.TempDir())
-	cfg, err = config.Load(v, "")
+	cfg, err = ConfigSchema().Load(v, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gatewayhq/gateway/envs"
 	"github.com/gatewayhq/gateway/images/build"
-	"github.com/gatewayhq/gateway/internal/config"
+	"github.com/gatewayhq/gateway/server"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/tryfunc"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
@@ -276,7 +276,8 @@ func TestImageBuildSettings(t *testing.T) {
 				t.Setenv("GATEWAY_AUTH_OIDC_ISSUER", "https://idp.example")
 				t.Setenv("GATEWAY_DATA_DIR", t.TempDir())
 				t.Setenv("GATEWAY_IMAGES_BASES", js)
-				cfg, err := config.Load(config.New(), "")
+				schema := server.ConfigSchema()
+				cfg, err := schema.Load(schema.New(), "")
 				if err != nil {
 					t.Fatalf("%s: the gateway refuses GATEWAY_IMAGES_BASES=%s: %v", tc.name, js, err)
 				}

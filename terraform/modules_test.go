@@ -21,6 +21,7 @@ import (
 	"github.com/gatewayhq/gateway/providers/ec2"
 	"github.com/gatewayhq/gateway/providers/fargate"
 	"github.com/gatewayhq/gateway/providers/gce"
+	"github.com/gatewayhq/gateway/server"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/hashicorp/hcl/v2/hclwrite"
@@ -333,7 +334,7 @@ func TestExamplesCallModules(t *testing.T) {
 // key of the gateway's configuration.
 func TestGatewaySettingsExist(t *testing.T) {
 	known := map[string]bool{}
-	for _, k := range config.Keys() {
+	for _, k := range server.ConfigSchema().Keys() {
 		known[config.EnvName(k)] = true
 	}
 	re := regexp.MustCompile(`\bGATEWAY_[A-Z0-9_]+`)

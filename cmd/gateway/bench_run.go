@@ -22,6 +22,7 @@ import (
 	"github.com/gatewayhq/gateway/clusteropts"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/capture"
+	"github.com/gatewayhq/gateway/server"
 	"github.com/gatewayhq/gateway/stats"
 )
 
@@ -313,6 +314,8 @@ gateway bench report RUN and gateway bench history TEST.
 				Prices:       &benchPricer{c: c},
 				History:      benchHistory{c: c},
 				Progress:     progress,
+				// The gateway's backends are this binary's.
+				TypicalStarts: server.TypicalStarts(),
 			}
 			if inCluster {
 				zip, err := schedspec.PackSuite(suite)

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gatewayhq/gateway/internal/crashpoint"
+	"github.com/gatewayhq/gateway/server"
 )
 
 // newDebugCmd holds commands for testing the gateway itself, hidden from
@@ -17,7 +18,7 @@ func newDebugCmd() *cobra.Command {
 		Short: "List the crash points that " + crashpoint.EnvVar + " can name",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for _, n := range crashpoint.All() {
+			for _, n := range server.CrashPoints() {
 				fmt.Fprintln(cmd.OutOrStdout(), n)
 			}
 			return nil

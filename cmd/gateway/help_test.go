@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/gatewayhq/gateway/internal/config"
+	"github.com/gatewayhq/gateway/server"
 )
 
 // TestEveryHelp renders every command's --help and checks that what it
@@ -31,7 +31,7 @@ func TestEveryHelp(t *testing.T) {
 		}
 	}
 	walk(root)
-	keys := config.Docs()
+	keys := server.ConfigSchema().Docs()
 	flagRe := regexp.MustCompile(`(?:^|[\s(\x60"'])--([a-z][a-z0-9-]+)`)
 	keyRe := regexp.MustCompile(`\b(?:key|keys) ([a-z_]+(?:\.[a-z_]+)+)|\b((?:providers|auth|tls|proxy|quotas|cluster|images|database|log|envs)\.[a-z_]+(?:\.[a-z_]+)*)\b`)
 	removed := []string{"static token", "trusts one"}

@@ -27,11 +27,13 @@ import (
 // serverFlags binds the server flags to their configuration keys.
 type serverFlags struct {
 	configFile string
+	schema     *config.Schema
 	v          *viper.Viper
 }
 
 func addServerFlags(fs *pflag.FlagSet) *serverFlags {
-	sf := &serverFlags{v: config.New()}
+	schema := server.ConfigSchema()
+	sf := &serverFlags{schema: schema, v: schema.New()}
 	fs.StringVar(&sf.configFile, "config", "", "YAML configuration file (env GATEWAY_CONFIG)")
 	fs.String("listen", "", "public address, host:port (key listen)")
 	fs.String("data-dir", "", "data directory (key data_dir)")
@@ -47,7 +49,7 @@ func (sf *serverFlags) load(dev bool) (*config.Config, error) {
 	if dev {
 		sf.v.SetDefault("dev", true)
 	}
-	return config.Load(sf.v, sf.configFile)
+	return sf.schema.Load(sf.v, sf.configFile)
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -120,7 +122,7 @@ func runServer(cmd *cobra.Command, sf *serverFlags, dev bool, ready func(*server
 	// Libraries that log through the default logger (the OIDC provider
 	// library does) go to the same place, but only from warnings up.
 	slog.SetDefault(slog.New(minLevel{log.Handler(), slog.LevelWarn}))
-	points, err := crashpoint.Parse(os.Getenv(crashpoint.EnvVar))
+	points, err := crashpoint.Parse(os.Getenv(crashpoint.EnvVar), server.CrashPoints()...)
 	if err != nil {
 		return err
 	}
@@ -267,7 +269,7 @@ func newConfigCmd() *cobra.Command {
 		Short: "List every configuration key with its environment variable and meaning",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			docs := config.Docs()
+			docs := server.ConfigSchema().Docs()
 			names := make([]string, 0, len(docs))
 			for k := range docs {
 				names = append(names, k)

@@ -5,24 +5,22 @@
 // cluster.max_workers is GATEWAY_CLUSTER_MAX_WORKERS), the YAML file named by
 // --config or GATEWAY_CONFIG, then the built-in defaults below. Every key has
 // a default, which is what makes it known to the environment layer.
+//
+// The backends' keys (providers.<name>.*) are not here: each backend
+// declares its Section, and a Schema made of the sections loads them.
 package config
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"time"
-
-	"github.com/go-viper/mapstructure/v2"
-	"github.com/spf13/viper"
 )
 
 // EnvPrefix prefixes every environment variable.
@@ -81,83 +79,10 @@ type Config struct {
 		DevIssuerListen string        `mapstructure:"dev_issuer_listen" doc:"loopback address of the development OIDC issuer that gateway dev embeds"`
 	} `mapstructure:"auth"`
 
-	Provider  string `mapstructure:"provider" doc:"backend for new clusters: local, docker, ec2, fargate or gce"`
-	Providers struct {
-		Local struct {
-			Python    string        `mapstructure:"python" doc:"interpreter that runs python -m dask scheduler|worker"`
-			Command   string        `mapstructure:"command" doc:"Dask command replacing '<python> -m dask', e.g. /opt/conda/bin/dask"`
-			Host      string        `mapstructure:"host" doc:"address local schedulers and workers bind to"`
-			Nanny     bool          `mapstructure:"nanny" doc:"run each worker under a Dask nanny (needed for client.restart)"`
-			StopGrace time.Duration `mapstructure:"stop_grace" doc:"time a process gets after SIGTERM before SIGKILL"`
-			// SchedulerMemory bounds a scheduler process as worker_memory
-			// bounds a worker's.
-			SchedulerMemory float64 `mapstructure:"scheduler_memory" doc:"memory each scheduler process may use, in GiB (its RLIMIT_DATA, plus 0.5 GiB for what Python maps and does not use); 0: unbounded"`
-			// TrustUsers acknowledges that local clusters run as the
-			// gateway's own Unix user and can read its data directory.
-			TrustUsers bool `mapstructure:"trust_users" doc:"acknowledge that local clusters run users' code as the gateway's Unix user (required outside dev)"`
-		} `mapstructure:"local"`
-		Docker struct {
-			Endpoint  string        `mapstructure:"endpoint" doc:"Docker Engine to run containers on (unix:///var/run/docker.sock, tcp://host:2376; empty: DOCKER_HOST or the local socket)"`
-			TLSCACert string        `mapstructure:"tls_ca_cert" doc:"CA certificate of a remote engine's TLS endpoint"`
-			TLSCert   string        `mapstructure:"tls_cert" doc:"client certificate for a remote engine"`
-			TLSKey    string        `mapstructure:"tls_key" doc:"client key for a remote engine"`
-			Image     string        `mapstructure:"image" doc:"container image when a cluster names none and builds none (needs python3 with distributed)"`
-			Python    string        `mapstructure:"python" doc:"interpreter inside images that starts Dask"`
-			Host      string        `mapstructure:"host" doc:"address the gateway reaches members on: schedulers' ports are published there (network cluster), or members bind it (network host)"`
-			StopGrace time.Duration `mapstructure:"stop_grace" doc:"time a container gets after SIGTERM before SIGKILL"`
-			Network   string        `mapstructure:"network" doc:"cluster (a bridge network per cluster, isolated from the others) or host (the host's network, shared by every cluster's members)"`
-			Egress    bool          `mapstructure:"egress" doc:"network cluster: let members reach beyond their cluster as the engine routes (clusters then kept apart by the engine's iptables rules alone); false turns forwarding off on each cluster's bridge (needs root on the engine's host)"`
-			// SchedulerMemory bounds a scheduler container as worker_memory
-			// bounds a worker's.
-			SchedulerMemory float64 `mapstructure:"scheduler_memory" doc:"memory limit of each scheduler container, in GiB (the engine's memory limit, no swap beyond it); 0: unbounded"`
-		} `mapstructure:"docker"`
-		EC2 struct {
-			Region          string   `mapstructure:"region" doc:"AWS region of the subnets, e.g. us-east-1"`
-			Subnets         []string `mapstructure:"subnets" doc:"subnets members run in, tried in order when one has no capacity (one VPC)"`
-			GatewayCIDRs    []string `mapstructure:"gateway_cidrs" doc:"fallback to gateway_security_group: the gateway's address range, admitted to the schedulers' ports (shared with whatever else runs there)"`
-			GatewaySG       string   `mapstructure:"gateway_security_group" doc:"security group of the gateway's tasks or instances: the only source admitted to the schedulers' ports"`
-			AMI             string   `mapstructure:"ami" doc:"AMI every member boots (default: the Amazon Linux 2023 ECS-optimized image from SSM, per architecture and GPU)"`
-			InstanceProfile string   `mapstructure:"instance_profile" doc:"instance profile members run as (needs ssm:GetParameter on /gateway/<gateway_id>/*)"`
-			VolumeGiB       int      `mapstructure:"volume_gib" doc:"root volume of each member, GiB"`
-			Image           string   `mapstructure:"image" doc:"container image members run when a cluster names none (needs Python with distributed)"`
-			Python          string   `mapstructure:"python" doc:"interpreter inside images that runs the version check (launcher) and then Dask"`
-			EC2Endpoint     string   `mapstructure:"ec2_endpoint" doc:"EC2 API URL override (VPC endpoints, tests)"`
-			SSMEndpoint     string   `mapstructure:"ssm_endpoint" doc:"SSM API URL override (VPC endpoints, tests)"`
-		} `mapstructure:"ec2"`
-		Fargate struct {
-			Region           string   `mapstructure:"region" doc:"AWS region of the ECS cluster"`
-			Cluster          string   `mapstructure:"cluster" doc:"ECS cluster (name or ARN) tasks run in"`
-			Subnets          []string `mapstructure:"subnets" doc:"subnets tasks run in, tried in order (one VPC)"`
-			GatewayCIDRs     []string `mapstructure:"gateway_cidrs" doc:"fallback to gateway_security_group: the gateway's address range, admitted to the schedulers' ports (shared with whatever else runs there)"`
-			GatewaySG        string   `mapstructure:"gateway_security_group" doc:"security group of the gateway's tasks or instances: the only source admitted to the schedulers' ports"`
-			ExecutionRoleArn string   `mapstructure:"execution_role_arn" doc:"role ECS pulls images and reads each cluster's TLS secret with"`
-			TaskRoleArn      string   `mapstructure:"task_role_arn" doc:"role the Dask processes run as (empty: none)"`
-			AssignPublicIP   bool     `mapstructure:"assign_public_ip" doc:"give tasks a public IP (public subnets without NAT only)"`
-			Image            string   `mapstructure:"image" doc:"container image when a cluster names none (needs Python with distributed, and /bin/sh)"`
-			Python           string   `mapstructure:"python" doc:"interpreter inside images that runs the version check (launcher) and then Dask"`
-			LogGroup         string   `mapstructure:"log_group" doc:"CloudWatch Logs group for the containers' output (empty: none)"`
-			ECSEndpoint      string   `mapstructure:"ecs_endpoint" doc:"ECS API URL override (tests)"`
-			SecretsEndpoint  string   `mapstructure:"secretsmanager_endpoint" doc:"Secrets Manager API URL override (tests)"`
-			EC2Endpoint      string   `mapstructure:"ec2_endpoint" doc:"EC2 API URL override (tests)"`
-			LogsEndpoint     string   `mapstructure:"logs_endpoint" doc:"CloudWatch Logs API URL override (tests)"`
-		} `mapstructure:"fargate"`
-		GCE struct {
-			Project         string   `mapstructure:"project" doc:"Google Cloud project"`
-			Zones           []string `mapstructure:"zones" doc:"zones members run in, tried in order (one region)"`
-			Network         string   `mapstructure:"network" doc:"VPC network (default: default)"`
-			Subnetwork      string   `mapstructure:"subnetwork" doc:"subnetwork (empty: the network's auto subnet)"`
-			GatewayCIDRs    []string `mapstructure:"gateway_cidrs" doc:"fallback to gateway_service_account: the gateway's address range, admitted to the schedulers' ports (shared with whatever else runs there)"`
-			GatewaySA       string   `mapstructure:"gateway_service_account" doc:"service account the gateway's instances run as: the only source admitted to the schedulers' ports"`
-			ServiceAccount  string   `mapstructure:"service_account" doc:"service account members run as (it reads its cluster's TLS secret)"`
-			Image           string   `mapstructure:"image" doc:"boot image for CPU members (default: Container-Optimized OS)"`
-			GPUImage        string   `mapstructure:"gpu_image" doc:"boot image for GPU members (default: a Deep Learning VM image with NVIDIA drivers)"`
-			DiskGiB         int      `mapstructure:"disk_gib" doc:"boot disk of each member, GiB (0: the provider's default)"`
-			ContainerImage  string   `mapstructure:"container_image" doc:"container image when a cluster names none (needs Python with distributed)"`
-			Python          string   `mapstructure:"python" doc:"interpreter inside images that runs the version check (launcher) and then Dask"`
-			Endpoint        string   `mapstructure:"endpoint" doc:"Compute Engine API URL override (tests)"`
-			SecretsEndpoint string   `mapstructure:"secretmanager_endpoint" doc:"Secret Manager API URL override (tests)"`
-		} `mapstructure:"gce"`
-	} `mapstructure:"providers"`
+	Provider string `mapstructure:"provider" doc:"backend for new clusters (Schema.Docs lists the registered ones)"`
+	// providers holds each registered backend's section (providers.<name>.*),
+	// decoded into the type its Section declares.
+	providers map[string]any
 
 	Images struct {
 		Repository    string           `mapstructure:"repository" doc:"registry repository environment images are pushed to (ECR, Artifact Registry, any OCI registry); empty: the local Docker engine only (docker provider)"`
@@ -264,151 +189,92 @@ func MinUserBodyMiB(maxCodeMiB int) int { return (maxCodeMiB*4+2)/3 + 4 }
 // defaults lists every key with its default value.
 func defaults() map[string]any {
 	return map[string]any{
-		"listen":                                    "127.0.0.1:8000",
-		"public_url":                                "",
-		"data_dir":                                  defaultDataDir(),
-		"gateway_id":                                "",
-		"replica_id":                                "",
-		"dev":                                       false,
-		"metrics_listen":                            "",
-		"database.url":                              "",
-		"database.max_connections":                  32,
-		"database.password":                         "",
-		"tls.cert_pem":                              "",
-		"tls.key_pem":                               "",
-		"tls.cert_file":                             "",
-		"tls.key_file":                              "",
-		"tls.allow_plain_http":                      false,
-		"tls.cluster_domain":                        "",
-		"auth.oidc.issuer":                          "",
-		"auth.oidc.client_id":                       "gateway",
-		"auth.oidc.client_secret":                   "",
-		"auth.oidc.audience":                        "",
-		"auth.oidc.username_claims":                 []string{"preferred_username", "email", "sub"},
-		"auth.oidc.groups_claim":                    "groups",
-		"auth.oidc.clock_skew":                      "30s",
-		"auth.admin_groups":                         []string{},
-		"auth.admin_users":                          []string{},
-		"auth.session_ttl":                          "8h",
-		"auth.groups_max_age":                       "24h",
-		"auth.failed_per_minute":                    30,
-		"auth.dev_issuer_listen":                    "127.0.0.1:0",
-		"provider":                                  "local",
-		"providers.local.python":                    "/usr/bin/python3",
-		"providers.local.command":                   "",
-		"providers.local.host":                      "127.0.0.1",
-		"providers.local.nanny":                     false,
-		"providers.local.stop_grace":                "10s",
-		"providers.local.scheduler_memory":          2,
-		"providers.docker.endpoint":                 "",
-		"providers.docker.tls_ca_cert":              "",
-		"providers.docker.tls_cert":                 "",
-		"providers.docker.tls_key":                  "",
-		"providers.docker.image":                    "",
-		"providers.docker.python":                   "python3",
-		"providers.docker.host":                     "127.0.0.1",
-		"providers.docker.stop_grace":               "10s",
-		"providers.docker.network":                  "cluster",
-		"providers.docker.egress":                   false,
-		"providers.docker.scheduler_memory":         2,
-		"images.repository":                         "",
-		"images.auth":                               "auto",
-		"images.username":                           "",
-		"images.password":                           "",
-		"images.aws_region":                         "",
-		"images.bases":                              []map[string]any{},
-		"images.pip_index_url":                      "",
-		"images.max_code_mib":                       50,
-		"images.build_timeout":                      "30m",
-		"images.build_network":                      "host",
-		"images.source_builds":                      false,
-		"images.builder":                            "auto",
-		"images.wheel_cache_dir":                    "",
-		"images.wheel_cache_mib":                    4096,
-		"images.max_package_mib":                    512,
-		"images.conda_channels":                     []map[string]any{},
-		"images.environments":                       []map[string]any{},
-		"images.allowed_registries":                 []string{},
-		"images.retention":                          "168h",
-		"api.max_user_body_mib":                     128,
-		"proxy.handshake_timeout":                   "10s",
-		"proxy.idle_timeout":                        "4h",
-		"proxy.max_connections":                     0,
-		"proxy.max_connections_per_cluster":         1000,
-		"proxy.max_connections_per_source":          500,
-		"proxy.max_http_connections":                0,
-		"proxy.max_http_connections_per_source":     0,
-		"proxy.http_header_timeout":                 "5s",
-		"proxy.http_unauthenticated_body_timeout":   "10s",
-		"proxy.http_body_timeout":                   "2m",
-		"providers.ec2.region":                      "",
-		"providers.ec2.subnets":                     []string{},
-		"providers.ec2.gateway_cidrs":               []string{},
-		"providers.ec2.gateway_security_group":      "",
-		"providers.ec2.ami":                         "",
-		"providers.ec2.instance_profile":            "",
-		"providers.ec2.volume_gib":                  40,
-		"providers.ec2.image":                       "",
-		"providers.ec2.python":                      "python3",
-		"providers.ec2.ec2_endpoint":                "",
-		"providers.ec2.ssm_endpoint":                "",
-		"providers.fargate.region":                  "",
-		"providers.fargate.cluster":                 "",
-		"providers.fargate.subnets":                 []string{},
-		"providers.fargate.gateway_cidrs":           []string{},
-		"providers.fargate.gateway_security_group":  "",
-		"providers.fargate.execution_role_arn":      "",
-		"providers.fargate.task_role_arn":           "",
-		"providers.fargate.assign_public_ip":        false,
-		"providers.fargate.image":                   "",
-		"providers.fargate.python":                  "python3",
-		"providers.fargate.log_group":               "",
-		"providers.fargate.ecs_endpoint":            "",
-		"providers.fargate.secretsmanager_endpoint": "",
-		"providers.fargate.ec2_endpoint":            "",
-		"providers.fargate.logs_endpoint":           "",
-		"providers.gce.project":                     "",
-		"providers.gce.zones":                       []string{},
-		"providers.gce.network":                     "",
-		"providers.gce.subnetwork":                  "",
-		"providers.gce.gateway_cidrs":               []string{},
-		"providers.gce.gateway_service_account":     "",
-		"providers.gce.service_account":             "",
-		"providers.gce.image":                       "",
-		"providers.gce.gpu_image":                   "",
-		"providers.gce.disk_gib":                    0,
-		"providers.gce.container_image":             "",
-		"providers.gce.python":                      "python3",
-		"providers.gce.endpoint":                    "",
-		"providers.gce.secretmanager_endpoint":      "",
-		"providers.local.trust_users":               false,
-		"cluster.max_workers":                       50,
-		"cluster.max_worker_threads":                64,
-		"cluster.max_worker_memory":                 256.0,
-		"cluster.start_timeout":                     "0s",
-		"cluster.poll_interval":                     "5s",
-		"cluster.lease_ttl":                         "15s",
-		"cluster.worker_restarts":                   5,
-		"cluster.on_shutdown":                       "stop",
-		"cluster.idle_timeout":                      "20m",
-		"cluster.max_idle_timeout":                  "0s",
-		"cluster.max_lifetime":                      "0s",
-		"cluster.heartbeat_timeout":                 "30s",
-		"cluster.heartbeat_interval":                "5m",
-		"cluster.reap_interval":                     "1m",
-		"cluster.reap_grace":                        "2m",
-		"cluster.reap_dry_run":                      false,
-		"log.level":                                 "info",
-		"log.format":                                "text",
-		"cluster.scheduler_gpu":                     true,
-		"quotas.on_exceed":                          "clamp",
-		"quotas.entries":                            []map[string]any{},
-		"pricing.instance_types":                    []map[string]any{},
-		"pricing.vcpu_hour":                         0.0,
-		"pricing.memory_gib_hour":                   0.0,
-		"bench.alert_webhook":                       "",
-		"bench.python":                              "",
-		"bench.schedule_interval":                   "30s",
+		"listen":                                  "127.0.0.1:8000",
+		"public_url":                              "",
+		"data_dir":                                defaultDataDir(),
+		"gateway_id":                              "",
+		"replica_id":                              "",
+		"dev":                                     false,
+		"metrics_listen":                          "",
+		"database.url":                            "",
+		"database.max_connections":                32,
+		"database.password":                       "",
+		"tls.cert_pem":                            "",
+		"tls.key_pem":                             "",
+		"tls.cert_file":                           "",
+		"tls.key_file":                            "",
+		"tls.allow_plain_http":                    false,
+		"tls.cluster_domain":                      "",
+		"auth.oidc.issuer":                        "",
+		"auth.oidc.client_id":                     "gateway",
+		"auth.oidc.client_secret":                 "",
+		"auth.oidc.audience":                      "",
+		"auth.oidc.username_claims":               []string{"preferred_username", "email", "sub"},
+		"auth.oidc.groups_claim":                  "groups",
+		"auth.oidc.clock_skew":                    "30s",
+		"auth.admin_groups":                       []string{},
+		"auth.admin_users":                        []string{},
+		"auth.session_ttl":                        "8h",
+		"auth.groups_max_age":                     "24h",
+		"auth.failed_per_minute":                  30,
+		"auth.dev_issuer_listen":                  "127.0.0.1:0",
+		"images.repository":                       "",
+		"images.auth":                             "auto",
+		"images.username":                         "",
+		"images.password":                         "",
+		"images.aws_region":                       "",
+		"images.bases":                            []map[string]any{},
+		"images.pip_index_url":                    "",
+		"images.max_code_mib":                     50,
+		"images.build_timeout":                    "30m",
+		"images.build_network":                    "host",
+		"images.source_builds":                    false,
+		"images.builder":                          "auto",
+		"images.wheel_cache_dir":                  "",
+		"images.wheel_cache_mib":                  4096,
+		"images.max_package_mib":                  512,
+		"images.conda_channels":                   []map[string]any{},
+		"images.environments":                     []map[string]any{},
+		"images.allowed_registries":               []string{},
+		"images.retention":                        "168h",
+		"api.max_user_body_mib":                   128,
+		"proxy.handshake_timeout":                 "10s",
+		"proxy.idle_timeout":                      "4h",
+		"proxy.max_connections":                   0,
+		"proxy.max_connections_per_cluster":       1000,
+		"proxy.max_connections_per_source":        500,
+		"proxy.max_http_connections":              0,
+		"proxy.max_http_connections_per_source":   0,
+		"proxy.http_header_timeout":               "5s",
+		"proxy.http_unauthenticated_body_timeout": "10s",
+		"proxy.http_body_timeout":                 "2m",
+		"cluster.max_workers":                     50,
+		"cluster.max_worker_threads":              64,
+		"cluster.max_worker_memory":               256.0,
+		"cluster.start_timeout":                   "0s",
+		"cluster.poll_interval":                   "5s",
+		"cluster.lease_ttl":                       "15s",
+		"cluster.worker_restarts":                 5,
+		"cluster.on_shutdown":                     "stop",
+		"cluster.idle_timeout":                    "20m",
+		"cluster.max_idle_timeout":                "0s",
+		"cluster.max_lifetime":                    "0s",
+		"cluster.heartbeat_timeout":               "30s",
+		"cluster.heartbeat_interval":              "5m",
+		"cluster.reap_interval":                   "1m",
+		"cluster.reap_grace":                      "2m",
+		"cluster.reap_dry_run":                    false,
+		"log.level":                               "info",
+		"log.format":                              "text",
+		"cluster.scheduler_gpu":                   true,
+		"quotas.on_exceed":                        "clamp",
+		"quotas.entries":                          []map[string]any{},
+		"pricing.instance_types":                  []map[string]any{},
+		"pricing.vcpu_hour":                       0.0,
+		"pricing.memory_gib_hour":                 0.0,
+		"bench.alert_webhook":                     "",
+		"bench.python":                            "",
+		"bench.schedule_interval":                 "30s",
 	}
 }
 
@@ -422,78 +288,9 @@ func defaultDataDir() string {
 	return "gateway-data"
 }
 
-// Keys lists every configuration key, sorted.
-func Keys() []string {
-	d := defaults()
-	keys := make([]string, 0, len(d))
-	for k := range d {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // EnvName is the environment variable of a key.
 func EnvName(key string) string {
 	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
-}
-
-// New returns a viper instance with defaults and the environment layer set;
-// callers bind their flags to it, then call Load.
-func New() *viper.Viper {
-	v := viper.New()
-	for k, val := range defaults() {
-		v.SetDefault(k, val)
-	}
-	v.SetEnvPrefix(EnvPrefix)
-	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
-	v.AutomaticEnv()
-	return v
-}
-
-// Load reads the optional file and decodes everything into a Config,
-// refusing unknown keys so that a typo does not silently do nothing.
-func Load(v *viper.Viper, file string) (*Config, error) {
-	if file == "" {
-		file = os.Getenv(EnvPrefix + "_CONFIG")
-	}
-	if file != "" {
-		v.SetConfigFile(file)
-		v.SetConfigType("yaml")
-		if err := v.ReadInConfig(); err != nil {
-			return nil, fmt.Errorf("config: read %s: %w", file, err)
-		}
-		known := map[string]bool{}
-		for _, k := range Keys() {
-			known[k] = true
-		}
-		var unknown []string
-		for _, k := range v.AllKeys() {
-			if !known[k] {
-				unknown = append(unknown, k)
-			}
-		}
-		if len(unknown) > 0 {
-			sort.Strings(unknown)
-			return nil, fmt.Errorf("config: %s: unknown key(s) %s (run: gateway config keys)", file, strings.Join(unknown, ", "))
-		}
-	}
-	var c Config
-	dec := viper.DecoderConfigOption(func(dc *mapstructure.DecoderConfig) {
-		dc.ErrorUnused = true
-		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
-			jsonListOfMapsHook,
-			mapstructure.StringToTimeDurationHookFunc(),
-			mapstructure.StringToSliceHookFunc(","),
-		)
-	})
-	if err := v.Unmarshal(&c, dec); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if err := c.finish(); err != nil {
-		return nil, err
-	}
-	return &c, nil
 }
 
 // jsonListOfMapsHook decodes a string into a list of maps (images.bases,
@@ -516,7 +313,7 @@ func jsonListOfMapsHook(from, to reflect.Type, data any) (any, error) {
 }
 
 // finish fills derived values and validates.
-func (c *Config) finish() error {
+func (c *Config) finish(sections []Section) error {
 	var problems []string
 	host, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {
@@ -558,15 +355,7 @@ func (c *Config) finish() error {
 			c.Database.URL = u.String()
 		}
 	}
-	if c.Provider == "local" && !c.Dev && !c.Providers.Local.TrustUsers {
-		problems = append(problems, "the local provider runs every user's Dask code as the gateway's own Unix user, able to read the gateway's data (keys, database): "+
-			"set providers.local.trust_users: true only if every user may act as the gateway (a single-user or fully trusted team); otherwise use an isolating provider")
-	}
-	switch c.Provider {
-	case "local", "docker", "ec2", "fargate", "gce":
-	default:
-		problems = append(problems, fmt.Sprintf("provider %q is not available in this version (available: local, docker, ec2, fargate, gce)", c.Provider))
-	}
+	problems = append(problems, c.sectionProblems(sections)...)
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		problems = append(problems, "tls.cert_file and tls.key_file must be set together")
 	}
@@ -575,26 +364,6 @@ func (c *Config) finish() error {
 	}
 	if c.TLS.CertPEM != "" && c.TLS.CertFile != "" {
 		problems = append(problems, "set the gateway's certificate once: tls.cert_file/key_file or tls.cert_pem/key_pem")
-	}
-	if d := c.Providers.Docker; c.Provider == "docker" {
-		if d.Image == "" {
-			problems = append(problems, "providers.docker.image must name the image clusters run by default (one with Python and dask distributed)")
-		}
-		if (d.TLSCert == "") != (d.TLSKey == "") {
-			problems = append(problems, "providers.docker.tls_cert and providers.docker.tls_key must be set together")
-		}
-		if d.StopGrace < 0 {
-			problems = append(problems, "providers.docker.stop_grace must not be negative")
-		}
-		if d.Network != "cluster" && d.Network != "host" {
-			problems = append(problems, fmt.Sprintf("providers.docker.network %q must be cluster (a network per cluster) or host (the host's network, shared by every cluster)", d.Network))
-		}
-	}
-	for key, gib := range map[string]float64{"providers.local.scheduler_memory": c.Providers.Local.SchedulerMemory,
-		"providers.docker.scheduler_memory": c.Providers.Docker.SchedulerMemory} {
-		if gib != 0 && (gib < 0.25 || math.IsNaN(gib)) {
-			problems = append(problems, fmt.Sprintf("%s %g must be 0 (unbounded) or at least 0.25 (GiB): a scheduler needs that much to start", key, gib))
-		}
 	}
 	switch c.Cluster.OnShutdown {
 	case "stop", "leave":
@@ -739,7 +508,13 @@ var ErrInvalid = errors.New("invalid configuration")
 // credentials, as RedactURL does. Whatever key an operator puts a URL
 // with a password in, it is not printed.
 func (c *Config) Redacted() map[string]any {
-	return structToMap(reflect.ValueOf(*c))
+	out := structToMap(reflect.ValueOf(*c))
+	sections := map[string]any{}
+	for name, sec := range c.providers {
+		sections[name] = structToMap(reflect.ValueOf(sec).Elem())
+	}
+	out["providers"] = sections
+	return out
 }
 
 func structToMap(v reflect.Value) map[string]any {
@@ -904,24 +679,19 @@ func sensitiveName(name string) bool {
 	return false
 }
 
-// Docs returns each key with its description, for `gateway config keys`.
-func Docs() map[string]string {
-	out := map[string]string{}
-	var walk func(t reflect.Type, prefix string)
-	walk = func(t reflect.Type, prefix string) {
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			key := f.Tag.Get("mapstructure")
-			if key == "" {
-				continue
-			}
-			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
-				walk(f.Type, prefix+key+".")
-				continue
-			}
-			out[prefix+key] = f.Tag.Get("doc")
+// docs adds each key of the struct type t, under prefix, with its
+// description to out.
+func docs(t reflect.Type, prefix string, out map[string]string) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		key := f.Tag.Get("mapstructure")
+		if key == "" || key == "-" {
+			continue
 		}
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+			docs(f.Type, prefix+key+".", out)
+			continue
+		}
+		out[prefix+key] = f.Tag.Get("doc")
 	}
-	walk(reflect.TypeOf(Config{}), "")
-	return out
 }

@@ -26,11 +26,11 @@ func writeFile(t *testing.T, body string) string {
 func TestPrecedence(t *testing.T) {
 	t.Setenv("GATEWAY_AUTH_OIDC_ISSUER", "https://idp.example")
 	t.Setenv("GATEWAY_AUTH_ADMIN_GROUPS", "ops,platform")
-	t.Setenv("GATEWAY_PROVIDERS_LOCAL_TRUST_USERS", "true")
+	t.Setenv("GATEWAY_PROVIDERS_TOY_TRUST_USERS", "true")
 	file := writeFile(t, "listen: 127.0.0.1:7000\ncluster:\n  max_workers: 7\n  start_timeout: 2m\nlog:\n  level: warn\n")
 	t.Setenv("GATEWAY_CLUSTER_MAX_WORKERS", "9")
 	t.Setenv("GATEWAY_LISTEN", "127.0.0.1:7100")
-	v := New()
+	v := schema().New()
 	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
 	fs.String("listen", "", "")
 	if err := v.BindPFlag("listen", fs.Lookup("listen")); err != nil {
@@ -39,7 +39,7 @@ func TestPrecedence(t *testing.T) {
 	if err := fs.Parse([]string{"--listen", "127.0.0.1:7200"}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(v, file)
+	c, err := schema().Load(v, file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,10 +65,10 @@ func TestPrecedence(t *testing.T) {
 }
 
 func TestDevDefaults(t *testing.T) {
-	v := New()
+	v := schema().New()
 	v.SetDefault("dev", true)
 	v.Set("data_dir", t.TempDir())
-	c, err := Load(v, "")
+	c, err := schema().Load(v, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestInvalid(t *testing.T) {
 	}{
 		{"unknown key", "listn: x\n", nil, "unknown key(s) listn"},
 		{"bad listen", "listen: nowhere\n", nil, `listen "nowhere" must be host:port`},
-		{"bad provider", "provider: ec3\n", nil, `provider "ec3" is not available`},
+		{"bad provider", "provider: ec3\n", nil, `provider "ec3" is not available in this version (available: toy, other)`},
 		{"half TLS", "tls:\n  cert_file: /x\n", nil, "must be set together"},
 		{"half TLS as text", "", map[string]string{"GATEWAY_TLS_CERT_PEM": "-----BEGIN CERTIFICATE-----"}, "tls.cert_pem and tls.key_pem must be set together"},
 		{"TLS twice", "tls:\n  cert_file: /c\n  key_file: /k\n  cert_pem: x\n  key_pem: y\n", nil, "set the gateway's certificate once"},
@@ -112,12 +112,9 @@ func TestInvalid(t *testing.T) {
 		{"images.auth unknown", "images:\n  auth: kerberos\n", nil, `images.auth "kerberos" must be auto, none, basic, ecr or google`},
 		{"images.max_code_mib zero", "images:\n  max_code_mib: 0\n", nil, "images.max_code_mib must be between 1 and 1024"},
 		{"user body budget below one upload", "images:\n  max_code_mib: 300\n", nil, "api.max_user_body_mib (128) must be at least 404: one environment upload of images.max_code_mib (300)"},
-		{"docker without an image", "provider: docker\n", nil, "providers.docker.image must name the image"},
-		{"docker half TLS", "provider: docker\nproviders:\n  docker:\n    image: x\n    tls_cert: /c\n", nil, "tls_cert and providers.docker.tls_key must be set together"},
-		{"docker network unknown", "provider: docker\nproviders:\n  docker:\n    image: x\n    network: bridge\n", nil, `providers.docker.network "bridge" must be cluster`},
-		{"docker scheduler memory too small", "provider: docker\nproviders:\n  docker:\n    image: x\n    scheduler_memory: 0.1\n", nil, "providers.docker.scheduler_memory 0.1 must be 0 (unbounded) or at least 0.25 (GiB)"},
-		{"local scheduler memory negative", "providers:\n  local:\n    scheduler_memory: -1\n", nil, "providers.local.scheduler_memory -1 must be 0 (unbounded) or at least 0.25 (GiB)"},
-		{"local provider for untrusted users", "auth:\n  oidc:\n    issuer: https://idp.example\n", nil, "set providers.local.trust_users: true only if"},
+		{"a section's problem", "auth:\n  oidc:\n    issuer: https://idp.example\n", nil, "set providers.toy.trust_users: true"},
+		{"a section's unknown key", "providers:\n  toy:\n    hots: x\n", nil, "unknown key(s) providers.toy.hots"},
+		{"a section's bad value", "", map[string]string{"GATEWAY_PROVIDERS_TOY_GRACE": "soon"}, "providers.toy"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,13 +125,13 @@ func TestInvalid(t *testing.T) {
 			if tc.file != "" {
 				file = writeFile(t, tc.file)
 			}
-			_, err := Load(New(), file)
+			_, err := schema().Load(schema().New(), file)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
 	}
-	_, err := Load(New(), writeFile(t, "provider: nope\n"))
+	_, err := schema().Load(schema().New(), writeFile(t, "provider: nope\n"))
 	if !errors.Is(err, ErrInvalid) {
 		t.Errorf("validation errors must wrap ErrInvalid: %v", err)
 	}
@@ -145,10 +142,10 @@ func TestInvalid(t *testing.T) {
 func TestDatabasePassword(t *testing.T) {
 	t.Setenv("GATEWAY_DATABASE_URL", "postgres://gw:old@db.example:5432/gw?sslmode=require")
 	t.Setenv("GATEWAY_DATABASE_PASSWORD", "p@ss/w:rd")
-	v := New()
+	v := schema().New()
 	v.Set("auth.oidc.issuer", "https://idp.example")
-	v.Set("providers.local.trust_users", true)
-	c, err := Load(v, "")
+	v.Set("providers.toy.trust_users", true)
+	c, err := schema().Load(v, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,11 +162,11 @@ func TestRedacted(t *testing.T) {
 	t.Setenv("GATEWAY_AUTH_OIDC_CLIENT_SECRET", "supersecret-token-value")
 	t.Setenv("GATEWAY_DATABASE_URL", "postgres://gw:hunter2@db.example:5432/gw")
 	t.Setenv("GATEWAY_IMAGES_PASSWORD", "registry-token-value")
-	v := New()
-	v.Set("provider", "local")
+	v := schema().New()
+	v.Set("provider", "toy")
 	v.Set("auth.oidc.issuer", "https://idp.example")
-	v.Set("providers.local.trust_users", true)
-	c, err := Load(v, "")
+	v.Set("providers.toy.trust_users", true)
+	c, err := schema().Load(v, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +199,7 @@ func flatten(prefix string, m map[string]any) []string {
 // TestKeysMatchStruct: every key has a default (so the environment layer
 // knows it), a field, and a description.
 func TestKeysMatchStruct(t *testing.T) {
-	docs := Docs()
+	docs := schema().Docs()
 	var fromStruct []string
 	for k, d := range docs {
 		fromStruct = append(fromStruct, k)
@@ -211,8 +208,8 @@ func TestKeysMatchStruct(t *testing.T) {
 		}
 	}
 	sort.Strings(fromStruct)
-	if !reflect.DeepEqual(fromStruct, Keys()) {
-		t.Errorf("struct keys and defaults differ:\nstruct:   %v\ndefaults: %v", fromStruct, Keys())
+	if !reflect.DeepEqual(fromStruct, schema().Keys()) {
+		t.Errorf("struct keys and defaults differ:\nstruct:   %v\ndefaults: %v", fromStruct, schema().Keys())
 	}
 	if EnvName("cluster.max_workers") != "GATEWAY_CLUSTER_MAX_WORKERS" {
 		t.Error(EnvName("cluster.max_workers"))
@@ -237,10 +234,10 @@ func TestListsOfMapsFromEnvironment(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("GATEWAY_PROVIDERS_LOCAL_TRUST_USERS", "true")
+			t.Setenv("GATEWAY_PROVIDERS_TOY_TRUST_USERS", "true")
 			t.Setenv("GATEWAY_AUTH_OIDC_ISSUER", "https://idp.example")
 			t.Setenv("GATEWAY_IMAGES_BASES", tc.env)
-			c, err := Load(New(), "")
+			c, err := schema().Load(schema().New(), "")
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("got %v, want an error containing %q", err, tc.err)

@@ -47,6 +47,20 @@ func stringFields(t *testing.T, v reflect.Value, prefix string) []settable {
 	return out
 }
 
+// configFields is stringFields of a Config holding the test schema's
+// sections, whose keys follow Config's own.
+func configFields(t *testing.T, c *Config) []settable {
+	t.Helper()
+	fields := stringFields(t, reflect.ValueOf(c).Elem(), "")
+	c.providers = map[string]any{}
+	for _, sec := range schema().sections {
+		d := sec.Defaults()
+		c.providers[sec.Name] = d
+		fields = append(fields, stringFields(t, reflect.ValueOf(d).Elem(), "providers."+sec.Name+".")...)
+	}
+	return fields
+}
+
 // put stores s in a field of any kind stringFields lists: as the string,
 // as a list's only element, or as a value of a list's map next to a
 // secret-named entry.
@@ -70,8 +84,8 @@ func put(f settable, s, mapSecret string) {
 // print.
 func TestRedactedEveryKey(t *testing.T) {
 	var c Config
-	fields := stringFields(t, reflect.ValueOf(&c).Elem(), "")
-	if len(fields) < 60 {
+	fields := configFields(t, &c)
+	if len(fields) < 48 {
 		t.Fatalf("found %03d text keys; the walk misses some", len(fields))
 	}
 	variants := []struct {
@@ -120,7 +134,7 @@ func TestRedactedEveryKey(t *testing.T) {
 	for _, vt := range variants {
 		t.Run(vt.name, func(t *testing.T) {
 			var c Config
-			fields := stringFields(t, reflect.ValueOf(&c).Elem(), "")
+			fields := configFields(t, &c)
 			for n, f := range fields {
 				put(f, vt.value(n), fmt.Sprintf("mapsecret%03d", n))
 			}
@@ -149,7 +163,7 @@ func TestRedactedEveryKey(t *testing.T) {
 	// Values that are not URLs print as they are, except secret keys'.
 	t.Run("harmless values", func(t *testing.T) {
 		var c Config
-		fields := stringFields(t, reflect.ValueOf(&c).Elem(), "")
+		fields := configFields(t, &c)
 		for n, f := range fields {
 			put(f, fmt.Sprintf("plain-value-%03d", n), "mapsecret")
 		}
@@ -170,7 +184,7 @@ func TestRedactedEveryKey(t *testing.T) {
 func TestRedactedSecretURLs(t *testing.T) {
 	var probe Config
 	var secrets []string
-	for _, f := range stringFields(t, reflect.ValueOf(&probe).Elem(), "") {
+	for _, f := range configFields(t, &probe) {
 		if f.secret {
 			secrets = append(secrets, f.key)
 		}
@@ -194,7 +208,7 @@ func TestRedactedSecretURLs(t *testing.T) {
 		for _, key := range secrets {
 			t.Run(tc.name+"/"+key, func(t *testing.T) {
 				var c Config
-				for _, f := range stringFields(t, reflect.ValueOf(&c).Elem(), "") {
+				for _, f := range configFields(t, &c) {
 					if f.key == key {
 						put(f, tc.value, "mapsecret")
 					}

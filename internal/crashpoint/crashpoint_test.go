@@ -4,14 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,7 +30,7 @@ func TestParse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
-			p, err := Parse(tt.spec)
+			p, err := Parse(tt.spec, Core()...)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), EnvVar) {
 					t.Fatalf("Parse(%q) = %v; want an error naming %s and saying %q", tt.spec, err, EnvVar, tt.wantErr)
@@ -74,7 +68,7 @@ func TestHit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Parse(tt.spec)
+			p, err := Parse(tt.spec, Core()...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,120 +127,4 @@ func TestCrashIsSIGKILL(t *testing.T) {
 	if strings.Contains(stdout.String(), "after the point") {
 		t.Error("code after the crash point ran")
 	}
-}
-
-var nameRE = regexp.MustCompile(`^[a-z0-9]+\.[a-z0-9]+\.[a-z0-9-]+$`)
-
-// TestEveryPointIsMarked: every listed point is marked by some code
-// outside tests (a test waiting for a point no code reaches would wait in
-// vain), every Hit names a listed point, and names are unique.
-func TestEveryPointIsMarked(t *testing.T) {
-	seen := map[Name]bool{}
-	for _, n := range All() {
-		if seen[n] {
-			t.Errorf("point %s listed twice", n)
-		}
-		seen[n] = true
-		if !nameRE.MatchString(string(n)) {
-			t.Errorf("point %q is not named layer.operation.what", n)
-		}
-	}
-	consts := constNames(t)
-	marked := map[Name]int{}
-	root := filepath.Join("..", "..")
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-		if err != nil {
-			return err
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) != 2 {
-				return true
-			}
-			if fn, ok := call.Fun.(*ast.SelectorExpr); !ok || fn.Sel.Name != "Hit" || !isIdent(fn.X, "crashpoint") {
-				return true
-			}
-			arg, ok := call.Args[1].(*ast.SelectorExpr)
-			if !ok || !isIdent(arg.X, "crashpoint") {
-				t.Errorf("%s: crashpoint.Hit with %T; name a listed point constant", path, call.Args[1])
-				return true
-			}
-			name, ok := consts[arg.Sel.Name]
-			if !ok {
-				t.Errorf("%s: crashpoint.%s is not a point", path, arg.Sel.Name)
-				return true
-			}
-			marked[name]++
-			return true
-		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range All() {
-		if marked[n] == 0 {
-			t.Errorf("point %s is listed but no code marks it", n)
-		}
-	}
-	for n := range marked {
-		if !seen[n] {
-			t.Errorf("point %s is marked but missing from All()", n)
-		}
-	}
-	t.Logf("%d points, marked at %d places", len(All()), sum(marked))
-}
-
-// constNames maps the package's Name constants' identifiers to values.
-func constNames(t *testing.T) map[string]Name {
-	t.Helper()
-	out := map[string]Name{}
-	files, _ := filepath.Glob("names*.go")
-	for _, file := range files {
-		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			gd, ok := d.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
-				continue
-			}
-			for _, s := range gd.Specs {
-				vs := s.(*ast.ValueSpec)
-				for i, id := range vs.Names {
-					if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
-						out[id.Name] = Name(strings.Trim(lit.Value, `"`))
-					}
-				}
-			}
-		}
-	}
-	if len(out) != len(All()) {
-		t.Fatalf("%d point constants, %d points listed in All(): list every constant", len(out), len(All()))
-	}
-	return out
-}
-
-func isIdent(e ast.Expr, name string) bool {
-	id, ok := e.(*ast.Ident)
-	return ok && id.Name == name
-}
-
-func sum(m map[Name]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
 }

@@ -38,11 +38,9 @@ var coreNames = []Name{
 	CoreReaperLeftoverDeleted,
 }
 
-// All lists every point, in the order a cluster's life meets them.
-func All() []Name {
-	var all []Name
-	for _, names := range [][]Name{coreNames, localNames, ec2Names, fargateNames} {
-		all = append(all, names...)
-	}
-	return all
+// Core lists the core's points, in the order a cluster's life meets them.
+// The backends list theirs in their registrations; the composition root
+// puts the lists together (`gateway debug crash-points`).
+func Core() []Name {
+	return append([]Name(nil), coreNames...)
 }

@@ -10,8 +10,3 @@ const (
 	LocalClusterWorkersStopped Name = "local.cluster.workers-stopped" // a stopping cluster's workers exited; its scheduler runs
 	LocalClusterStopped        Name = "local.cluster.stopped"         // every member exited; state files and key remain
 )
-
-var localNames = []Name{
-	LocalSchedulerSpawned, LocalWorkerSpawned, LocalMemberRecorded, LocalMemberSignalled, LocalWorkerStopped,
-	LocalClusterWorkersStopped, LocalClusterStopped,
-}

@@ -13,7 +13,7 @@ import (
 // removal of leftovers) reaches every EC2 crash point. The integration
 // test TestCrashPoints kills the gateway at each.
 func TestCrashPointsReached(t *testing.T) {
-	testutil.EachCrashPoint(t, "ec2.", func(t *testing.T, c context.Context) {
+	testutil.EachCrashPoint(t, Registration().CrashPoints, func(t *testing.T, c context.Context) {
 		e := newEnv(t)
 		s := spec("c1")
 		steps := []struct {

@@ -513,7 +513,7 @@ func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error
 		return err
 	}
 	if len(ids) > 0 {
-		crashpoint.Hit(ctx, crashpoint.EC2WorkerTerminated)
+		crashpoint.Hit(ctx, pointWorkerTerminated)
 	}
 	p.mu.Lock()
 	delete(p.launched[cluster], worker)
@@ -598,7 +598,7 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 		}
 	}
 	if len(live)+len(unlisted) > 0 {
-		crashpoint.Hit(ctx, crashpoint.EC2ClusterTerminated)
+		crashpoint.Hit(ctx, pointClusterTerminated)
 	}
 
 	ended, err := p.waitTerminated(ctx, cluster, len(ids)+len(unlisted) > 0, unlisted, b)
@@ -609,7 +609,7 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 		p.ends.Note(cluster, member, t)
 	}
 	if len(ids)+len(unlisted) > 0 {
-		crashpoint.Hit(ctx, crashpoint.EC2ClusterInstancesGone)
+		crashpoint.Hit(ctx, pointClusterInstancesGone)
 	}
 
 	if err := p.deleteGroup(ctx, cluster, b); err != nil {

@@ -195,9 +195,9 @@ func (p *Provider) launch(ctx context.Context, spec providers.ClusterSpec, membe
 						return fmt.Errorf("ec2 provider: RunInstances for %s of %s returned no instance", member, spec.Name)
 					}
 					if role == providers.RoleScheduler {
-						crashpoint.Hit(ctx, crashpoint.EC2SchedulerLaunched)
+						crashpoint.Hit(ctx, pointSchedulerLaunched)
 					} else {
-						crashpoint.Hit(ctx, crashpoint.EC2WorkerLaunched)
+						crashpoint.Hit(ctx, pointWorkerLaunched)
 					}
 					p.launchedOne(spec, member, role, out.Instances[0], spot)
 					return nil

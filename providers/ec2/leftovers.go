@@ -112,7 +112,7 @@ func (p *Provider) DeleteLeftover(ctx context.Context, l providers.Leftover) err
 		if err != nil && awsutil.ErrorCode(err) != codeGroupNotFound {
 			return p.apiError("DeleteSecurityGroup "+l.ID, err)
 		}
-		crashpoint.Hit(ctx, crashpoint.EC2LeftoverGroupDeleted)
+		crashpoint.Hit(ctx, pointLeftoverGroupDeleted)
 	case providers.LeftoverParameter:
 		_, err := call(ctx, p, "DeleteParameter", func(ctx context.Context) (*ssm.DeleteParameterOutput, error) {
 			return p.ssm.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(l.ID)})
@@ -120,7 +120,7 @@ func (p *Provider) DeleteLeftover(ctx context.Context, l providers.Leftover) err
 		if err != nil && awsutil.ErrorCode(err) != codeParameterNotFound {
 			return p.apiError("DeleteParameter "+l.ID, err)
 		}
-		crashpoint.Hit(ctx, crashpoint.EC2LeftoverParameterDeleted)
+		crashpoint.Hit(ctx, pointLeftoverParameterDeleted)
 	default:
 		return fmt.Errorf("ec2 provider: no leftover of kind %q", l.Kind)
 	}

@@ -129,7 +129,7 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string, n *ne
 		default:
 			sg = &types.SecurityGroup{GroupId: out.GroupId}
 			p.log.Info("created security group", "cluster", cluster, "group", aws.ToString(out.GroupId))
-			crashpoint.Hit(ctx, crashpoint.EC2GroupCreated)
+			crashpoint.Hit(ctx, pointGroupCreated)
 		}
 	}
 	id = aws.ToString(sg.GroupId)
@@ -145,7 +145,7 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string, n *ne
 		case err != nil && awsutil.ErrorCode(err) != codePermissionDuplicate:
 			return "", p.apiError("AuthorizeSecurityGroupIngress", err)
 		}
-		crashpoint.Hit(ctx, crashpoint.EC2GroupAuthorized)
+		crashpoint.Hit(ctx, pointGroupAuthorized)
 	}
 	if stale := awsutil.Stale(p.ingress().Rules(id), sg.IpPermissions); len(stale) > 0 {
 		// A group made under an earlier configuration (gateway_cidrs, or
@@ -218,7 +218,7 @@ func (p *Provider) deleteGroup(ctx context.Context, cluster string, b *budget) e
 		switch code := awsutil.ErrorCode(err); {
 		case err == nil:
 			p.log.Info("deleted security group", "cluster", cluster, "group", id)
-			crashpoint.Hit(ctx, crashpoint.EC2ClusterGroupDeleted)
+			crashpoint.Hit(ctx, pointClusterGroupDeleted)
 			return nil
 		case code == codeGroupNotFound:
 			return nil

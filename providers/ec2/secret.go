@@ -72,7 +72,7 @@ func (p *Provider) ensureSecret(ctx context.Context, spec providers.ClusterSpec)
 	if err != nil {
 		return p.apiError("PutParameter "+name, err)
 	}
-	crashpoint.Hit(ctx, crashpoint.EC2ParameterPut)
+	crashpoint.Hit(ctx, pointParameterPut)
 	p.mu.Lock()
 	p.secrets[spec.Name] = true
 	p.mu.Unlock()
@@ -90,7 +90,7 @@ func (p *Provider) deleteSecret(ctx context.Context, cluster string) error {
 		return p.apiError("DeleteParameter "+name, err)
 	}
 	if err == nil {
-		crashpoint.Hit(ctx, crashpoint.EC2ClusterParameterDeleted)
+		crashpoint.Hit(ctx, pointClusterParameterDeleted)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gatewayhq/gateway/internal/testutil"
+	"github.com/gatewayhq/gateway/providers/fargate"
 	"github.com/gatewayhq/gateway/providers/fargate/fargatetest"
 )
 
@@ -13,7 +14,7 @@ import (
 // removal of leftovers) reaches every Fargate crash point. The integration
 // test TestCrashPoints kills the gateway at each.
 func TestCrashPointsReached(t *testing.T) {
-	testutil.EachCrashPoint(t, "fargate.", func(t *testing.T, c context.Context) {
+	testutil.EachCrashPoint(t, fargate.Registration().CrashPoints, func(t *testing.T, c context.Context) {
 		f := fargatetest.New(t)
 		p, _ := newProvider(t, f)
 		s := testSpec("c1", "alice")

@@ -185,7 +185,7 @@ func (p *Provider) DeleteLeftover(ctx context.Context, l providers.Leftover) err
 		if err != nil && !isNotFound(err) {
 			return fmt.Errorf("fargate provider: delete security group %s of %s: %w", l.ID, l.Cluster, err)
 		}
-		crashpoint.Hit(ctx, crashpoint.FargateLeftoverGroupDeleted)
+		crashpoint.Hit(ctx, pointLeftoverGroupDeleted)
 	case providers.LeftoverSecret:
 		_, err := call(ctx, p, "DeleteSecret", func(ctx context.Context) (*secretsmanager.DeleteSecretOutput, error) {
 			return p.sm.DeleteSecret(ctx, &secretsmanager.DeleteSecretInput{SecretId: aws.String(l.ID), ForceDeleteWithoutRecovery: aws.Bool(true)})
@@ -193,7 +193,7 @@ func (p *Provider) DeleteLeftover(ctx context.Context, l providers.Leftover) err
 		if err != nil && !isNotFound(err) {
 			return fmt.Errorf("fargate provider: delete secret %s of %s: %w", l.ID, l.Cluster, err)
 		}
-		crashpoint.Hit(ctx, crashpoint.FargateLeftoverSecretDeleted)
+		crashpoint.Hit(ctx, pointLeftoverSecretDeleted)
 	case providers.LeftoverTaskDefFamily:
 		if !p.ownFamily(l.ID, l.Cluster) {
 			return fmt.Errorf("fargate provider: %s is not a task definition family of cluster %s", l.ID, l.Cluster)
@@ -201,7 +201,7 @@ func (p *Provider) DeleteLeftover(ctx context.Context, l providers.Leftover) err
 		if err := p.deleteFamilies(ctx, l.Cluster, []string{l.ID}); err != nil {
 			return err
 		}
-		crashpoint.Hit(ctx, crashpoint.FargateLeftoverFamiliesDeleted)
+		crashpoint.Hit(ctx, pointLeftoverFamiliesDeleted)
 	default:
 		return fmt.Errorf("fargate provider: no leftover of kind %q", l.Kind)
 	}

@@ -163,7 +163,7 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string) (stri
 		default:
 			g = &ec2types.SecurityGroup{GroupId: out.GroupId}
 			p.log.Info("created security group", "cluster", cluster, "group", aws.ToString(out.GroupId), "vpc", vpc)
-			crashpoint.Hit(ctx, crashpoint.FargateGroupCreated)
+			crashpoint.Hit(ctx, pointGroupCreated)
 		}
 	}
 	id = aws.ToString(g.GroupId)
@@ -179,7 +179,7 @@ func (p *Provider) ensureGroup(ctx context.Context, cluster, owner string) (stri
 		case err != nil && awsutil.ErrorCode(err) != "InvalidPermission.Duplicate":
 			return "", fmt.Errorf("fargate provider: allow the gateway into security group %s: %w", id, err)
 		}
-		crashpoint.Hit(ctx, crashpoint.FargateGroupAuthorized)
+		crashpoint.Hit(ctx, pointGroupAuthorized)
 	}
 	if stale := awsutil.Stale(p.ingress().Rules(id), g.IpPermissions); len(stale) > 0 {
 		// A group made under an earlier configuration (gateway_cidrs, or
@@ -248,7 +248,7 @@ func (p *Provider) ensureSecret(ctx context.Context, spec providers.ClusterSpec)
 	case err == nil:
 		arn = aws.ToString(out.ARN)
 		p.log.Info("stored the cluster's TLS secret", "cluster", spec.Name, "secret", name)
-		crashpoint.Hit(ctx, crashpoint.FargateSecretCreated)
+		crashpoint.Hit(ctx, pointSecretCreated)
 	case awsutil.ErrorCode(err) == "ResourceExistsException":
 		// Made by an earlier start of this cluster (the material does not
 		// change during a cluster's life).
@@ -425,7 +425,7 @@ func (p *Provider) ensureTaskDefinition(ctx context.Context, cluster, owner, ima
 		}
 		arn = aws.ToString(reg.TaskDefinition.TaskDefinitionArn)
 		p.log.Info("registered task definition", "cluster", cluster, "role", role, "size", size.String(), "arn", arn)
-		crashpoint.Hit(ctx, crashpoint.FargateTaskDefRegistered)
+		crashpoint.Hit(ctx, pointTaskDefRegistered)
 	default:
 		return "", fmt.Errorf("fargate provider: look up task definition %s: %w", family, err)
 	}

@@ -263,9 +263,9 @@ func (p *Provider) runTask(ctx context.Context, spec providers.ClusterSpec, memb
 			return fmt.Errorf("fargate provider: start %s of %s (%s): %w", member, spec.Name, l, err)
 		case t != nil:
 			if member == schedulerMember {
-				crashpoint.Hit(ctx, crashpoint.FargateSchedulerRun)
+				crashpoint.Hit(ctx, pointSchedulerRun)
 			} else {
-				crashpoint.Hit(ctx, crashpoint.FargateWorkerRun)
+				crashpoint.Hit(ctx, pointWorkerRun)
 			}
 			p.remember(spec.Name, aws.ToString(t.TaskArn), member)
 			p.log.Info("started member", "cluster", spec.Name, "member", member, "task", aws.ToString(t.TaskArn), "capacity", l.capacity, "subnet", l.subnet)

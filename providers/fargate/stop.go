@@ -56,7 +56,7 @@ func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error
 			return err
 		}
 		p.log.Info("stopped worker", "cluster", cluster, "worker", worker, "task", aws.ToString(t.TaskArn))
-		crashpoint.Hit(ctx, crashpoint.FargateWorkerStopped)
+		crashpoint.Hit(ctx, pointWorkerStopped)
 	}
 	return nil
 }
@@ -111,7 +111,7 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 	}
 	if len(stopping) > 0 {
 		p.log.Info("stopping cluster", "cluster", cluster, "tasks", len(stopping))
-		crashpoint.Hit(ctx, crashpoint.FargateClusterStopAsked)
+		crashpoint.Hit(ctx, pointClusterStopAsked)
 	}
 	waited := len(stopping) > 0
 	for len(stopping) > 0 {
@@ -144,7 +144,7 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 		}
 	}
 	if waited {
-		crashpoint.Hit(ctx, crashpoint.FargateClusterTasksStopped)
+		crashpoint.Hit(ctx, pointClusterTasksStopped)
 	}
 	if err := p.deleteGroup(ctx, cluster, deadline, polls); err != nil {
 		return err
@@ -198,7 +198,7 @@ func (p *Provider) deleteGroupID(ctx context.Context, cluster, id string, deadli
 		switch {
 		case err == nil || isNotFound(err):
 			p.log.Info("deleted security group", "cluster", cluster, "group", id)
-			crashpoint.Hit(ctx, crashpoint.FargateClusterGroupDeleted)
+			crashpoint.Hit(ctx, pointClusterGroupDeleted)
 			return nil
 		case awsutil.ErrorCode(err) != "DependencyViolation":
 			return fmt.Errorf("fargate provider: delete security group %s of %s: %w", id, cluster, err)
@@ -225,7 +225,7 @@ func (p *Provider) deleteSecret(ctx context.Context, cluster string) error {
 	switch {
 	case err == nil:
 		p.log.Info("deleted the cluster's TLS secret", "cluster", cluster, "secret", name)
-		crashpoint.Hit(ctx, crashpoint.FargateClusterSecretDeleted)
+		crashpoint.Hit(ctx, pointClusterSecretDeleted)
 	case !isNotFound(err):
 		return fmt.Errorf("fargate provider: delete secret %s: %w", name, err)
 	}
@@ -289,7 +289,7 @@ func (p *Provider) deleteFamilies(ctx context.Context, cluster string, families 
 		}
 	}
 	if len(gone) > 0 {
-		crashpoint.Hit(ctx, crashpoint.FargateTaskDefsDeregistered)
+		crashpoint.Hit(ctx, pointTaskDefsDeregistered)
 	}
 	for start := 0; start < len(gone); start += 10 { // DeleteTaskDefinitions takes 10 at most
 		batch := gone[start:min(start+10, len(gone))]
@@ -305,7 +305,7 @@ func (p *Provider) deleteFamilies(ctx context.Context, cluster string, families 
 			p.log.Warn("cannot delete task definition", "cluster", cluster, "arn", aws.ToString(f.Arn), "reason", aws.ToString(f.Reason))
 			note(fmt.Errorf("fargate provider: delete task definition %s: %s", aws.ToString(f.Arn), aws.ToString(f.Reason)))
 		}
-		crashpoint.Hit(ctx, crashpoint.FargateTaskDefsDeleted)
+		crashpoint.Hit(ctx, pointTaskDefsDeleted)
 	}
 	return first
 }
