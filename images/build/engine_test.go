@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
@@ -46,7 +45,7 @@ func TestEngineAssembleOnly(t *testing.T) {
 		t.Fatalf("probe of %s: %+v", baseRef, base)
 	}
 	spec, zip, value := engineSpec(t, base)
-	ctx := testContext(t, 3*time.Minute)
+	ctx := testContext(t)
 	cfg := Config{Docker: cli, Bases: []Base{{Python: base.Python, Image: baseRef}}}
 	b := newBuilder(t, cfg)
 
@@ -122,7 +121,7 @@ func TestEngineBuild(t *testing.T) {
 	base := probeBase(t, cli, baseRef)
 	whl, data := testpypi.Wheel{Name: "gwdemo", Version: "1.0"}.Build()
 	ix := testpypi.NewIndex(t, map[string][]byte{whl: data})
-	ctx := testContext(t, 4*time.Minute)
+	ctx := testContext(t)
 	// The index URL has credentials (the index ignores them), which no log,
 	// step, error or image history may show.
 	const indexPassword = "index-s3cret-pw"
@@ -272,7 +271,7 @@ func TestEngineClose(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
-	ctx := testContext(t, 2*time.Minute)
+	ctx := testContext(t)
 	b, err := New(Config{Docker: cli, Bases: []Base{{Python: base.Python, Image: baseRef}}, PipIndexURL: srv.URL + "/simple/",
 		MaxConcurrentBuilds: 1, LogDir: t.TempDir(), Logger: quietLogger()})
 	if err != nil {
@@ -317,7 +316,7 @@ func TestEngineClose(t *testing.T) {
 // so nothing probes it.
 func TestEngineToRegistry(t *testing.T) {
 	cli := dockerClient(t)
-	ctx := testContext(t, 2*time.Minute)
+	ctx := testContext(t)
 	host, _ := newRegistry(t, "gw", "registry-pw")
 	baseRef := "gateway-test/tiny-base:" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(nonce(t)))
 	b := newBuilder(t, Config{Docker: cli, Repository: host + "/envs", Auth: Auth{Username: "gw", Password: "registry-pw"},

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
@@ -103,7 +102,7 @@ func pushDaskBase(t *testing.T, host string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(dst, img, remote.WithContext(testContext(t, 2*time.Minute))); err != nil {
+	if err := remote.Write(dst, img, remote.WithContext(testContext(t))); err != nil {
 		t.Fatal(err)
 	}
 	return ref
@@ -251,7 +250,7 @@ func TestLayersBuild(t *testing.T) {
 		}
 	}
 	b := e.builder(t, ModeLayers)
-	ctx := testContext(t, 3*time.Minute)
+	ctx := testContext(t)
 	spec := specOf(pkgs...)
 	st, err := b.Ensure(ctx, spec, nil)
 	if err != nil {
@@ -323,7 +322,7 @@ func TestLayersBadInput(t *testing.T) {
 	e := newLayersEnv(t)
 	t.Setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
 	b := e.builder(t, ModeLayers)
-	ctx := testContext(t, 3*time.Minute)
+	ctx := testContext(t)
 
 	good := e.add(testpypi.Wheel{Name: "gwgood", Version: "1.0"})
 	cases := []struct {
@@ -397,7 +396,7 @@ func TestLayersNoWheel(t *testing.T) {
 	e := newLayersEnv(t)
 	t.Setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
 	b := e.builder(t, ModeLayers)
-	ctx := testContext(t, 3*time.Minute)
+	ctx := testContext(t)
 	good := e.add(testpypi.Wheel{Name: "gwgood", Version: "1.0"})
 	newer := e.add(testpypi.Wheel{Name: "gwnewglibc", Version: "2.0", Tag: "cp311-cp311-manylinux_2_39_x86_64", Platlib: true})
 	arm := e.add(testpypi.Wheel{Name: "gwarm", Version: "1.0", Tag: "cp311-cp311-manylinux_2_17_aarch64", Platlib: true})
@@ -446,7 +445,7 @@ func TestLayersNoWheel(t *testing.T) {
 // TLS for Docker).
 func pullImage(t *testing.T, cli *client.Client, ref string) {
 	t.Helper()
-	rc, err := cli.ImagePull(testContext(t, 2*time.Minute), ref, image.PullOptions{})
+	rc, err := cli.ImagePull(testContext(t), ref, image.PullOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +474,7 @@ func TestLayersAutoDocker(t *testing.T) {
 		Mode: ModeAuto, Docker: cli, Index: ix, PipIndexURL: e.ix.URL, Repository: e.reg.Host + "/envs", LayerCacheDir: e.layerDir,
 		Bases: []Base{{Python: "3.11", Image: e.base}},
 	})
-	ctx := testContext(t, 4*time.Minute)
+	ctx := testContext(t)
 	st, err := b.Ensure(ctx, specOf(pure, native), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -505,7 +504,7 @@ func TestRegistryUnreachable(t *testing.T) {
 	host := strings.TrimPrefix(srv.URL, "http://")
 	srv.Close() // a port nothing listens on now
 	b := newBuilder(t, Config{Mode: ModeLayers, Repository: host + "/envs", LayerCacheDir: t.TempDir(), Bases: []Base{{Python: "3.11", Image: host + "/bases:3.11"}}})
-	_, err := b.Ensure(testContext(t, time.Minute), specOf(images.Package{Name: "gwx", Version: "1.0"}), nil)
+	_, err := b.Ensure(testContext(t), specOf(images.Package{Name: "gwx", Version: "1.0"}), nil)
 	if !errors.Is(err, images.ErrUnavailable) || !strings.Contains(err.Error(), host) {
 		t.Fatalf("Ensure with the registry down: %v, want ErrUnavailable naming %s", err, host)
 	}
@@ -542,7 +541,7 @@ func condaBase(t *testing.T, host string) string {
 		t.Fatal(err)
 	}
 	ref := host + "/bases/conda:3.11"
-	if err := images.Push(testContext(t, time.Minute), img, ref, nil); err != nil {
+	if err := images.Push(testContext(t), img, ref, nil); err != nil {
 		t.Fatal(err)
 	}
 	return ref
@@ -589,7 +588,7 @@ func TestLayersConda(t *testing.T) {
 		images.Package{Name: "gwcondatext", Version: "2.1", Build: "h1_0", Channel: "gwtest", Subdir: "linux-64"},
 		images.Package{Name: "gwpure", Version: "1.0"},
 	)
-	ctx := testContext(t, 2*time.Minute)
+	ctx := testContext(t)
 	st, err := b.Ensure(ctx, spec, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -84,7 +84,7 @@ func (g *gatedRegistry) waitPush(t *testing.T, ctx context.Context, tag string) 
 // Queued code is in a mode-0600 file under SpoolDir, not in memory, and
 // the file goes when the build ends.
 func TestBuildCapsPerOwner(t *testing.T) {
-	ctx := testContext(t, 2*time.Minute)
+	ctx := testContext(t)
 	host, reg := newGatedRegistry(t)
 	baseRef := pushBase(t, ctx, host, authn.Anonymous)
 	logDir := t.TempDir()
@@ -232,7 +232,7 @@ func engineEnvImage(t *testing.T, cli *client.Client, b *Builder, built bool) (s
 	if built {
 		changes = append(changes, "LABEL "+LabelBuilt+"=1")
 	}
-	ctx := testContext(t, time.Minute)
+	ctx := testContext(t)
 	rc, err := cli.ImageImport(ctx, image.ImportSource{Source: &buf, SourceName: "-"}, ref, image.ImportOptions{Changes: changes})
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func engineEnvImage(t *testing.T, cli *client.Client, b *Builder, built bool) (s
 
 func engineHas(t *testing.T, cli *client.Client, ref string) bool {
 	t.Helper()
-	_, err := cli.ImageInspect(testContext(t, time.Minute), ref)
+	_, err := cli.ImageInspect(testContext(t), ref)
 	if err != nil && !isEngineNotFound(err) {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func engineHas(t *testing.T, cli *client.Client, ref string) bool {
 // time, and one it did not build (issue 14, finding 4).
 func TestCollectGarbage(t *testing.T) {
 	cli := dockerClient(t)
-	ctx := testContext(t, 2*time.Minute)
+	ctx := testContext(t)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	var clockMu sync.Mutex
 	b := newBuilder(t, Config{Docker: cli, Now: func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }})

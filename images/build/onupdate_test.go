@@ -4,7 +4,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
@@ -39,7 +38,7 @@ func (u *updates) all() []Status {
 // to Config.OnUpdate, the last report being the final status; a build
 // that fails at once reports its failure.
 func TestOnUpdate(t *testing.T) {
-	ctx := testContext(t, time.Minute)
+	ctx := testContext(t)
 	host, _ := newRegistry(t, "", "")
 	baseRef := pushBase(t, ctx, host, authn.Anonymous)
 	var u updates

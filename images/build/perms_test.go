@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -204,7 +203,7 @@ func (b *repoBlobs) Put(_ context.Context, repo string, h v1.Hash, rc io.ReadClo
 // (terraform/modules_test.go), so they are what the code does, not what
 // someone wrote down.
 func TestECRActionsAreTheRequestsMade(t *testing.T) {
-	ctx := testContext(t, time.Minute)
+	ctx := testContext(t)
 	rec := &ecrRecorder{actions: map[string]map[string]bool{}}
 	rec.next = registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithBlobHandler(&repoBlobs{m: map[string][]byte{}}))
 	srv := httptest.NewServer(rec)

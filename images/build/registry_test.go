@@ -91,7 +91,7 @@ func checkEnvImage(t *testing.T, img v1.Image, spec images.Spec, wantLayers int,
 }
 
 func TestRegistryBasicAuth(t *testing.T) {
-	ctx := testContext(t, time.Minute)
+	ctx := testContext(t)
 	const user, pass = "gateway", "reg-s3cret-pw"
 	host, requests := newRegistry(t, user, pass)
 	auth := &authn.Basic{Username: user, Password: pass}
@@ -200,7 +200,7 @@ func TestRegistryBasicAuth(t *testing.T) {
 }
 
 func TestRegistryMissingPackagesNeedEngine(t *testing.T) {
-	ctx := testContext(t, time.Minute)
+	ctx := testContext(t)
 	host, _ := newRegistry(t, "", "")
 	baseRef := pushBase(t, ctx, host, nil)
 	b := newBuilder(t, Config{Repository: host + "/envs", Auth: Auth{Kind: "none"}, Bases: []Base{{Python: "3.11", Image: baseRef}}})
@@ -235,7 +235,7 @@ func TestRegistryMissingPackagesNeedEngine(t *testing.T) {
 // TestRegistryBaseOfAnotherPython: a base whose environment has another
 // Python than images.bases says fails the build, naming both.
 func TestRegistryBaseOfAnotherPython(t *testing.T) {
-	ctx := testContext(t, time.Minute)
+	ctx := testContext(t)
 	host, _ := newRegistry(t, "", "")
 	baseRef := pushBase(t, ctx, host, nil)
 	b := newBuilder(t, Config{Repository: host + "/envs", Bases: []Base{{Python: "3.12", Image: baseRef}}})
@@ -296,7 +296,7 @@ func setAWSEnv(t *testing.T) {
 
 func TestECRAuth(t *testing.T) {
 	setAWSEnv(t)
-	ctx := testContext(t, time.Minute)
+	ctx := testContext(t)
 	const token = "ecr-registry-token-0123456789"
 	endpoint, calls := fakeECR(t, token)
 	host, _ := newRegistry(t, "AWS", token)
@@ -352,7 +352,7 @@ func (c *countingTokens) Token() (*oauth2.Token, error) {
 }
 
 func TestGoogleAuth(t *testing.T) {
-	ctx := testContext(t, time.Minute)
+	ctx := testContext(t)
 	host, _ := newRegistry(t, "oauth2accesstoken", "ya29.gateway-test-token")
 	ts := &countingTokens{}
 	b := newBuilder(t, Config{Repository: host + "/envs", Auth: Auth{Kind: "google", TokenSource: ts}})

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
@@ -150,7 +149,7 @@ func TestNewErrors(t *testing.T) {
 func TestEnsureErrors(t *testing.T) {
 	host, _ := newRegistry(t, "", "")
 	b := newBuilder(t, Config{Repository: host + "/envs", Bases: []Base{{Python: "3.11", Image: host + "/base:1"}}})
-	ctx := testContext(t, 30*time.Second)
+	ctx := testContext(t)
 
 	_, err := b.Ensure(ctx, images.Spec{Python: "three", Platform: "linux/amd64"}, nil)
 	if !errors.Is(err, images.ErrInvalidSpec) {
