@@ -91,26 +91,23 @@ def guard_dashboard(node):
 def wrap_http_server():
     try:
         from distributed.node import ServerNode
-        from distributed.scheduler import Scheduler
     except Exception as e:
         logging.getLogger("distributed.gateway").warning("gateway: dashboard guard not installed: %s", e)
         return
     start = ServerNode.start_http_server
 
-    def start_http_server(self, routes, *args, **kwargs):
-        if isinstance(self, Scheduler):
-            out = start(self, routes, *args, **kwargs)
+    def start_http_server(self, *args, **kwargs):
+        out = start(self, *args, **kwargs)
+        if type(self).__name__ == "Scheduler":
             guard_dashboard(self)
-            return out
-        # A worker's or nanny's HTTP server (/metrics, /health, its
-        # sitemap) answers whoever reaches it, in plain HTTP, and the
-        # gateway reads nothing from it. Dask starts it whatever its
-        # options say, and the node needs the server's port afterwards:
-        # it is bound on loopback and closed again in this same call,
-        # before the event loop can accept a connection on it.
-        out = start(self, [], "127.0.0.1:0")
-        self.http_server.stop()
-        self.http_server.gateway_guarded = True
+        else:
+            # A worker's or nanny's HTTP server (/metrics, /health, its
+            # sitemap) answers whoever reaches it, in plain HTTP, and the
+            # gateway reads nothing from it. Dask starts it whatever its
+            # options say, and the node needs the server's port after:
+            # it is closed again in this same call, before the event loop
+            # can accept a connection on it.
+            self.http_server.stop()
         return out
 
     ServerNode.start_http_server = start_http_server
@@ -217,9 +214,8 @@ def watch_handler(scheduler, web):
 
 def dask_setup(scheduler):
     log = logging.getLogger("distributed.gateway")
-    from distributed.scheduler import Scheduler
-    if not isinstance(scheduler, Scheduler):
-        return  # a worker or nanny: the wrapper above closed its HTTP server
+    if type(scheduler).__name__ != "Scheduler":
+        return  # a worker or nanny: start_http_server closed its HTTP server
     if not getattr(getattr(scheduler, "http_server", None), "gateway_guarded", True):
         # The wrapper did not run (a Dask that starts its HTTP server
         # elsewhere): late, but before the gateway is told of the cluster.
