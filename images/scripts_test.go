@@ -11,7 +11,8 @@ import (
 )
 
 // Every backend that runs images (docker, ec2, fargate, gce) starts its
-// schedulers through LauncherScript, whose preload is BenchPreload: so
+// schedulers and workers through LauncherScript, whose preload is
+// BenchPreload (a worker's and its nanny's HTTP server closed): so
 // the dashboard guard (a client certificate of the cluster's CA on every
 // path) and the bench agent's checks travel with it. The docker tests run
 // this launcher in real containers; the cloud backends' tests check that
@@ -47,12 +48,15 @@ func TestLauncherCarriesThePreload(t *testing.T) {
 		"ServerNode.start_http_server = start_http_server", // the guard, before the dashboard listens
 		"ctx.verify_mode = ssl.CERT_REQUIRED",
 		"@web.stream_request_body", // the bench agent's body is read after its headers are checked
+		"self.http_server.stop()",  // a worker's or nanny's HTTP server, closed before it accepts
 	} {
 		if !strings.Contains(BenchPreload, want) {
 			t.Errorf("BenchPreload lacks %q", want)
 		}
 	}
-	if !strings.Contains(launcher, `argv += ["--preload", path]`) {
-		t.Error("the launcher does not pass the preload to schedulers")
+	for _, want := range []string{`if role in ("scheduler", "worker")`, `argv += ["--preload", path]`, `argv += ["--preload-nanny", path]`} {
+		if !strings.Contains(launcher, want) {
+			t.Errorf("the launcher lacks %q: it passes the preload to schedulers, workers and nannies", want)
+		}
 	}
 }

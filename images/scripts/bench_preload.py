@@ -1,7 +1,8 @@
 import asyncio, base64, collections, hashlib, hmac, json, logging, os, random, re, socket, ssl, threading, time
-# The gateway's scheduler preload (a file given to --preload). It serves
-# two endpoints under the dashboard, and makes the dashboard answer the
-# gateway alone.
+# The gateway's member preload (a file given to --preload, and to workers'
+# --preload and --preload-nanny). On a scheduler it serves two endpoints
+# under the dashboard, and makes the dashboard answer the gateway alone;
+# a worker or nanny serves no HTTP at all (see wrap_http_server).
 # The dashboard's TLS requires a client certificate signed by the
 # cluster's CA (its own self-signed certificate: the dashboard's ca-file,
 # or its certificate when none is set), which only the gateway and the
@@ -97,7 +98,16 @@ def wrap_http_server():
 
     def start_http_server(self, *args, **kwargs):
         out = start(self, *args, **kwargs)
-        guard_dashboard(self)
+        if type(self).__name__ == "Scheduler":
+            guard_dashboard(self)
+        else:
+            # A worker's or nanny's HTTP server (/metrics, /health, its
+            # sitemap) answers whoever reaches it, in plain HTTP, and the
+            # gateway reads nothing from it. Dask starts it whatever its
+            # options say, and the node needs the server's port after:
+            # it is closed again in this same call, before the event loop
+            # can accept a connection on it.
+            self.http_server.stop()
         return out
 
     ServerNode.start_http_server = start_http_server
@@ -204,6 +214,8 @@ def watch_handler(scheduler, web):
 
 def dask_setup(scheduler):
     log = logging.getLogger("distributed.gateway")
+    if type(scheduler).__name__ != "Scheduler":
+        return  # a worker or nanny: start_http_server closed its HTTP server
     if not getattr(getattr(scheduler, "http_server", None), "gateway_guarded", True):
         # The wrapper did not run (a Dask that starts its HTTP server
         # elsewhere): late, but before the gateway is told of the cluster.

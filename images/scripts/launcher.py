@@ -70,15 +70,18 @@ def main():
             print("%s  %s  %s" % (r[0].ljust(w0), r[1].ljust(w1), r[2]), flush=True)
         sys.exit(97)
     argv = [sys.executable, "-m", "dask"] + sys.argv[1:]
-    # The gateway's scheduler preload (images.BenchPreload), which
+    # The gateway's member preload (images.BenchPreload), which
     # images.LauncherScript defines before this script, as a file: every
-    # Dask version takes a preload's path.
-    if role == "scheduler" and globals().get("BENCH_PRELOAD"):
+    # Dask version takes a preload's path. A worker takes it too, and its
+    # nanny when it has one: it closes their HTTP servers.
+    if role in ("scheduler", "worker") and globals().get("BENCH_PRELOAD"):
         import tempfile
         fd, path = tempfile.mkstemp(prefix="gateway_preload_", suffix=".py")
         with os.fdopen(fd, "w") as f:
             f.write(BENCH_PRELOAD)
         argv += ["--preload", path]
+        if role == "worker" and "--no-nanny" not in argv:
+            argv += ["--preload-nanny", path]
     os.execv(sys.executable, argv)
 
 

@@ -164,6 +164,16 @@ func (p *Provider) command(sub string) []string {
 	return []string{p.cfg.Python, "-m", "dask", sub}
 }
 
+// writePreload writes the gateway's member preload (images.BenchPreload)
+// into the cluster's folder: every Dask version takes a preload's path.
+func (p *Provider) writePreload(spec providers.ClusterSpec) (string, error) {
+	path := filepath.Join(p.clusterDir(spec.Name), "gateway_preload.py")
+	if err := os.WriteFile(path, []byte(images.BenchPreload), 0o600); err != nil {
+		return "", fmt.Errorf("local provider: write the gateway's preload: %w", err)
+	}
+	return path, nil
+}
+
 func (p *Provider) writeTLS(spec providers.ClusterSpec) (cert, key string, err error) {
 	dir := p.clusterDir(spec.Name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -192,10 +202,9 @@ func (p *Provider) StartScheduler(ctx context.Context, spec providers.ClusterSpe
 	if err != nil {
 		return err
 	}
-	// The gateway's preload, as a file: every Dask version takes a path.
-	preload := filepath.Join(p.clusterDir(spec.Name), "gateway_preload.py")
-	if err := os.WriteFile(preload, []byte(images.BenchPreload), 0o600); err != nil {
-		return fmt.Errorf("local provider: write the scheduler preload: %w", err)
+	preload, err := p.writePreload(spec)
+	if err != nil {
+		return err
 	}
 	schedFile := filepath.Join(p.clusterDir(spec.Name), "scheduler.json")
 	_ = os.Remove(schedFile) // a stale file would report a dead address
@@ -235,6 +244,10 @@ func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, 
 	if err != nil {
 		return err
 	}
+	preload, err := p.writePreload(spec)
+	if err != nil {
+		return err
+	}
 	threads := spec.WorkerThreads
 	if threads <= 0 {
 		threads = 1
@@ -244,6 +257,9 @@ func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, 
 		"--tls-ca-file", cert, "--tls-cert", cert, "--tls-key", key,
 		"--nthreads", strconv.Itoa(threads), "--name", worker,
 		"--no-dashboard",
+		// It closes the worker's HTTP server (and its nanny's), which
+		// answers anyone in plain HTTP, as every backend's launcher does.
+		"--preload", preload,
 		// Spill space per worker inside the cluster's folder, not a /tmp
 		// directory shared with every other user's workers.
 		"--local-directory", filepath.Join(p.clusterDir(spec.Name), worker+"-space"),
@@ -253,7 +269,9 @@ func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, 
 	if spec.WorkerMemory > 0 {
 		args = append(args, "--memory-limit", strconv.FormatInt(spec.WorkerMemory, 10))
 	}
-	if !p.cfg.Nanny {
+	if p.cfg.Nanny {
+		args = append(args, "--preload-nanny", preload)
+	} else {
 		args = append(args, "--no-nanny")
 	}
 	return p.spawn(ctx, spec, worker, providers.RoleWorker, args)
