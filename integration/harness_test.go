@@ -31,12 +31,14 @@ const python = "/usr/bin/python3"
 
 // parallel is how many of this package's tests run at once unless
 // -test.parallel says otherwise. They mostly wait (for gateways, Dask
-// processes, leases and graces), so more than go test's default of one per
-// core; each has its own data directory, gateway id, loopback ports and
-// database schema. The Docker engine's tests share its images, but each
-// labels its containers with its own gateway id, environment images are
-// content-addressed, and image collection runs hourly: none in a test.
-const parallel = 4
+// processes, leases and graces); each has its own data directory, gateway
+// id, loopback ports and database schema. The Docker engine's tests share
+// its images, but each labels its containers with its own gateway id,
+// environment images are content-addressed, and image collection runs
+// hourly: none in a test. Not more than 2 on CI's 2 cores: with 4 beside
+// images/build, the layer builds' gzip under -race starved until their
+// contexts ran out (a CI dry run: "reading base" for minutes).
+const parallel = 2
 
 func TestMain(m *testing.M) {
 	flag.Parse()
