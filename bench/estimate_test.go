@@ -153,7 +153,8 @@ func TestPrepareInCluster(t *testing.T) {
 		refused bool
 	}{{2, true}, {4, false}, {0, false}} {
 		cfg := Config{Suite: "/nonexistent", SuiteName: "s", Envs: []Env{{Label: "A"}}, Repeat: 2, Workers: 1, Timeout: time.Minute,
-			MaxCost: tc.maxCost, Prices: &fixedPrice{usd: 60, provider: "ec2"}, InCluster: inCluster}
+			MaxCost: tc.maxCost, Prices: &fixedPrice{usd: 60, provider: "ec2"}, InCluster: inCluster,
+			TypicalStarts: map[string]time.Duration{"ec2": 3 * time.Minute}}
 		p, err := Prepare(context.Background(), cfg)
 		if tc.refused {
 			if !errors.Is(err, ErrOverBudget) || !strings.Contains(err.Error(), "starting the clusters alone is estimated at $3.00") {
