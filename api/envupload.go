@@ -29,8 +29,10 @@ var (
 
 const (
 	// envSpecBytes bounds the spec (and any other field) of an
-	// environment request: all but the code.
-	envSpecBytes = 4 << 20
+	// environment request: all but the code. A spec at images'
+	// caps (10,000 conda packages, each with its channel's URL) is
+	// under 1.5 MiB; real ones are a few hundred KiB.
+	envSpecBytes = 2 << 20
 	// codelessBytes: a request body of at most this declared length is
 	// read before the build quota is checked, as a spec without code
 	// (the CLI's first request) may be answered from an image that exists.
@@ -39,7 +41,7 @@ const (
 	maxPartName = 1 << 10
 	// maxCodeParts bounds the code parts of one request: an environment
 	// has one per local package or module tree.
-	maxCodeParts = 1024
+	maxCodeParts = images.MaxCodeParts
 )
 
 // envUpload is an EnvRequest read from its JSON body (the wire format of
@@ -267,18 +269,15 @@ func (p *envReader) spec(u *envUpload) error {
 	if err != nil {
 		return err
 	}
-	// Decoded as a field of the request, so that a type error names it
-	// as the JSON decoder of the whole request did (spec.python).
-	var v struct {
-		Spec images.Spec `json:"spec"`
+	// images.Spec decodes its lists element by element against its
+	// caps: what a spec costs is bounded by its bytes, whatever its shape.
+	err = json.Unmarshal(raw, &u.Spec)
+	var ute *json.UnmarshalTypeError
+	if errors.As(err, &ute) {
+		// Named as the JSON decoder of the whole request named it.
+		ute.Field = strings.TrimSuffix("spec."+ute.Field, ".")
 	}
-	doc := make([]byte, 0, len(raw)+10)
-	doc = append(append(append(doc, `{"spec":`...), raw...), '}')
-	if err := json.Unmarshal(doc, &v); err != nil {
-		return err
-	}
-	u.Spec = v.Spec
-	return nil
+	return err
 }
 
 // code reads the code object: each part's base64 string is decoded into a

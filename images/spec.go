@@ -167,11 +167,17 @@ func (s Spec) Normalize() (Spec, error) {
 	out.Platform = p
 	out.GPU = s.GPU
 
+	if err := s.checkCaps(); err != nil {
+		return Spec{}, err
+	}
 	byName := make(map[string]Package, len(s.Packages))
 	for _, pkg := range s.Packages {
 		raw := strings.TrimSpace(pkg.Name)
 		if raw == "" {
-			return Spec{}, fmt.Errorf("%w: a package has an empty name (version %q)", ErrInvalidSpec, pkg.Version)
+			return Spec{}, errEmptyName(pkg)
+		}
+		if err := checkPackageLens(pkg); err != nil {
+			return Spec{}, err
 		}
 		if !reName.MatchString(strings.ToLower(raw)) || strings.Trim(raw, "-_.") == "" {
 			return Spec{}, fmt.Errorf("%w: package name %q is not valid (letters, digits, '-', '_', '.')", ErrInvalidSpec, pkg.Name)
