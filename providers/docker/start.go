@@ -376,7 +376,7 @@ func (p *Provider) containerConfigIn(mode string, spec providers.ClusterSpec, me
 	// by its machine, else the options' worker memory or SchedulerMemory.
 	switch {
 	case m.MemoryGiB > 0:
-		res.Memory = int64(m.MemoryGiB * (1 << 30))
+		res.Memory = providers.GiBBytes(m.MemoryGiB)
 	case role == providers.RoleScheduler:
 		res.Memory = p.cfg.SchedulerMemory
 	default:

@@ -351,10 +351,10 @@ func (p *Provider) memberLimit(spec providers.ClusterSpec, role providers.Role) 
 	if role == providers.RoleScheduler {
 		m = p.cfg.SchedulerMemory
 		if spec.Scheduler.MemoryGiB > 0 {
-			m = int64(spec.Scheduler.MemoryGiB * (1 << 30))
+			m = providers.GiBBytes(spec.Scheduler.MemoryGiB)
 		}
 	} else if spec.Worker.MemoryGiB > 0 {
-		m = int64(spec.Worker.MemoryGiB * (1 << 30))
+		m = providers.GiBBytes(spec.Worker.MemoryGiB)
 	}
 	if m <= 0 {
 		return 0
