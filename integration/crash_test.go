@@ -96,7 +96,11 @@ func (e *env) kill9() {
 // duplicated or left without a cluster, nothing stored is lost, and the
 // usage ledger's totals equal the worker processes' lifetimes.
 func TestCrashRecovery(t *testing.T) {
-	t.Parallel()
+	// Not beside the package's other tests: its ledger check dates a member
+	// that ended unseen while the gateway was down by when it is seen, and
+	// under their load the restarts stretched that past the check's bound
+	// (a CI dry run: 18.6 worker-seconds over 2143.8 lived, against 15.7
+	// allowed; 0.15 % when it ran alone).
 	const clusters = 20
 	e := newEnv(t, "GATEWAY_CLUSTER_POLL_INTERVAL=300ms", "GATEWAY_CLUSTER_REAP_GRACE=5s", "GATEWAY_CLUSTER_REAP_INTERVAL=1s")
 	e.startGateway()
