@@ -41,6 +41,27 @@ func (c *caps) per(limit int, reason string) *caps {
 func (c *caps) admit(keys ...string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.admitLocked(keys)
+}
+
+// release forgets a connection admit counted under keys.
+func (c *caps) release(keys ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.releaseLocked(keys)
+}
+
+// swap gives the place of a connection counted under old to a new one
+// under keys, at once, so that no other newcomer takes it in between; if
+// a keyed cap refuses the new one (its reason), the old place is freed.
+func (c *caps) swap(old []string, keys ...string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.releaseLocked(old)
+	return c.admitLocked(keys)
+}
+
+func (c *caps) admitLocked(keys []string) string {
 	if c.held >= c.total {
 		return c.totalReason
 	}
@@ -56,10 +77,7 @@ func (c *caps) admit(keys ...string) string {
 	return ""
 }
 
-// release forgets a connection admit counted under keys.
-func (c *caps) release(keys ...string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *caps) releaseLocked(keys []string) {
 	c.held--
 	for i, k := range keys {
 		b := &c.by[i]
@@ -67,15 +85,6 @@ func (c *caps) release(keys ...string) {
 			delete(b.held, k)
 		}
 	}
-}
-
-// aboveAverage says whether key holds more than its even share of
-// the connections under keyed cap i.
-func (c *caps) aboveAverage(i int, key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	b := &c.by[i]
-	return len(b.held) > 0 && b.held[key]*len(b.held) > c.held
 }
 
 // count is how many connections are admitted now.
@@ -132,78 +141,153 @@ type heldConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
-	// serving: requests of this connection being served (reqbound.Conn);
-	// a connection serving none waits on its client, and may be evicted.
-	serving atomic.Int32
-	elem    *list.Element // in waiting's admission order
 	source  string
+	w       *waiting
+	// Under w.mu. serving: requests of this connection being served
+	// (reqbound.Conn); a connection serving none waits on its client, is
+	// listed in w (elem), and may be evicted. gone: closed or evicted,
+	// never listed again.
+	serving int
+	elem    *list.Element
+	gone    bool
 }
 
 func (c *heldConn) free() { c.once.Do(c.release) }
 
 // Serving implements reqbound.Conn.
-func (c *heldConn) Serving(on bool) {
-	if on {
-		c.serving.Add(1)
-	} else {
-		c.serving.Add(-1)
+func (c *heldConn) Serving(on bool) { c.w.serving(c, on) }
+
+// waiting keeps the HTTP connections that wait on their client (for
+// their first bytes, headers, a body without accepted credentials, or
+// the next request of a keep-alive), by source, so that at the total cap
+// a newcomer takes the place of one from the address that holds the most
+// waiting places, if that is more than the newcomer's address holds: a
+// flood cannot keep others out by holding places, a client with a single
+// connection keeps it (even brand new, before its first bytes: a flood
+// that arrives faster than the cap turns over would otherwise close
+// every connection before it could speak), and a connection being served
+// keeps its place. Finding the victim is O(1): sources are kept in
+// buckets by their count of waiting connections.
+type waiting struct {
+	mu       sync.Mutex
+	bySource map[string]*list.List // source -> its waiting connections, oldest first
+	buckets  map[int]map[string]struct{}
+	most     int // the largest count with a source in its bucket, 0 when none waits
+}
+
+func (w *waiting) init() {
+	if w.bySource == nil {
+		w.bySource = map[string]*list.List{}
+		w.buckets = map[int]map[string]struct{}{}
 	}
 }
 
-// waiting lists the HTTP connections in the order they were admitted, so
-// that at the total cap the oldest one that waits on its client (for its
-// first bytes, headers, or a body without accepted credentials) makes
-// room for a newcomer: a slow client cannot keep others out by holding
-// places, and one that is being served keeps its place.
-type waiting struct {
-	mu sync.Mutex
-	l  list.List
-}
-
+// add lists c as waiting (a newly admitted connection).
 func (w *waiting) add(c *heldConn) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	c.elem = w.l.PushBack(c)
+	c.w = w
+	w.list(c)
 }
 
+// remove forgets c for good (closed, or handed over).
 func (w *waiting) remove(c *heldConn) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if c.elem != nil {
-		w.l.Remove(c.elem)
-		c.elem = nil
+	c.gone = true
+	w.unlist(c)
+}
+
+// serving moves c out of the waiting places while it serves a request,
+// and back (as the newest) once it serves none.
+func (w *waiting) serving(c *heldConn, on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if on {
+		if c.serving++; c.serving == 1 {
+			w.unlist(c)
+		}
+		return
+	}
+	if c.serving--; c.serving == 0 && !c.gone {
+		w.list(c)
 	}
 }
 
-// takeOldestIdle removes the oldest connection serving nothing from the
-// list and returns it (nil: none), preferring one whose source holds more
-// than its share (heavy): a flood comes from fewer addresses than it
-// holds connections, and a client with one connection keeps it longer.
-// Newcomers arriving together each get a victim of their own.
-func (w *waiting) takeOldestIdle(heavy func(source string) bool) *heldConn {
+func (w *waiting) list(c *heldConn) {
+	w.init()
+	l := w.bySource[c.source]
+	if l == nil {
+		l = list.New()
+		w.bySource[c.source] = l
+	}
+	c.elem = l.PushBack(c)
+	w.move(c.source, l.Len()-1, l.Len())
+}
+
+func (w *waiting) unlist(c *heldConn) {
+	if c.elem == nil {
+		return
+	}
+	l := w.bySource[c.source]
+	l.Remove(c.elem)
+	c.elem = nil
+	w.move(c.source, l.Len()+1, l.Len())
+	if l.Len() == 0 {
+		delete(w.bySource, c.source)
+	}
+}
+
+// move takes source from the bucket of count from to that of count to
+// (they differ by one) and keeps most.
+func (w *waiting) move(source string, from, to int) {
+	if b := w.buckets[from]; b != nil {
+		delete(b, source)
+		if len(b) == 0 {
+			delete(w.buckets, from)
+		}
+	}
+	if to > 0 {
+		b := w.buckets[to]
+		if b == nil {
+			b = map[string]struct{}{}
+			w.buckets[to] = b
+		}
+		b[source] = struct{}{}
+	}
+	switch {
+	case to > w.most:
+		w.most = to
+	case from == w.most && w.buckets[from] == nil:
+		w.most = to
+	}
+}
+
+// takeVictim removes and returns the oldest waiting connection of a
+// source with the most waiting connections, if it holds more than
+// newcomer's source does (nil: none). Newcomers arriving together each
+// get a victim of their own.
+func (w *waiting) takeVictim(newcomer string) *heldConn {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var fallback *list.Element
-	for e := w.l.Front(); e != nil; e = e.Next() {
-		c := e.Value.(*heldConn)
-		if c.serving.Load() != 0 {
-			continue
-		}
-		if heavy(c.source) {
-			fallback = e
-			break
-		}
-		if fallback == nil {
-			fallback = e
-		}
-	}
-	if fallback == nil {
+	if w.most == 0 || w.most <= w.count(newcomer) {
 		return nil
 	}
-	w.l.Remove(fallback)
-	c := fallback.Value.(*heldConn)
-	c.elem = nil
+	var source string
+	for source = range w.buckets[w.most] {
+		break
+	}
+	c := w.bySource[source].Front().Value.(*heldConn)
+	c.gone = true
+	w.unlist(c)
 	return c
+}
+
+func (w *waiting) count(source string) int {
+	if l := w.bySource[source]; l != nil {
+		return l.Len()
+	}
+	return 0
 }
 
 // wrapQuiet reads and writes the socket through quietnet from now on

@@ -554,6 +554,57 @@ func TestHTTPEvictsFromHeavySources(t *testing.T) {
 	resp.Body.Close()
 }
 
+// Regression test for a flake of server's TestSlowRequestFlood: at the
+// HTTP total the victim was the oldest waiting connection of an address
+// holding more than the average of all connections, serving ones
+// included, or else the oldest waiting one at all, so an address with a
+// single connection (a health check not yet sent) lost it while another
+// held two waiting ones. The victim now comes from the address holding
+// the most waiting places.
+func TestHTTPEvictsFromMostWaiting(t *testing.T) {
+	const total = 6
+	gwTLS, roots := gatewayCert(t)
+	started := make(chan struct{}, total)
+	release := make(chan struct{})
+	defer close(release)
+	p := startProxy(t, Config{TLS: gwTLS, AllowPlainHTTP: true, MaxHTTPConnections: total, MaxHTTPConnectionsPerSource: total}, nil,
+		func(*Server) http.Handler {
+			echo := echoHandler()
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/block" {
+					started <- struct{}{}
+					<-release
+				}
+				echo.ServeHTTP(w, r)
+			})
+		})
+	light := dialFrom(t, p.addr, "127.0.0.3") // the oldest, yet to send its request
+	waitFor(t, 10*time.Second, "the light connection to be admitted", func() bool { return p.srv.ActiveHTTP() == 1 })
+	two := []net.Conn{keptOpen(t, p.addr, "127.0.0.2", false, roots), keptOpen(t, p.addr, "127.0.0.2", true, roots)}
+	for i := range 3 { // being served: above the average, but holding no waiting place
+		blocked(t, p.addr, "127.0.0.4", i%2 == 0, roots)
+		select {
+		case <-started:
+		case <-time.After(ioTimeout):
+			t.Fatalf("request %d not served", i)
+		}
+	}
+	keptOpen(t, p.addr, "127.0.0.5", false, roots)
+	expectClosed(t, two[0], ioTimeout)
+	if got := p.srv.CountedHTTP(HTTPEvicted); got != 1 {
+		t.Fatalf("counted %s: %d, want 1", HTTPEvicted, got)
+	}
+	_ = light.SetDeadline(time.Now().Add(ioTimeout))
+	if _, err := fmt.Fprintf(light, "GET /late HTTP/1.1\r\nHost: gateway.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(light), nil)
+	if err != nil {
+		t.Fatalf("the single connection of 127.0.0.3 was evicted: %v", err)
+	}
+	resp.Body.Close()
+}
+
 // blocked sends a request for /block from localIP, over TLS or plain, and
 // leaves it waiting for its answer.
 func blocked(tb testing.TB, addr, localIP string, overTLS bool, roots *x509.CertPool) {

@@ -493,18 +493,21 @@ func (s *Server) refuse(conn net.Conn, cluster, source, reason string) {
 }
 
 // admitHTTP counts a new connection against the HTTP caps. At the total
-// cap the oldest connection that waits on its client (from an address
-// holding more than its share, if any) is closed to make room; otherwise
-// a connection over a cap is refused.
+// cap a connection that waits on its client, from the address holding
+// the most such places if that is more than the newcomer's holds, is
+// closed to make room (see waiting); otherwise a connection over a cap
+// is refused.
 func (s *Server) admitHTTP(conn net.Conn, source string) (*heldConn, bool) {
 	reason := s.httpCaps.admit(source)
 	if reason == RefusedTotal {
-		heavy := func(source string) bool { return s.httpCaps.aboveAverage(0, source) }
-		if victim := s.httpWaiting.takeOldestIdle(heavy); victim != nil {
+		if victim := s.httpWaiting.takeVictim(source); victim != nil {
 			s.httpCounts.add(HTTPEvicted)
-			s.log.Debug("closing the oldest waiting HTTP connection to make room", "remote", victim.RemoteAddr())
+			s.log.Debug("closing a waiting HTTP connection to make room", "remote", victim.RemoteAddr())
+			// Its place passes to the newcomer directly: released and
+			// taken again, another newcomer could take it in between.
+			victim.once.Do(func() {})
+			reason = s.httpCaps.swap([]string{victim.source}, source)
 			victim.Close()
-			reason = s.httpCaps.admit(source)
 		}
 	}
 	if reason != "" {
