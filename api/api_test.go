@@ -285,7 +285,7 @@ func TestDashboardLinkFlow(t *testing.T) {
 		t.Errorf("ticket reused: %d", code)
 	}
 	// Open redirects are refused.
-	for _, next := range []string{"https://evil.example/", "//evil.example/x", "/api/v1/clusters/", "/clusters/../api", `\\evil`} {
+	for _, next := range []string{"https://evil.example/", "//evil.example/x", "/api/v1/clusters/", "/clusters/../api", `\\evil`, "/auth/logout", "/c/x/..", "relative"} {
 		q := url.Values{"t": {"whatever"}, "next": {next}}
 		if code, _, _ := do(t, srv, "GET", "/auth/ticket?"+q.Encode(), "", ""); code != 400 {
 			t.Errorf("next=%q: %d, want 400", next, code)

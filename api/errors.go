@@ -109,6 +109,26 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	WriteError(w, http.StatusInternalServerError, apitype.CodeInternal, "internal error; the gateway's log has the details")
 }
 
+// Explain is the answer the API gives for err (its status and message),
+// for the gateway's other pages (the console) that answer the same
+// domain errors: one mapping for all. An error no rule knows is an
+// internal error, whose details stay in the caller's log; ok is false
+// for a client that went away (no answer).
+func Explain(r *http.Request, err error) (status int, message string, ok bool) {
+	if errors.Is(err, context.Canceled) {
+		return 0, "", false
+	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return http.StatusServiceUnavailable, "the gateway's database cannot be reached right now; try again in a moment", true
+	}
+	for _, rule := range errorRules() {
+		if sentinel, ok := rule.matches(err); ok {
+			return rule.status, rule.message(r, err, sentinel), true
+		}
+	}
+	return http.StatusInternalServerError, "internal error; the gateway's log has the details", true
+}
+
 // matches reports whether the rule answers err, and with which of its
 // sentinels.
 func (rule errorRule) matches(err error) (sentinel error, ok bool) {

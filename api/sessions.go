@@ -34,8 +34,9 @@ func pageError(w http.ResponseWriter, r *http.Request, status int, code, title, 
 // the dashboard proxy accepts. The API itself never accepts the cookie; it
 // lists and ends the caller's sessions.
 
-// safeNext accepts only a path on this gateway under the dashboards, so the
-// sign-in link cannot redirect anywhere else.
+// safeNext accepts only a path on this gateway to a page for people (a
+// dashboard or the console's), so the sign-in link cannot redirect
+// anywhere else.
 func safeNext(next string) (string, bool) {
 	if next == "" {
 		return "", false
@@ -44,7 +45,11 @@ func safeNext(next string) (string, bool) {
 	if err != nil || u.Scheme != "" || u.Host != "" || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
 		return "", false
 	}
-	if !strings.HasPrefix(u.Path, "/clusters/") || strings.Contains(u.Path, "/../") {
+	// A page for people: a dashboard or the console, never the API or
+	// the sign-in pages themselves.
+	p := u.Path
+	if !strings.HasPrefix(p, "/") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") || strings.Contains(p, "/./") ||
+		p == "/api" || strings.HasPrefix(p, "/api/") || p == "/auth" || strings.HasPrefix(p, "/auth/") {
 		return "", false
 	}
 	return u.RequestURI(), true

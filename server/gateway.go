@@ -20,6 +20,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/console"
 	"github.com/gatewayhq/gateway/auth/devissuer"
 	"github.com/gatewayhq/gateway/envs"
 	"github.com/gatewayhq/gateway/images/build"
@@ -52,6 +53,7 @@ type Gateway struct {
 	ln       net.Listener
 
 	builder       io.Closer // the image builder, when there is one
+	console       *console.Server
 	envs          *envs.Service
 	devIssuer     *devissuer.Issuer
 	devServer     *http.Server
@@ -226,14 +228,23 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if err := apiSrv.SetAPICookie(cookieKey, strings.HasPrefix(g.PublicURL, "https://")); err != nil {
 		return nil, err
 	}
-	apiSrv.SetBrowserLogin(g.browserLogin(oidcAuth))
+	browser := g.browserLogin(oidcAuth)
+	apiSrv.SetBrowserLogin(browser)
 	if g.envs != nil {
 		apiSrv.SetEnvs(g.envs)
 	}
 	g.proxy.SetLoginRedirect(api.LoginURL)
 	g.proxy.SetPublicURL(g.PublicURL)
 	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(dashboardAuth(authn, sessions, limiter)))
-	mux.Handle("/", apiSrv)
+	// The console has the rest of the paths: the root, for browsers.
+	g.console, err = console.New(console.Config{PublicURL: g.PublicURL, Version: version, SignIn: browser != nil,
+		LoginURL: api.LoginURL, Explain: api.Explain}, g.core, sessions, log)
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/api/", apiSrv)
+	mux.Handle("/auth/", apiSrv)
+	mux.Handle("/", g.console)
 	if cfg.MetricsListen != "" {
 		mln, err := g.serveMetrics(cfg.MetricsListen, apiSrv.HealthDetails())
 		if err != nil {
@@ -267,6 +278,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		IdleTimeout: 120 * time.Second,
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	// The console's event streams end when the server shuts down, which
+	// would otherwise wait for them.
+	g.http.RegisterOnShutdown(g.console.Close)
 	return g, nil
 }
 
@@ -393,6 +407,9 @@ func persistentID(configured, dir, file, prefix string, length int) (string, err
 func (g *Gateway) Close() { g.closeAll() }
 
 func (g *Gateway) closeAll() {
+	if g.console != nil {
+		g.console.Close()
+	}
 	if g.builder != nil {
 		g.builder.Close() // its builds, cancelled, are stored as failed
 	}
