@@ -50,13 +50,16 @@ var layering = []layerRule{
 	{from: "bench/...", forbid: []string{"api/...", "scheduler/...", "server/..."}, except: []string{"api/apitype"},
 		why: "the benchmark runner talks to the gateway over the REST API (client, apitype), as users do; " +
 			"its tests may run the real API in process (bench/schedule's grants test)"},
-	{from: "...", fromExcept: []string{"cmd/...", "server/...", "api/...", "proxy/...", "integration/..."},
+	{from: "...", fromExcept: []string{"cmd/...", "server/...", "api/...", "proxy/...", "integration/...", "console/..."},
 		forbid: []string{"api/...", "proxy/...", "server/..."}, except: []string{"api/apitype"},
 		why: "the domain (control loop, stores, providers, images, environments, benchmarks, the client) knows neither the HTTP servers nor the composition root; " +
 			"tests may assemble the real API (bench/schedule's grants test)"},
 	{from: "...", fromExcept: append([]string{"server", "cmd/...", "integration/..."}, backendFolders...), forbid: backendFolders,
 		why: "backends register themselves: server's one list (Backends) is the only code that names them; " +
 			"the rest of the gateway reaches the configured one through providers.Provider and its providers.Registration"},
+	{from: "console/...", forbid: []string{"api/...", "scheduler/...", "proxy/...", "server/...", "envs/...", "bench/..."}, except: []string{"api/apitype", "bench/schedspec"}, tests: true,
+		why: "the console reaches the gateway through interfaces it declares (console.Clusters, ...), wired by server, as the API does; " +
+			"it answers domain errors with the API's one mapping, which server hands it (api.Explain)"},
 	{from: "scheduler/...", forbid: []string{"proxy/..."}, tests: true,
 		why: "the control loop writes routes through an interface it declares and verifies members with internal/pki; the proxy reads routes"},
 }

@@ -88,6 +88,21 @@ type Server struct {
 	pages    map[string]*template.Template
 	static   fs.FS
 	hub      *hub
+	nav      []navItem
+
+	// Each section's own dependencies, set by its Set method (in its
+	// file); a section whose dependencies are not set serves nothing.
+	create  createDeps  // new.go: the new-cluster form
+	account accountDeps // account.go: tokens, sessions, usage
+	admin   adminDeps   // admin.go: every cluster, users, quotas, audit
+	envs    envDeps     // envs.go: environments and their builds
+	bench   benchDeps   // bench.go: benchmark runs, reports, schedules
+}
+
+// navItem is one link of the layout's navigation.
+type navItem struct {
+	Key, Title, Path string
+	Admin            bool // shown to admins only
 }
 
 //go:embed templates/*.html
@@ -120,8 +135,17 @@ func New(cfg Config, clusters Clusters, sessions Sessions, log *slog.Logger) (*S
 	}
 	s := &Server{cfg: cfg, clusters: clusters, sessions: sessions, log: log, mux: http.NewServeMux(), pages: pages, static: static}
 	s.hub = newHub(clusters.ClustersGeneration, cfg.Generations, log)
+	s.nav = []navItem{{Key: "clusters", Title: "Clusters", Path: "/"}}
 	s.routes()
 	return s, nil
+}
+
+// section adds a section's pages: its routes, and its link in the
+// navigation. Sections are added by their Set methods, after New, and
+// before the console serves.
+func (s *Server) section(item navItem, routes func(m *http.ServeMux)) {
+	s.nav = append(s.nav, item)
+	routes(s.mux)
 }
 
 // Patterns are the paths the console serves, for the composition root's

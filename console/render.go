@@ -22,6 +22,20 @@ type view struct {
 	Message string // what an action just did (?msg=)
 	Version string
 	Data    any
+
+	nav []navItem
+}
+
+// Links are the navigation's links for the page's user.
+func (v view) Links() []navItem {
+	var out []navItem
+	for _, n := range v.nav {
+		if n.Admin && (v.User == nil || !v.User.Admin) {
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // parsePages parses each page under templates/ with the layout: one
@@ -102,6 +116,7 @@ func (s *Server) renderTemplate(w http.ResponseWriter, r *http.Request, status i
 		v.Message = r.URL.Query().Get("msg")
 	}
 	v.Version = s.cfg.Version
+	v.nav = s.nav
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, tmpl, v); err != nil {
 		s.log.Error("console: rendering a page", "page", page, "err", err)

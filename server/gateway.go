@@ -20,8 +20,8 @@ import (
 
 	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/auth"
-	"github.com/gatewayhq/gateway/console"
 	"github.com/gatewayhq/gateway/auth/devissuer"
+	"github.com/gatewayhq/gateway/console"
 	"github.com/gatewayhq/gateway/envs"
 	"github.com/gatewayhq/gateway/images/build"
 	"github.com/gatewayhq/gateway/internal/config"

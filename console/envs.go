@@ -1,0 +1,4 @@
+package console
+
+// envDeps is what this section needs of the rest of the gateway.
+type envDeps struct{}
