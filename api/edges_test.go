@@ -63,6 +63,12 @@ func TestWrongTypeIs422(t *testing.T) {
 		{"create options not an object", srv, "POST", "/api/v1/clusters/", alice, `{"cluster_options":5}`, 422, []string{"cluster_options", "JSON object"}},
 		{"create body an array", srv, "POST", "/api/v1/clusters/", alice, `[]`, 422, []string{"request body must be a JSON object"}},
 		{"token name as number", tokSrv, "POST", "/api/v1/tokens", login, `{"name":5}`, 422, []string{"name", "string", "number"}},
+		// The token's name and expiry are checked by auth.NewAPIToken, as the console's form is;
+		// the API's mapping answers its refusals.
+		{"token name empty", tokSrv, "POST", "/api/v1/tokens", login, `{"name":"  "}`, 422, []string{"invalid_request", `name the token (1 to 64 characters), e.g. "ci"`}},
+		{"token name too long", tokSrv, "POST", "/api/v1/tokens", login, `{"name":"` + strings.Repeat("n", 65) + `"}`, 422, []string{"1 to 64 characters"}},
+		{"token expiry unreadable", tokSrv, "POST", "/api/v1/tokens", login, `{"name":"ci","expires_in":"soon"}`, 422, []string{`expiry "soon": use a positive number of days`}},
+		{"token expiry too long", tokSrv, "POST", "/api/v1/tokens", login, `{"name":"ci","expires_in":"367d"}`, 422, []string{"tokens may last at most 366d"}},
 		{"token read_only as string", tokSrv, "POST", "/api/v1/tokens", login, `{"name":"ci","read_only":"true"}`, 422, []string{"read_only", "true or false"}},
 		// Quota amounts take strings on purpose ("unlimited", "2"): a bool is the wrong type.
 		{"quota limit as bool", adminSrv, "PATCH", "/api/v1/admin/quotas/user:alice", root, `{"max_clusters":true}`, 422, []string{"max_clusters", "want a number"}},

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/envs"
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/quota"
@@ -63,6 +64,7 @@ func errorRules() []errorRule {
 		{is: []error{quota.ErrExceeded}, status: http.StatusForbidden, code: apitype.CodeQuotaExceeded, message: quotaExceeded},
 		{is: []error{scheduler.ErrConflict}, status: http.StatusConflict, code: apitype.CodeConflict, message: stripped(detail)},
 		{is: []error{quota.ErrInvalid}, status: http.StatusUnprocessableEntity, code: apitype.CodeInvalidRequest, message: stripped(detail)},
+		{is: []error{auth.ErrTokenRequest}, status: http.StatusUnprocessableEntity, code: apitype.CodeInvalidRequest, message: stripped(detail)},
 		{is: []error{quota.ErrNoEntry}, status: http.StatusNotFound, code: apitype.CodeNotFound, message: whole},
 		{is: []error{store.ErrNotFound}, status: http.StatusNotFound, code: apitype.CodeBenchRunNotFound,
 			message: func(r *http.Request, _, _ error) string { return "benchmark run " + r.PathValue("id") + " not found" }},

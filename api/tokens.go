@@ -3,10 +3,7 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gatewayhq/gateway/api/apitype"
@@ -37,30 +34,9 @@ func tokenJSON(t *store.APIToken) apitype.TokenJSON {
 		ExpiresAt: optTime(t.ExpiresAt), LastUsed: optTime(t.LastUsed), Revoked: !t.RevokedAt.IsZero()}
 }
 
-// ParseTTL reads durations like 30d, 12h or 90m.
-func ParseTTL(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(d)
-		if err != nil || n <= 0 {
-			return 0, fmt.Errorf("expiry %q: use a positive number of days (30d) or a duration (12h)", s)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("expiry %q: use a positive number of days (30d) or a duration (12h)", s)
-	}
-	return d, nil
-}
-
-const maxTokenTTL = 366 * 24 * time.Hour
-
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
-	if u.Via != "oidc" {
-		// A token must not mint tokens: a short-lived or stolen credential
-		// could otherwise renew itself forever.
+	if !u.MayCreateTokens() {
 		WriteError(w, http.StatusForbidden, "login_required", "API tokens can only be created from a login (run: gateway login), not with another token or a browser session")
 		return
 	}
@@ -68,27 +44,11 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	req.Name = strings.TrimSpace(req.Name)
-	if req.Name == "" || len(req.Name) > 64 {
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", "name the token (1 to 64 characters), e.g. \"ci\"")
-		return
-	}
-	if req.ExpiresIn == "" {
-		req.ExpiresIn = "30d"
-	}
-	ttl, err := ParseTTL(req.ExpiresIn)
+	t, secret, err := auth.NewAPIToken(u, auth.TokenRequest{Name: req.Name, ExpiresIn: req.ExpiresIn, ReadOnly: req.ReadOnly}, time.Now())
 	if err != nil {
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
+		s.fail(w, r, err)
 		return
 	}
-	if ttl > maxTokenTTL {
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", "tokens may last at most 366d")
-		return
-	}
-	secret := auth.NewToken(auth.APITokenPrefix)
-	now := time.Now()
-	t := &store.APIToken{ID: "tok_" + auth.NewToken("")[:16], Owner: u.Owner(), OwnerName: u.Name, Name: req.Name, Hash: auth.HashToken(secret),
-		Groups: u.Groups, ReadOnly: req.ReadOnly || u.ReadOnly, CreatedAt: now, ExpiresAt: now.Add(ttl)}
 	if err := s.tokens.CreateToken(r.Context(), t); err != nil {
 		s.fail(w, r, err)
 		return
@@ -124,16 +84,23 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	// Apply the revocation here at once; other replicas' caches last at
-	// most a second.
+	s.Forget()
+	s.log.Info("API token revoked", "user", u.Name, "token_id", r.PathValue("id"))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Forget applies a revocation made in the store (of an API token, and so
+// of the browser sessions its links made) at once in this process: the
+// authenticator and the browser sessions forget what they remember of
+// credentials; other replicas' caches last at most a second. The console
+// calls it after revoking a token, as the token endpoint does.
+func (s *Server) Forget() {
 	if f, ok := s.auth.(forgetter); ok {
 		f.Forget()
 	}
 	if s.sessions != nil {
-		s.sessions.Forget() // the store ended the token's sessions: apply it here at once
+		s.sessions.Forget()
 	}
-	s.log.Info("API token revoked", "user", u.Name, "token_id", r.PathValue("id"))
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // forgetter is an authenticator that remembers credentials for a while
