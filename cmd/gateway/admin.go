@@ -252,54 +252,9 @@ func unsetNames(args []string) ([]string, error) {
 	return names, nil
 }
 
-// limitRow is one limit as shown: max_gpus_by_type is one row per type.
-type limitRow struct {
-	Name, Value string
-}
-
-// limitRows lists the limits l sets, in display order.
-func limitRows(l quota.Limits) []limitRow {
-	b, _ := json.Marshal(l)
-	var m map[string]json.RawMessage
-	_ = json.Unmarshal(b, &m)
-	var out []limitRow
-	names := quota.FieldNames()
-	for k := range m {
-		if !slices.Contains(names, k) {
-			names = append(names, k) // a limit newer than this CLI
-		}
-	}
-	for _, name := range names {
-		raw, ok := m[name]
-		if !ok {
-			continue
-		}
-		if name == gpuTypes {
-			var byType map[string]json.RawMessage
-			if json.Unmarshal(raw, &byType) == nil {
-				for _, t := range sortedKeys(byType) {
-					out = append(out, limitRow{gpuTypes + "." + t, rawValue(byType[t])})
-				}
-				continue
-			}
-		}
-		out = append(out, limitRow{name, rawValue(raw)})
-	}
-	return out
-}
-
-// rawValue shows a JSON limit value: strings bare, lists comma-separated.
-func rawValue(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var list []string
-	if json.Unmarshal(raw, &list) == nil {
-		return strings.Join(list, ",")
-	}
-	return string(raw)
-}
+// limitRows lists the limits l sets, in display order: max_gpus_by_type
+// is one row per type.
+func limitRows(l quota.Limits) []quota.Row { return l.Rows() }
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
@@ -382,36 +337,12 @@ func printEntry(w io.Writer, e apitype.QuotaEntryJSON) error {
 
 // effectiveRows lists every limit of an effective set, those that apply
 // nothing too, each with its source ("-" when none applies).
-func effectiveRows(l quota.Limits, sources map[string]string) []sourcedRow {
-	set := map[string]string{}
-	for _, r := range limitRows(l) {
-		set[r.Name] = r.Value
+func effectiveRows(l quota.Limits, sources map[string]string) []quota.Row {
+	rows := quota.Effective{Limits: l, Sources: sources}.Rows()
+	for i := range rows {
+		rows[i].Source = orDash(rows[i].Source)
 	}
-	var out []sourcedRow
-	for _, name := range quota.FieldNames() {
-		if name == gpuTypes {
-			types := sortedKeys(l.MaxGPUsByType)
-			if len(types) == 0 {
-				out = append(out, sourcedRow{name, kindGPUMap.unsetValue(), "-"})
-			}
-			for _, t := range types {
-				key := gpuTypes + "." + t
-				out = append(out, sourcedRow{key, set[key], orDash(sources[key])})
-			}
-			continue
-		}
-		v, ok := set[name]
-		if !ok {
-			v = kindOf(name).unsetValue()
-		}
-		out = append(out, sourcedRow{name, v, orDash(sources[name])})
-	}
-	return out
-}
-
-// sourcedRow is a limit with where it came from.
-type sourcedRow struct {
-	Name, Value, Source string
+	return rows
 }
 
 // printQuotaDetail writes an entry and, for a user, what applies to them.

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -130,21 +128,8 @@ quota entry it comes from, and one row per cluster. --since and --until
 // inUseOf says what the caller's live clusters hold of a limit ("" when
 // the limit is not about live clusters).
 func inUseOf(u client.InUse, limit string) string {
-	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-	switch limit {
-	case "max_clusters":
-		return strconv.Itoa(u.Clusters)
-	case "max_vcpus":
-		return num(u.VCPUs)
-	case "max_memory_gib":
-		return num(u.MemoryGiB)
-	case "max_gpus":
-		return strconv.Itoa(u.GPUs)
-	}
-	if typ, ok := strings.CutPrefix(limit, gpuTypes+"."); ok {
-		return strconv.Itoa(u.GPUsByType[typ])
-	}
-	return ""
+	v, _ := quota.InUse(u).Of(limit)
+	return v
 }
 
 func printMyQuota(w io.Writer, q *client.MyQuotaInfo) error {
