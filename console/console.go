@@ -93,7 +93,7 @@ type Server struct {
 	// Each section's own dependencies, set by its Set method (in its
 	// file); a section whose dependencies are not set serves nothing.
 	create  createDeps  // new.go: the new-cluster form
-	account accountDeps // account.go: tokens, sessions, usage
+	account Account     // account.go: tokens, sessions, usage
 	admin   adminDeps   // admin.go: every cluster, users, quotas, audit
 	envs    envDeps     // envs.go: environments and their builds
 	bench   benchDeps   // bench.go: benchmark runs, reports, schedules

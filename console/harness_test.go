@@ -41,6 +41,9 @@ func explain(_ *http.Request, err error) (int, string, bool) {
 		return http.StatusNotFound, err.Error(), true
 	case errors.Is(err, errInvalid):
 		return http.StatusUnprocessableEntity, err.Error(), true
+	case errors.Is(err, auth.ErrTokenRequest):
+		// As the API's mapping: 422 with the message less the sentinel's.
+		return http.StatusUnprocessableEntity, strings.TrimPrefix(err.Error(), auth.ErrTokenRequest.Error()+": "), true
 	}
 	return http.StatusInternalServerError, "internal error", true
 }
@@ -167,8 +170,8 @@ type testConsole struct {
 }
 
 // newTestConsole serves a console over the given clusters; "admin" is an
-// admin user.
-func newTestConsole(t *testing.T, f *fakeClusters) *testConsole {
+// admin user. setup runs before it serves (a section's Set method).
+func newTestConsole(t *testing.T, f *fakeClusters, setup ...func(*testConsole)) *testConsole {
 	t.Helper()
 	sessions, db := authtest.StoredSessions(t)
 	sessions.SetStore(db, auth.Access{AdminUsers: []string{"admin"}})
@@ -180,6 +183,9 @@ func newTestConsole(t *testing.T, f *fakeClusters) *testConsole {
 		t.Fatal(err)
 	}
 	tc.console = c
+	for _, fn := range setup {
+		fn(tc)
+	}
 	tc.srv.Config.Handler = c
 	tc.srv.Start()
 	t.Cleanup(func() {

@@ -242,6 +242,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if err != nil {
 		return nil, err
 	}
+	// The account pages use what the API's token, session, quota and
+	// usage endpoints use.
+	g.console.SetAccount(console.Account{Tokens: g.store, Sessions: g.store, Quotas: quotas, Records: g.store,
+		Forget: apiSrv.Forget, OnExceed: string(quotas.OnExceed())})
 	mux.Handle("/api/", apiSrv)
 	mux.Handle("/auth/", apiSrv)
 	mux.Handle("/", g.console)
