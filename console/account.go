@@ -62,6 +62,9 @@ type Account struct {
 	Now func() time.Time
 }
 
+// accountDeps are the account section's dependencies (Server.account).
+type accountDeps = Account
+
 // SetAccount adds the account pages and their links.
 func (s *Server) SetAccount(a Account) {
 	if a.Now == nil {

@@ -92,11 +92,11 @@ type Server struct {
 
 	// Each section's own dependencies, set by its Set method (in its
 	// file); a section whose dependencies are not set serves nothing.
-	create  createDeps // new.go: the new-cluster form
-	account Account    // account.go: tokens, sessions, usage
-	admin   adminDeps  // admin.go: every cluster, users, quotas, audit
-	envs    envDeps    // envs.go: environments and their builds
-	bench   benchDeps  // bench.go: benchmark runs, reports, schedules
+	create  createDeps  // new.go: the new-cluster form
+	account accountDeps // account.go: tokens, sessions, usage
+	admin   adminDeps   // admin.go: every cluster, users, quotas, audit
+	envs    envDeps     // envs.go: environments and their builds
+	bench   benchDeps   // bench.go: benchmark runs, reports, schedules
 }
 
 // navItem is one link of the layout's navigation.
