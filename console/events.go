@@ -62,18 +62,18 @@ func (h *hub) subscribe(owner string) (ch chan struct{}, done func(), gen func()
 	ch = make(chan struct{}, 1)
 	w.subs[ch] = struct{}{}
 	return ch, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		delete(w.subs, ch)
-		if len(w.subs) == 0 && h.watches[owner] == w {
-			delete(h.watches, owner)
-			w.stop()
-		}
-	}, func() int64 {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return w.gen
-	}, true
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			delete(w.subs, ch)
+			if len(w.subs) == 0 && h.watches[owner] == w {
+				delete(h.watches, owner)
+				w.stop()
+			}
+		}, func() int64 {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return w.gen
+		}, true
 }
 
 // run reads owner's generation every interval while anyone watches.
