@@ -1387,7 +1387,7 @@ func TestStopTimesSurviveRestart(t *testing.T) {
 			ctx := context.Background()
 			signalled := make(chan struct{})
 			if tc.killed {
-				points, err := crashpoint.Parse(string(crashpoint.LocalMemberSignalled))
+				points, err := crashpoint.Parse(string(pointMemberSignalled))
 				if err != nil {
 					t.Fatal(err)
 				}
