@@ -1486,21 +1486,30 @@ func TestValidName(t *testing.T) {
 	}
 }
 
-// waitResult is what a Wait run by waitInBackground returned.
-type waitResult struct {
-	cl  *store.Cluster
-	err error
-}
-
-// waitInBackground runs core.Wait on alice's cluster, with a timeout past
-// the hang bound, and sends what it returns.
-func waitInBackground(ctx context.Context, core *scheduler.Core, name string) <-chan waitResult {
-	done := make(chan waitResult, 1)
+// waitSeesRunning has waiting (this core or another replica's) Wait on
+// alice's cluster cl, with a timeout past the hang bound, while the
+// cluster's scheduler becomes ready: Wait must return it RUNNING.
+func (h *harness) waitSeesRunning(waiting *scheduler.Core, cl *store.Cluster) {
+	h.t.Helper()
+	type result struct {
+		cl  *store.Cluster
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
-		cl, err := core.Wait(ctx, "alice", name, time.Hour)
-		done <- waitResult{cl, err}
+		got, err := waiting.Wait(h.ctx, "alice", cl.Name, time.Hour)
+		done <- result{got, err}
 	}()
-	return done
+	h.waitLaunched(cl.Name)
+	h.fp.makeSchedulerReady(cl.Name)
+	select {
+	case r := <-done:
+		if r.err != nil || r.cl.Status != store.Running {
+			h.t.Errorf("Wait: %v %v", r.cl, r.err)
+		}
+	case <-time.After(testutil.HangBound):
+		h.t.Fatalf("Wait did not return within %s of the cluster starting to run", testutil.HangBound)
+	}
 }
 
 func TestWait(t *testing.T) {
@@ -1510,18 +1519,7 @@ func TestWait(t *testing.T) {
 		h := newHarness(t, func(c *scheduler.Config) { c.WaitReread = time.Hour })
 		h.fp.configure(func(f *fakeProvider) { f.readyAfter = -1 })
 		h.start()
-		cl := h.create("alice", 1)
-		done := waitInBackground(h.ctx, h.core, cl.Name)
-		h.waitLaunched(cl.Name)
-		h.fp.makeSchedulerReady(cl.Name)
-		select {
-		case r := <-done:
-			if r.err != nil || r.cl.Status != store.Running {
-				t.Errorf("Wait: %v %v", r.cl, r.err)
-			}
-		case <-time.After(testutil.HangBound):
-			t.Fatalf("Wait did not return within %s of the cluster starting to run", testutil.HangBound)
-		}
+		h.waitSeesRunning(h.core, h.create("alice", 1))
 	})
 	t.Run("sees another replica's change", func(t *testing.T) {
 		// The running core is another replica: its changes wake no Wait of
@@ -1529,21 +1527,9 @@ func TestWait(t *testing.T) {
 		h := newHarness(t)
 		h.fp.configure(func(f *fakeProvider) { f.readyAfter = -1 })
 		h.start()
-		cl := h.create("alice", 1)
 		cfg := testConfig()
 		cfg.ReplicaID, cfg.WaitReread = "replica-waiting", 10*time.Millisecond
-		waiting := scheduler.New(cfg, h.st, h.fp, h.rt, h.log)
-		done := waitInBackground(h.ctx, waiting, cl.Name)
-		h.waitLaunched(cl.Name)
-		h.fp.makeSchedulerReady(cl.Name)
-		select {
-		case r := <-done:
-			if r.err != nil || r.cl.Status != store.Running {
-				t.Errorf("Wait: %v %v", r.cl, r.err)
-			}
-		case <-time.After(testutil.HangBound):
-			t.Fatalf("Wait did not see within %s that the other replica's cluster runs", testutil.HangBound)
-		}
+		h.waitSeesRunning(scheduler.New(cfg, h.st, h.fp, h.rt, h.log), h.create("alice", 1))
 	})
 	t.Run("returns when the cluster fails", func(t *testing.T) {
 		h := newHarness(t)
