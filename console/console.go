@@ -88,6 +88,7 @@ type Server struct {
 	pages    map[string]*template.Template
 	static   fs.FS
 	hub      *hub
+	frags    fragments
 	nav      []navItem
 
 	// Each section's own dependencies, set by its Set method (in its

@@ -212,20 +212,7 @@ func TestHostileValuesEscaped(t *testing.T) {
 func TestEventStream(t *testing.T) {
 	f := newFakeClusters(running("c1", "alice"), running("b1", "bob"))
 	tc := newTestConsole(t, f)
-	b := tc.browser(alice)
-	req, _ := http.NewRequest("GET", tc.srv.URL+"/events", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req = req.WithContext(ctx)
-	resp, err := b.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	rd := bufio.NewReader(resp.Body)
+	rd := openStream(t, tc.browser(alice))
 	// bob's change is not alice's news; hers is.
 	f.change("bob", func(m map[string]*store.Cluster) { m["b1"].DesiredWorkers = 9 })
 	f.change("alice", func(m map[string]*store.Cluster) { m["c2"] = running("c2", "alice") })
@@ -233,6 +220,52 @@ func TestEventStream(t *testing.T) {
 	if event != "clusters" || !strings.Contains(data, `href="/c/c2"`) || strings.Contains(data, "b1") {
 		t.Fatalf("event %q:\n%s", event, data)
 	}
+}
+
+// A user's open pages render a change once between them.
+func TestEventStreamRendersOnce(t *testing.T) {
+	f := newFakeClusters(running("c1", "alice"))
+	tc := newTestConsole(t, f)
+	var streams []*bufio.Reader
+	for range 3 {
+		streams = append(streams, openStream(t, tc.browser(alice)))
+	}
+	f.mu.Lock()
+	before := f.lists
+	f.mu.Unlock()
+	f.change("alice", func(m map[string]*store.Cluster) { m["c2"] = running("c2", "alice") })
+	for i, rd := range streams {
+		if event, data := readEvent(t, rd); event != "clusters" || !strings.Contains(data, "c2") {
+			t.Fatalf("stream %d: %q\n%s", i, event, data)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := f.lists - before; n != 1 {
+		t.Fatalf("the clusters were listed %d times for 3 pages of one user, want 1", n)
+	}
+}
+
+// openStream opens the event stream as b and reads past its first
+// (retry) line, so that the stream is subscribed.
+func openStream(t *testing.T, b *browser) *bufio.Reader {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", b.tc.srv.URL+"/events", nil)
+	resp, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	rd := bufio.NewReader(resp.Body)
+	if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "retry:") {
+		t.Fatalf("stream's first line %q: %v", line, err)
+	}
+	return rd
 }
 
 // readEvent reads one server-sent event (comments skipped).

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
+	"golang.org/x/sync/singleflight"
 )
 
 // hub watches the cluster generation of each user with an open page, one
@@ -27,10 +29,12 @@ type hub struct {
 	shutdown bool
 }
 
-// watch is one user's: its streams, each told by a channel of one.
+// watch is one user's: its streams, each told by a channel of one, and
+// the generation they were last told of.
 type watch struct {
 	subs map[chan struct{}]struct{}
 	stop context.CancelFunc
+	gen  int64 // under hub.mu
 }
 
 func newHub(gen func(context.Context, string) (int64, error), every time.Duration, log *slog.Logger) *hub {
@@ -38,13 +42,14 @@ func newHub(gen func(context.Context, string) (int64, error), every time.Duratio
 	return &hub{gen: gen, every: every, log: log, watches: map[string]*watch{}, ctx: ctx, cancel: cancel}
 }
 
-// subscribe returns a channel told whenever owner's clusters change, and
-// the function that ends the subscription. ok is false after close.
-func (h *hub) subscribe(owner string) (ch chan struct{}, done func(), ok bool) {
+// subscribe returns a channel told whenever owner's clusters change, the
+// function that ends the subscription, and the function that says the
+// generation last told. ok is false after close.
+func (h *hub) subscribe(owner string) (ch chan struct{}, done func(), gen func() int64, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.shutdown {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	w := h.watches[owner]
 	if w == nil {
@@ -57,14 +62,18 @@ func (h *hub) subscribe(owner string) (ch chan struct{}, done func(), ok bool) {
 	ch = make(chan struct{}, 1)
 	w.subs[ch] = struct{}{}
 	return ch, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		delete(w.subs, ch)
-		if len(w.subs) == 0 && h.watches[owner] == w {
-			delete(h.watches, owner)
-			w.stop()
-		}
-	}, true
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			delete(w.subs, ch)
+			if len(w.subs) == 0 && h.watches[owner] == w {
+				delete(h.watches, owner)
+				w.stop()
+			}
+		}, func() int64 {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return w.gen
+		}, true
 }
 
 // run reads owner's generation every interval while anyone watches.
@@ -91,6 +100,7 @@ func (h *hub) run(ctx context.Context, owner string, w *watch) {
 		}
 		last, err = gen, nil
 		h.mu.Lock()
+		w.gen = gen
 		for ch := range w.subs {
 			select {
 			case ch <- struct{}{}:
@@ -122,7 +132,7 @@ const writeBound = 30 * time.Second
 // rendered anew, which console.js puts in place.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	rc := http.NewResponseController(w)
-	ch, done, ok := s.hub.subscribe(u.Owner())
+	ch, done, gen, ok := s.hub.subscribe(u.Owner())
 	if !ok {
 		http.Error(w, "the gateway is stopping", http.StatusServiceUnavailable)
 		return
@@ -162,7 +172,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 				send([]byte("event: signedout\ndata: \n\n"))
 				return
 			}
-			frag, err := s.clustersFragment(r.Context(), u)
+			frag, err := s.frags.get(fragKey{owner: u.Owner(), readOnly: u.ReadOnly, gen: gen()}, func() (string, error) {
+				return s.clustersFragment(r.Context(), u)
+			})
 			if err != nil {
 				s.log.Debug("console: rendering the clusters for a stream", "err", err)
 				continue
@@ -184,3 +196,61 @@ func sseEvent(name, data string) []byte {
 	b.WriteString("\n")
 	return []byte(b.String())
 }
+
+// fragments keeps the clusters table last rendered for each user (and
+// read-only or not), by generation: a user's open pages are told of a
+// change at once, and render it once between them.
+type fragments struct {
+	flight singleflight.Group
+	mu     sync.Mutex
+	last   map[fragKey]string
+}
+
+type fragKey struct {
+	owner    string
+	readOnly bool
+	gen      int64
+}
+
+// get returns the fragment for k, rendering it (once, however many pages
+// ask at the same time) if it is not the one kept.
+func (f *fragments) get(k fragKey, render func() (string, error)) (string, error) {
+	f.mu.Lock()
+	html, ok := f.last[k]
+	f.mu.Unlock()
+	if ok {
+		return html, nil
+	}
+	v, err, _ := f.flight.Do(fmt.Sprintf("%q %t %d", k.owner, k.readOnly, k.gen), func() (any, error) {
+		html, err := render()
+		if err != nil {
+			return "", err
+		}
+		f.keep(k, html)
+		return html, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return v.(string), nil
+}
+
+func (f *fragments) keep(k fragKey, html string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.last == nil {
+		f.last = map[fragKey]string{}
+	}
+	for old := range f.last {
+		if old.owner == k.owner && old.readOnly == k.readOnly {
+			delete(f.last, old)
+		}
+	}
+	if len(f.last) >= maxFragments {
+		clear(f.last) // a bound; rendering again is correct, only slower
+	}
+	f.last[k] = html
+}
+
+// maxFragments bounds the fragments kept: one per user with an open page.
+const maxFragments = 4096

@@ -57,6 +57,7 @@ type fakeClusters struct {
 	gen      map[string]int64
 	stopped  []string
 	scaled   map[string]int
+	lists    int // List calls
 }
 
 func newFakeClusters(cls ...*store.Cluster) *fakeClusters {
@@ -79,6 +80,7 @@ func (f *fakeClusters) owned(owner, name string) (*store.Cluster, error) {
 func (f *fakeClusters) List(_ context.Context, owner string, _ []store.Status) ([]*store.Cluster, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	var out []*store.Cluster
 	for _, c := range f.clusters {
 		if c.Owner == owner {

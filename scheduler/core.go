@@ -119,6 +119,10 @@ type Config struct {
 	// SchedulerGPU gives the scheduler of a GPU cluster a small GPU of the
 	// workers' model (backends with instance types).
 	SchedulerGPU bool
+	// WaitReread is how often Wait reads its cluster from the store again
+	// between the changes this process makes to it, so that it sees what
+	// another replica did; 0: every second.
+	WaitReread time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -160,6 +164,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.WorkerRestarts < 0 {
 		c.WorkerRestarts = 0
+	}
+	if c.WaitReread <= 0 {
+		c.WaitReread = time.Second
 	}
 }
 
@@ -460,6 +467,8 @@ func (c *Core) Get(ctx context.Context, owner, name string) (*store.Cluster, err
 func (c *Core) Wait(ctx context.Context, owner, name string, timeout time.Duration) (*store.Cluster, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
+	reread := time.NewTicker(c.cfg.WaitReread)
+	defer reread.Stop()
 	for {
 		ch, done := c.waits.watch(name)
 		cl, err := c.Get(ctx, owner, name)
@@ -475,7 +484,7 @@ func (c *Core) Wait(ctx context.Context, owner, name string, timeout time.Durati
 		case <-ctx.Done():
 			done()
 			return cl, nil
-		case <-time.After(time.Second): // another replica may have changed it
+		case <-reread.C: // another replica may have changed it
 		}
 		done()
 	}

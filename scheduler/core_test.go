@@ -1486,47 +1486,50 @@ func TestValidName(t *testing.T) {
 	}
 }
 
+// waitSeesRunning has waiting (this core or another replica's) Wait on
+// alice's cluster cl, with a timeout past the hang bound, while the
+// cluster's scheduler becomes ready: Wait must return it RUNNING.
+func (h *harness) waitSeesRunning(waiting *scheduler.Core, cl *store.Cluster) {
+	h.t.Helper()
+	type result struct {
+		cl  *store.Cluster
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		got, err := waiting.Wait(h.ctx, "alice", cl.Name, time.Hour)
+		done <- result{got, err}
+	}()
+	h.waitLaunched(cl.Name)
+	h.fp.makeSchedulerReady(cl.Name)
+	select {
+	case r := <-done:
+		if r.err != nil || r.cl.Status != store.Running {
+			h.t.Errorf("Wait: %v %v", r.cl, r.err)
+		}
+	case <-time.After(testutil.HangBound):
+		h.t.Fatalf("Wait did not return within %s of the cluster starting to run", testutil.HangBound)
+	}
+}
+
 func TestWait(t *testing.T) {
 	t.Run("returns when the cluster runs", func(t *testing.T) {
-		// Wait re-reads the cluster every second anyway; being woken by
-		// the change, it returns well before that. Three clusters, so that
-		// a Wait that only polls would be caught with high probability.
+		// Its timeout and its re-reads of the store are an hour away, past
+		// the hang bound: only being woken by the change ends it.
+		h := newHarness(t, func(c *scheduler.Config) { c.WaitReread = time.Hour })
+		h.fp.configure(func(f *fakeProvider) { f.readyAfter = -1 })
+		h.start()
+		h.waitSeesRunning(h.core, h.create("alice", 1))
+	})
+	t.Run("sees another replica's change", func(t *testing.T) {
+		// The running core is another replica: its changes wake no Wait of
+		// this one, which sees them only by reading the store again.
 		h := newHarness(t)
 		h.fp.configure(func(f *fakeProvider) { f.readyAfter = -1 })
 		h.start()
-		for i := range 3 {
-			cl := h.create("alice", 1)
-			type result struct {
-				cl  *store.Cluster
-				err error
-				at  time.Time
-			}
-			done := make(chan result, 1)
-			go func() {
-				c, err := h.core.Wait(h.ctx, "alice", cl.Name, time.Minute)
-				done <- result{c, err, time.Now()}
-			}()
-			h.waitLaunched(cl.Name)
-			h.fp.makeSchedulerReady(cl.Name)
-			// When the store first shows it running (to 5ms or so).
-			var runningAt time.Time
-			eventually(t, waitLimit, "RUNNING", func() (bool, string) {
-				c := h.cluster(cl.Name)
-				runningAt = time.Now()
-				return c.Status == store.Running, describe(c)
-			})
-			select {
-			case r := <-done:
-				if r.err != nil || r.cl.Status != store.Running {
-					t.Errorf("Wait: %v %v", r.cl, r.err)
-				}
-				if lag := r.at.Sub(runningAt); lag > 500*time.Millisecond {
-					t.Errorf("cluster %d: Wait returned %s after the cluster ran: not woken by the change", i, lag)
-				}
-			case <-time.After(waitLimit):
-				t.Fatal("Wait did not return when the cluster started running")
-			}
-		}
+		cfg := testConfig()
+		cfg.ReplicaID, cfg.WaitReread = "replica-waiting", 10*time.Millisecond
+		h.waitSeesRunning(scheduler.New(cfg, h.st, h.fp, h.rt, h.log), h.create("alice", 1))
 	})
 	t.Run("returns when the cluster fails", func(t *testing.T) {
 		h := newHarness(t)

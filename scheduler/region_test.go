@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,13 +52,43 @@ func isolateAWS(t *testing.T) {
 	}
 }
 
+// setAWS sets AWS SDK settings after isolateAWS: environment variables
+// ("K=V"), and the shared config file's text when config is set.
+func setAWS(t *testing.T, config string, env ...string) {
+	if config != "" {
+		file := filepath.Join(t.TempDir(), "aws-config")
+		if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("AWS_CONFIG_FILE", file)
+	}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+}
+
 // The real cloud backends on their wire-level fakes, each in its own
 // region, and the local backend, which has none.
 func newEC2(t *testing.T, region string) providers.Provider {
 	isolateAWS(t)
+	return ec2In(t, region, region)
+}
+
+// newEC2FromEnv leaves providers.ec2.region unset: the region is the one
+// AWS_REGION gives.
+func newEC2FromEnv(t *testing.T, region string) providers.Provider {
+	isolateAWS(t)
+	setAWS(t, "", "AWS_REGION="+region)
+	return ec2In(t, region, "")
+}
+
+// ec2In is the EC2 backend on fakes in region, configured with the region
+// configured.
+func ec2In(t *testing.T, region, configured string) providers.Provider {
 	f, s := ec2test.NewEC2(t, region), ec2test.NewSSM(t, region)
 	p, err := ec2.New(t.Context(), ec2.Config{
-		Region: region, Subnets: []string{"subnet-0a000000000000001"}, GatewayCIDRs: []string{"10.9.0.0/24"},
+		Region: configured, Subnets: []string{"subnet-0a000000000000001"}, GatewayCIDRs: []string{"10.9.0.0/24"},
 		InstanceProfile: "dask-member", GatewayID: testGatewayID, EC2Endpoint: f.URL, SSMEndpoint: s.URL,
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""), HTTPClient: loopbackDoer{},
 	})
@@ -69,9 +100,23 @@ func newEC2(t *testing.T, region string) providers.Provider {
 
 func newFargate(t *testing.T, _ string) providers.Provider {
 	isolateAWS(t)
+	return fargateIn(t, fargatetest.DefaultRegion)
+}
+
+// newFargateFromProfile leaves providers.fargate.region unset: the region
+// is the one of the AWS profile in the shared config file.
+func newFargateFromProfile(t *testing.T, _ string) providers.Provider {
+	isolateAWS(t)
+	setAWS(t, "[profile dask]\nregion = "+fargatetest.DefaultRegion+"\n", "AWS_PROFILE=dask")
+	return fargateIn(t, "")
+}
+
+// fargateIn is the Fargate backend on its fakes, configured with the
+// region configured.
+func fargateIn(t *testing.T, configured string) providers.Provider {
 	f := fargatetest.New(t)
 	p, err := fargate.New(fargate.Config{
-		Region: fargatetest.DefaultRegion, Cluster: fargatetest.DefaultCluster, Subnets: []string{fargatetest.SubnetA},
+		Region: configured, Cluster: fargatetest.DefaultCluster, Subnets: []string{fargatetest.SubnetA},
 		GatewayCIDRs: []string{"10.9.0.0/24"}, ExecutionRoleArn: "arn:aws:iam::123456789012:role/gateway-ecs-execution",
 		LogGroup: "/gateway/dask", GatewayID: testGatewayID,
 		Endpoints:   fargate.Endpoints{ECS: f.ECS.URL, SecretsManager: f.SecretsManager.URL, EC2: f.EC2.URL, Logs: f.Logs.URL},
@@ -131,7 +176,8 @@ func newRegionCore(t *testing.T, p providers.Provider, limits string) *scheduler
 // TestAllowedRegionsEveryBackend: a quota's allowed_regions refuses a
 // cluster on a backend whose region it does not list, naming the region
 // and the allowed ones, and admits it when it lists it; on EC2 and
-// Fargate as on Compute Engine. The local backend has no region: the
+// Fargate as on Compute Engine, whether their region is configured or
+// left to the AWS SDK's settings. The local backend has no region: the
 // allow-list has nothing to refuse there (README, Quotas).
 func TestAllowedRegionsEveryBackend(t *testing.T) {
 	for _, tc := range []struct {
@@ -140,7 +186,9 @@ func TestAllowedRegionsEveryBackend(t *testing.T) {
 		region string // what the backend runs in; "" for none
 	}{
 		{"ec2", newEC2, "eu-central-1"},
+		{"ec2, region from AWS_REGION", newEC2FromEnv, "eu-west-3"},
 		{"fargate", newFargate, fargatetest.DefaultRegion},
+		{"fargate, region from the AWS profile", newFargateFromProfile, fargatetest.DefaultRegion},
 		{"gce", newGCE, "us-central1"},
 		{"local", newLocal, ""},
 	} {

@@ -51,26 +51,17 @@ func TestBackendsConstructed(t *testing.T) {
 		},
 		"ec2": {
 			env: func(t *testing.T) map[string]string {
-				return map[string]string{
-					"GATEWAY_PROVIDERS_EC2_REGION": "eu-west-1", "GATEWAY_PROVIDERS_EC2_SUBNETS": "subnet-0d000000000000005",
-					"GATEWAY_PROVIDERS_EC2_GATEWAY_CIDRS": "192.0.2.0/24", "GATEWAY_PROVIDERS_EC2_INSTANCE_PROFILE": "gateway-members",
-					"GATEWAY_PROVIDERS_EC2_IMAGE":        "r.example/dask:1",
-					"GATEWAY_PROVIDERS_EC2_EC2_ENDPOINT": ec2test.NewEC2(t, "eu-west-1").URL, "GATEWAY_PROVIDERS_EC2_SSM_ENDPOINT": ec2test.NewSSM(t, "eu-west-1").URL,
-				}
+				env := awsBackendEnv(t, "ec2", "eu-west-1")
+				env["GATEWAY_PROVIDERS_EC2_REGION"] = "eu-west-1"
+				return env
 			},
 			region: "eu-west-1", image: "r.example/dask:1", runsImages: true, startTimeoutDefault: 10 * time.Minute, typicalStart: 3 * time.Minute,
 		},
 		"fargate": {
 			env: func(t *testing.T) map[string]string {
-				f := fargatetest.New(t)
-				return map[string]string{
-					"GATEWAY_PROVIDERS_FARGATE_REGION": fargatetest.DefaultRegion, "GATEWAY_PROVIDERS_FARGATE_CLUSTER": fargatetest.DefaultCluster,
-					"GATEWAY_PROVIDERS_FARGATE_SUBNETS": "subnet-0d000000000000005", "GATEWAY_PROVIDERS_FARGATE_GATEWAY_CIDRS": "192.0.2.0/24",
-					"GATEWAY_PROVIDERS_FARGATE_EXECUTION_ROLE_ARN": "arn:aws:iam::" + fargatetest.DefaultAccount + ":role/gateway-execution",
-					"GATEWAY_PROVIDERS_FARGATE_IMAGE":              "r.example/dask:2",
-					"GATEWAY_PROVIDERS_FARGATE_ECS_ENDPOINT":       f.ECS.URL, "GATEWAY_PROVIDERS_FARGATE_SECRETSMANAGER_ENDPOINT": f.SecretsManager.URL,
-					"GATEWAY_PROVIDERS_FARGATE_EC2_ENDPOINT": f.EC2.URL, "GATEWAY_PROVIDERS_FARGATE_LOGS_ENDPOINT": f.Logs.URL,
-				}
+				env := awsBackendEnv(t, "fargate", fargatetest.DefaultRegion)
+				env["GATEWAY_PROVIDERS_FARGATE_REGION"] = fargatetest.DefaultRegion
+				return env
 			},
 			region: fargatetest.DefaultRegion, image: "r.example/dask:2", runsImages: true, startTimeoutDefault: 10 * time.Minute, typicalStart: 2 * time.Minute,
 		},
@@ -97,23 +88,8 @@ func TestBackendsConstructed(t *testing.T) {
 			continue
 		}
 		t.Run(b.Name, func(t *testing.T) {
-			// The SDKs find made-up credentials, and never ask instance
-			// metadata: every request goes to the fakes.
-			for k, v := range map[string]string{
-				"AWS_ACCESS_KEY_ID": "AKIDEXAMPLETEST", "AWS_SECRET_ACCESS_KEY": "secret-for-the-fake",
-				"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull,
-				"GOOGLE_APPLICATION_CREDENTIALS": googleCredentials(t),
-			} {
-				t.Setenv(k, v)
-			}
-			t.Setenv("GATEWAY_AUTH_OIDC_ISSUER", "https://idp.example")
-			t.Setenv("GATEWAY_PROVIDER", b.Name)
-			t.Setenv("GATEWAY_DATA_DIR", t.TempDir())
-			for k, v := range want.env(t) {
-				t.Setenv(k, v)
-			}
-			schema := ConfigSchema()
-			cfg, err := schema.Load(schema.New(), "")
+			t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", googleCredentials(t))
+			cfg, err := loadWithBackend(t, b.Name, want.env(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,6 +129,123 @@ func TestBackendsConstructed(t *testing.T) {
 
 // googleCredentials writes made-up user credentials, which the Google
 // clients accept without a request.
+// loadWithBackend loads the configuration from the environment with
+// provider name and the variables env. Unless env says otherwise, the AWS
+// SDK finds made-up credentials and no region, and never asks instance
+// metadata: every request goes to the fakes.
+func loadWithBackend(t *testing.T, name string, env map[string]string) (*config.Config, error) {
+	t.Helper()
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "AKIDEXAMPLETEST", "AWS_SECRET_ACCESS_KEY": "secret-for-the-fake",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull,
+		"AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_PROFILE": "", "AWS_DEFAULT_PROFILE": "",
+	} {
+		t.Setenv(k, v)
+	}
+	t.Setenv("GATEWAY_AUTH_OIDC_ISSUER", "https://idp.example")
+	t.Setenv("GATEWAY_PROVIDER", name)
+	t.Setenv("GATEWAY_DATA_DIR", t.TempDir())
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	schema := ConfigSchema()
+	return schema.Load(schema.New(), "")
+}
+
+// awsBackendEnv configures the AWS backend name (ec2 or fargate) on its
+// wire fakes (EC2's in region), every key but the region.
+func awsBackendEnv(t *testing.T, name, region string) map[string]string {
+	if name == "ec2" {
+		return map[string]string{
+			"GATEWAY_PROVIDERS_EC2_SUBNETS":       "subnet-0d000000000000005",
+			"GATEWAY_PROVIDERS_EC2_GATEWAY_CIDRS": "192.0.2.0/24", "GATEWAY_PROVIDERS_EC2_INSTANCE_PROFILE": "gateway-members",
+			"GATEWAY_PROVIDERS_EC2_IMAGE":        "r.example/dask:1",
+			"GATEWAY_PROVIDERS_EC2_EC2_ENDPOINT": ec2test.NewEC2(t, region).URL, "GATEWAY_PROVIDERS_EC2_SSM_ENDPOINT": ec2test.NewSSM(t, region).URL,
+		}
+	}
+	f := fargatetest.New(t)
+	return map[string]string{
+		"GATEWAY_PROVIDERS_FARGATE_CLUSTER": fargatetest.DefaultCluster,
+		"GATEWAY_PROVIDERS_FARGATE_SUBNETS": "subnet-0d000000000000005", "GATEWAY_PROVIDERS_FARGATE_GATEWAY_CIDRS": "192.0.2.0/24",
+		"GATEWAY_PROVIDERS_FARGATE_EXECUTION_ROLE_ARN": "arn:aws:iam::" + fargatetest.DefaultAccount + ":role/gateway-execution",
+		"GATEWAY_PROVIDERS_FARGATE_IMAGE":              "r.example/dask:2",
+		"GATEWAY_PROVIDERS_FARGATE_ECS_ENDPOINT":       f.ECS.URL, "GATEWAY_PROVIDERS_FARGATE_SECRETSMANAGER_ENDPOINT": f.SecretsManager.URL,
+		"GATEWAY_PROVIDERS_FARGATE_EC2_ENDPOINT": f.EC2.URL, "GATEWAY_PROVIDERS_FARGATE_LOGS_ENDPOINT": f.Logs.URL,
+	}
+}
+
+// TestAWSRegionFromSDKSettings: providers.ec2.region and
+// providers.fargate.region are optional. Set, the key wins over the AWS
+// SDK's settings; unset, the backend takes the region those give
+// (AWS_REGION, then the profile's in the shared config file), reports it
+// (providers.Regional, which quotas' allowed_regions are checked
+// against, and its registration's region); with neither, the
+// configuration check refuses it, and so does the backend made without
+// that check, each naming the key and AWS_REGION.
+func TestAWSRegionFromSDKSettings(t *testing.T) {
+	cases := []struct {
+		name              string
+		key, env, profile string // providers.<name>.region, AWS_REGION, the default profile's region
+		want              string // the region the backend runs in; "": refused
+	}{
+		{name: "the key wins over AWS_REGION and the profile", key: "eu-north-1", env: "eu-west-3", profile: "ap-south-1", want: "eu-north-1"},
+		{name: "AWS_REGION when the key is unset", env: "eu-west-3", profile: "ap-south-1", want: "eu-west-3"},
+		{name: "the profile's region", profile: "ap-south-1", want: "ap-south-1"},
+		{name: "neither"},
+	}
+	for _, name := range []string{"ec2", "fargate"} {
+		reg, err := backend(Backends(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := "providers." + name + ".region"
+		for _, tc := range cases {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				env := awsBackendEnv(t, name, "eu-west-1")
+				if tc.key != "" {
+					env[config.EnvName(key)] = tc.key
+				}
+				env["AWS_REGION"] = tc.env
+				if tc.profile != "" {
+					file := filepath.Join(t.TempDir(), "aws-config")
+					if err := os.WriteFile(file, []byte("[default]\nregion = "+tc.profile+"\n"), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					env["AWS_CONFIG_FILE"] = file
+				}
+				cfg, err := loadWithBackend(t, name, env)
+				if tc.want == "" {
+					if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "AWS_REGION") {
+						t.Fatalf("configuration check: %v; want a refusal naming %s and AWS_REGION", err, key)
+					}
+					section := reg.Section.Defaults()
+					if _, err := reg.New(t.Context(), section, providers.Deps{GatewayID: "gw-region"}); err == nil ||
+						!strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "AWS_REGION") {
+						t.Errorf("New without the check: %v; want a refusal naming %s and AWS_REGION", err, key)
+					}
+					if r := reg.Region(section); r != "" {
+						t.Errorf("registration's region %q; want none", r)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := newProvider(t.Context(), reg, cfg, "gw-region", nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, ok := p.(providers.Regional)
+				if !ok || r.Region() != tc.want {
+					t.Errorf("the backend runs in %v (Regional %v); want %s", r, ok, tc.want)
+				} else if got := reg.Region(cfg.ProviderSection(name)); got != tc.want {
+					t.Errorf("registration's region %q; want %s", got, tc.want)
+				}
+			})
+		}
+	}
+}
+
 func googleCredentials(t *testing.T) string {
 	p := filepath.Join(t.TempDir(), "adc.json")
 	if err := os.WriteFile(p, []byte(`{"type":"authorized_user","client_id":"made-up","client_secret":"made-up","refresh_token":"made-up"}`), 0o600); err != nil {

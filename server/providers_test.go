@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,11 +14,15 @@ import (
 // come with the keys to fix them, and nothing is contacted to find them.
 func TestNewProviderErrorsSayWhere(t *testing.T) {
 	for _, tt := range []struct{ provider, want string }{
-		{"ec2", "region is empty"},
+		{"ec2", "subnets is empty"},
 		{"fargate", "execution_role_arn"},
 		{"gce", "project is empty"},
 	} {
 		t.Run(tt.provider, func(t *testing.T) {
+			// A region from the SDK's settings passes the configuration
+			// check (TestAWSRegionFromSDKSettings has the one without).
+			t.Setenv("AWS_REGION", "us-east-1")
+			t.Setenv("AWS_CONFIG_FILE", os.DevNull)
 			v := ConfigSchema().New()
 			v.Set("dev", true)
 			v.Set("provider", tt.provider)

@@ -47,8 +47,10 @@ const (
 // lower-case keys of the gateway's configuration file
 // (providers.ec2.<key>).
 type Config struct {
-	// Region is the AWS region the subnets are in ("us-east-1"). It is
-	// never looked up from instance metadata.
+	// Region is the AWS region the subnets are in ("us-east-1"). Empty
+	// takes the one the AWS SDK's standard settings give (AWS_REGION,
+	// AWS_DEFAULT_REGION, the profile's region in the shared config file;
+	// see awsutil.Region); it is never looked up from instance metadata.
 	Region string
 	// Subnets are where members run, tried in order when one has no
 	// capacity; each implies its Availability Zone. They must all be in one
@@ -253,10 +255,9 @@ func (c Config) validate() []string {
 	var p []string
 	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
 
-	switch {
-	case c.Region == "":
-		add("region is empty; set it to the AWS region of the subnets, e.g. us-east-1")
-	case !reRegion.MatchString(c.Region):
+	// An empty region is New's to report: it was looked for in the SDK's
+	// settings too.
+	if c.Region != "" && !reRegion.MatchString(c.Region) {
 		add("region %q is not an AWS region name; use one like us-east-1", c.Region)
 	}
 	switch {

@@ -57,7 +57,8 @@ func TestNewRejects(t *testing.T) {
 		edit func(*Config)
 		want []string // every one must appear
 	}{
-		{"no region", func(c *Config) { c.Region = "" }, []string{"region is empty"}},
+		// The tests' environment gives the SDK no region (helpers_test.go).
+		{"no region", func(c *Config) { c.Region = "" }, []string{"providers.ec2.region is not set", "AWS_REGION"}},
 		{"bad region", func(c *Config) { c.Region = "Virginia" }, []string{`region "Virginia"`}},
 		{"no subnets", func(c *Config) { c.Subnets = nil }, []string{"subnets is empty"}},
 		{"bad subnet", func(c *Config) { c.Subnets = []string{"sn-1"} }, []string{`"sn-1" is not a subnet id`}},
@@ -89,7 +90,7 @@ func TestNewRejects(t *testing.T) {
 		{"bad delays", func(c *Config) { c.BaseDelay, c.MaxDelay = time.Second, time.Millisecond }, []string{"BaseDelay"}},
 		{"negative TTL", func(c *Config) { c.CacheTTL = -time.Second }, []string{"cache_ttl"}},
 		{"everything at once", func(c *Config) { *c = Config{VolumeGiB: 1} }, []string{
-			"problems", "(1) ", "region is empty", "gateway id is empty", "subnets is empty", "gateway_security_group is empty", "instance_profile is empty", "volume_gib is 1",
+			"problems", "(1) ", "providers.ec2.region is not set", "gateway id is empty", "subnets is empty", "gateway_security_group is empty", "instance_profile is empty", "volume_gib is 1",
 		}},
 	}
 	for _, tc := range tests {

@@ -17,10 +17,15 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/sdkhttp"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 // Name is the provider name this package registers under.
 const Name = "ec2"
+
+// RegionKey is the configuration key of the region, named by the error
+// when neither it nor the AWS SDK's settings give one.
+const RegionKey = "providers." + Name + ".region"
 
 // Tags that mark what the provider made. gateway-id is the ownership
 // marker List and the reaper go by; the others let Describe map an
@@ -111,7 +116,13 @@ type cached[T any] struct {
 // live checks.
 func New(ctx context.Context, cfg Config) (*Provider, error) {
 	cfg = cfg.withDefaults()
-	if problems := cfg.validate(); len(problems) > 0 {
+	region, regionErr := awsutil.Region(ctx, cfg.Region, RegionKey)
+	cfg.Region = region
+	problems := cfg.validate()
+	if regionErr != nil {
+		problems = append([]string{regionErr.Error()}, problems...)
+	}
+	if len(problems) > 0 {
 		if len(problems) == 1 {
 			return nil, fmt.Errorf("%w: %s", ErrInvalidConfig, problems[0])
 		}
@@ -151,8 +162,8 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	return p, nil
 }
 
-// awsConfig builds the SDK configuration. The region is always the
-// configured one (never looked up from instance metadata). The SDK's own
+// awsConfig builds the SDK configuration. The region is the one New
+// resolved (never looked up from instance metadata). The SDK's own
 // retries are off: call retries with backoff itself, so that MaxAttempts is
 // the real bound and tests control every wait.
 func awsConfig(ctx context.Context, cfg Config) (aws.Config, error) {
@@ -187,8 +198,8 @@ func (p *Provider) Name() string { return Name }
 
 // Region implements providers.Regional: the region of the SDK
 // configuration the clients were made with (the configured region, which
-// takes precedence over AWS_REGION and the profile's), which quotas'
-// allowed_regions are checked against.
+// takes precedence over AWS_REGION and the profile's, or else theirs),
+// which quotas' allowed_regions are checked against.
 func (p *Provider) Region() string { return p.region }
 
 // Check makes the live checks New does not: the subnets exist and share a

@@ -6,11 +6,12 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 // Section is the EC2 backend's configuration, providers.ec2.*.
 type Section struct {
-	Region          string   `mapstructure:"region" doc:"AWS region of the subnets, e.g. us-east-1"`
+	Region          string   `mapstructure:"region" doc:"AWS region of the subnets, e.g. us-east-1 (default: the AWS SDK's, from AWS_REGION, AWS_DEFAULT_REGION or the profile's region)"`
 	Subnets         []string `mapstructure:"subnets" doc:"subnets members run in, tried in order when one has no capacity (one VPC)"`
 	GatewayCIDRs    []string `mapstructure:"gateway_cidrs" doc:"fallback to gateway_security_group: the gateway's address range, admitted to the schedulers' ports (shared with whatever else runs there)"`
 	GatewaySG       string   `mapstructure:"gateway_security_group" doc:"security group of the gateway's tasks or instances: the only source admitted to the schedulers' ports"`
@@ -29,6 +30,7 @@ func Registration() providers.Registration {
 	return providers.Register(providers.Backend[Section]{
 		Name:     Name,
 		Defaults: func() *Section { return &Section{VolumeGiB: DefaultVolumeGiB, Python: DefaultPython} },
+		Problems: func(s *Section, _ bool) []string { return awsutil.RegionProblems(s.Region, RegionKey) },
 		New: func(ctx context.Context, s *Section, d providers.Deps) (providers.Provider, error) {
 			return providers.Made(New(ctx, Config{
 				Region: s.Region, Subnets: s.Subnets, GatewayCIDRs: s.GatewayCIDRs, GatewaySecurityGroup: s.GatewaySG, AMI: s.AMI,
@@ -36,7 +38,7 @@ func Registration() providers.Registration {
 				EC2Endpoint: s.EC2Endpoint, SSMEndpoint: s.SSMEndpoint, GatewayID: d.GatewayID, Logger: d.Logger,
 			}))
 		},
-		Region:       func(s *Section) string { return s.Region },
+		Region:       func(s *Section) string { return awsutil.ResolvedRegion(s.Region, RegionKey) },
 		DefaultImage: func(s *Section) string { return s.Image },
 		StartTimeout: 10 * time.Minute,
 		TypicalStart: 3 * time.Minute,

@@ -22,7 +22,8 @@ func TestConfigValidation(t *testing.T) {
 		edit func(*fargate.Config)
 		want string
 	}{
-		{"no region", func(c *fargate.Config) { c.Region = "" }, `region "" is not an AWS region`},
+		// The tests' environment gives the SDK no region (helpers_test.go).
+		{"no region", func(c *fargate.Config) { c.Region = "" }, "providers.fargate.region is not set and the AWS SDK's settings give none"},
 		{"bad region", func(c *fargate.Config) { c.Region = "moon-1" }, `region "moon-1"`},
 		{"no cluster", func(c *fargate.Config) { c.Cluster = " " }, "cluster: name the ECS cluster"},
 		{"no subnets", func(c *fargate.Config) { c.Subnets = nil }, "at least one subnet"},

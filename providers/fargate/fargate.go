@@ -55,14 +55,22 @@ import (
 	"github.com/gatewayhq/gateway/internal/keylock"
 	"github.com/gatewayhq/gateway/internal/sdkhttp"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 // Name is the provider name this package registers under.
 const Name = "fargate"
 
+// RegionKey is the configuration key of the region, named by the error
+// when neither it nor the AWS SDK's settings give one.
+const RegionKey = "providers." + Name + ".region"
+
 // Config configures the Fargate backend.
 type Config struct {
-	// Region is the AWS region of the ECS cluster and subnets.
+	// Region is the AWS region of the ECS cluster and subnets. Empty takes
+	// the one the AWS SDK's standard settings give (AWS_REGION,
+	// AWS_DEFAULT_REGION, the profile's region in the shared config file;
+	// see awsutil.Region).
 	Region string
 	// Cluster is the ECS cluster (name or ARN) the tasks run in.
 	Cluster string
@@ -192,8 +200,9 @@ var _ providers.Spot = (*Provider)(nil)
 var _ providers.Regional = (*Provider)(nil)
 
 // validate reports every problem of the configuration at once, so that an
-// operator fixes them in one go.
-func (c *Config) validate() error {
+// operator fixes them in one go; regionErr is the region's resolution's
+// (awsutil.Region), reported among them.
+func (c *Config) validate(regionErr error) error {
 	var (
 		subnetRE   = regexp.MustCompile(`^subnet-[0-9a-f]+$`)
 		groupRE    = regexp.MustCompile(`^sg-[0-9a-f]{8}([0-9a-f]{9})?$`)
@@ -203,7 +212,10 @@ func (c *Config) validate() error {
 	)
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if !regionRE.MatchString(c.Region) {
+	switch {
+	case regionErr != nil:
+		errs = append(errs, regionErr)
+	case !regionRE.MatchString(c.Region):
 		bad("region %q is not an AWS region such as us-east-1", c.Region)
 	}
 	if strings.TrimSpace(c.Cluster) == "" {
@@ -312,7 +324,9 @@ func (e *multiError) Unwrap() []error { return e.errs }
 // New makes the backend. It sends no request: credentials and the network
 // are first used by the first call.
 func New(cfg Config) (*Provider, error) {
-	if err := cfg.validate(); err != nil {
+	region, regionErr := awsutil.Region(context.Background(), cfg.Region, RegionKey)
+	cfg.Region = region
+	if err := cfg.validate(regionErr); err != nil {
 		return nil, err
 	}
 	if cfg.Image == "" {
@@ -424,6 +438,6 @@ func (p *Provider) Name() string { return Name }
 
 // Region implements providers.Regional: the region of the SDK
 // configuration the clients were made with (the configured region, which
-// takes precedence over AWS_REGION and the profile's), which quotas'
-// allowed_regions are checked against.
+// takes precedence over AWS_REGION and the profile's, or else theirs),
+// which quotas' allowed_regions are checked against.
 func (p *Provider) Region() string { return p.region }

@@ -6,11 +6,12 @@ import (
 
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
+	"github.com/gatewayhq/gateway/providers/internal/awsutil"
 )
 
 // Section is the Fargate backend's configuration, providers.fargate.*.
 type Section struct {
-	Region           string   `mapstructure:"region" doc:"AWS region of the ECS cluster"`
+	Region           string   `mapstructure:"region" doc:"AWS region of the ECS cluster (default: the AWS SDK's, from AWS_REGION, AWS_DEFAULT_REGION or the profile's region)"`
 	Cluster          string   `mapstructure:"cluster" doc:"ECS cluster (name or ARN) tasks run in"`
 	Subnets          []string `mapstructure:"subnets" doc:"subnets tasks run in, tried in order (one VPC)"`
 	GatewayCIDRs     []string `mapstructure:"gateway_cidrs" doc:"fallback to gateway_security_group: the gateway's address range, admitted to the schedulers' ports (shared with whatever else runs there)"`
@@ -33,6 +34,7 @@ func Registration() providers.Registration {
 	return providers.Register(providers.Backend[Section]{
 		Name:     Name,
 		Defaults: func() *Section { return &Section{Python: "python3"} },
+		Problems: func(s *Section, _ bool) []string { return awsutil.RegionProblems(s.Region, RegionKey) },
 		New: func(_ context.Context, s *Section, d providers.Deps) (providers.Provider, error) {
 			return providers.Made(New(Config{
 				Region: s.Region, Cluster: s.Cluster, Subnets: s.Subnets, GatewayCIDRs: s.GatewayCIDRs,
@@ -41,7 +43,7 @@ func Registration() providers.Registration {
 				Endpoints: Endpoints{ECS: s.ECSEndpoint, SecretsManager: s.SecretsEndpoint, EC2: s.EC2Endpoint, Logs: s.LogsEndpoint},
 			}))
 		},
-		Region:       func(s *Section) string { return s.Region },
+		Region:       func(s *Section) string { return awsutil.ResolvedRegion(s.Region, RegionKey) },
 		DefaultImage: func(s *Section) string { return s.Image },
 		StartTimeout: 10 * time.Minute,
 		TypicalStart: 2 * time.Minute,

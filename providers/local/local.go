@@ -318,15 +318,15 @@ func (p *Provider) spawn(ctx context.Context, spec providers.ClusterSpec, name s
 		close(pr.exited)
 	}()
 	if role == providers.RoleScheduler {
-		crashpoint.Hit(ctx, crashpoint.LocalSchedulerSpawned)
+		crashpoint.Hit(ctx, pointSchedulerSpawned)
 	} else {
-		crashpoint.Hit(ctx, crashpoint.LocalWorkerSpawned)
+		crashpoint.Hit(ctx, pointWorkerSpawned)
 	}
 	if err := p.writeState(pr); err != nil {
 		p.killGroup(pr)
 		return err
 	}
-	crashpoint.Hit(ctx, crashpoint.LocalMemberRecorded)
+	crashpoint.Hit(ctx, pointMemberRecorded)
 	p.mu.Lock()
 	if p.procs[spec.Name] == nil {
 		p.procs[spec.Name] = map[string]*proc{}
@@ -783,7 +783,7 @@ func (p *Provider) StopWorker(ctx context.Context, cluster, worker string) error
 		return nil
 	}
 	p.stop(ctx, pr)
-	crashpoint.Hit(ctx, crashpoint.LocalWorkerStopped)
+	crashpoint.Hit(ctx, pointWorkerStopped)
 	p.mu.Lock()
 	delete(p.procs[cluster], worker)
 	p.mu.Unlock()
@@ -821,13 +821,13 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 	}
 	wg.Wait()
 	if len(workers) > 0 {
-		crashpoint.Hit(ctx, crashpoint.LocalClusterWorkersStopped)
+		crashpoint.Hit(ctx, pointClusterWorkersStopped)
 	}
 	if sched != nil {
 		p.ends.Note(sched.Cluster, sched.Name, p.stop(ctx, sched))
 	}
 	if len(members) > 0 {
-		crashpoint.Hit(ctx, crashpoint.LocalClusterStopped)
+		crashpoint.Hit(ctx, pointClusterStopped)
 	}
 	p.mu.Lock()
 	delete(p.procs, cluster)
@@ -870,7 +870,7 @@ func (p *Provider) stop(ctx context.Context, pr *proc) time.Time {
 		}
 	}
 	_ = syscall.Kill(-pr.Pid, syscall.SIGTERM)
-	crashpoint.Hit(ctx, crashpoint.LocalMemberSignalled)
+	crashpoint.Hit(ctx, pointMemberSignalled)
 	deadline := time.NewTimer(p.cfg.StopGrace)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)

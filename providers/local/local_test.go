@@ -714,18 +714,33 @@ func TestStopCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Workers are stopped first: while the stubborn worker sits out its
-	// grace period the scheduler still runs.
-	schedPid := procs["scheduler"].Pid
-	schedAliveMidway := make(chan bool, 1)
-	go func() {
-		time.Sleep(testGrace / 2)
-		schedAliveMidway <- procs["scheduler"].alive() && procs["stubborn-2"].alive() && len(memberOf(f.spec.Name, "scheduler")) == 1
-	}()
+	// Workers are stopped first: once the last of them (the stubborn one,
+	// after its grace period) has exited, the scheduler still runs. The
+	// point after the workers' stop is where that is looked at.
+	points, err := crashpoint.Parse(string(pointClusterWorkersStopped))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var atWorkersStopped []string // what was wrong there
+	reached := false
+	stopCtx := crashpoint.With(ctx, points.WithCrash(io.Discard, func() {
+		reached = true
+		if !procs["scheduler"].alive() || len(memberOf(f.spec.Name, "scheduler")) != 1 {
+			atWorkersStopped = append(atWorkersStopped, fmt.Sprintf("the scheduler (pid %d) no longer runs", procs["scheduler"].Pid))
+		}
+		for _, w := range workers {
+			if procs[w.name].alive() {
+				atWorkersStopped = append(atWorkersStopped, w.name+" still runs")
+			}
+		}
+	}))
 
-	stopStubborn(t, "StopCluster", func() error { return p.StopCluster(ctx, f.spec.Name) })
-	if !<-schedAliveMidway {
-		t.Errorf("scheduler (pid %d) was not running while the workers were being stopped", schedPid)
+	stopStubborn(t, "StopCluster", func() error { return p.StopCluster(stopCtx, f.spec.Name) })
+	if !reached {
+		t.Errorf("StopCluster never reached %s", pointClusterWorkersStopped)
+	}
+	if len(atWorkersStopped) > 0 {
+		t.Errorf("when the workers' stop was done: %s; want every worker gone and the scheduler running", strings.Join(atWorkersStopped, ", "))
 	}
 	waitNoMembers(t, f.spec.Name) // grandchildren included
 
@@ -1387,7 +1402,7 @@ func TestStopTimesSurviveRestart(t *testing.T) {
 			ctx := context.Background()
 			signalled := make(chan struct{})
 			if tc.killed {
-				points, err := crashpoint.Parse(string(crashpoint.LocalMemberSignalled))
+				points, err := crashpoint.Parse(string(pointMemberSignalled))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -51,8 +51,8 @@ func Registration() providers.Registration {
 		StartTimeout: time.Minute,
 		TypicalStart: 20 * time.Second,
 		CrashPoints: []crashpoint.Name{
-			crashpoint.LocalSchedulerSpawned, crashpoint.LocalWorkerSpawned, crashpoint.LocalMemberRecorded, crashpoint.LocalMemberSignalled,
-			crashpoint.LocalWorkerStopped, crashpoint.LocalClusterWorkersStopped, crashpoint.LocalClusterStopped,
+			pointSchedulerSpawned, pointWorkerSpawned, pointMemberRecorded, pointMemberSignalled,
+			pointWorkerStopped, pointClusterWorkersStopped, pointClusterStopped,
 		},
 	})
 }

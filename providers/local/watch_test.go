@@ -10,14 +10,22 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/internal/pki"
+	"github.com/gatewayhq/gateway/internal/testutil"
 	"github.com/gatewayhq/gateway/proxy/routes"
 )
 
@@ -46,14 +54,18 @@ func TestHealthWatchStreams(t *testing.T) {
 		Processing int `json:"processing"`
 		Desired    int `json:"desired_workers"`
 	}
-	// next reads lines until want says yes, counting heartbeats.
+	// next reads lines until want says yes of one: its counts, or nil for
+	// a heartbeat (which it counts).
 	beats := 0
-	next := func(what string, want func(c counts) bool) {
+	next := func(what string, want func(c *counts) bool) {
 		t.Helper()
 		for lines.Scan() {
 			line := strings.TrimSpace(lines.Text())
 			if line == "" {
 				beats++
+				if want(nil) {
+					return
+				}
 				continue
 			}
 			var c counts
@@ -61,22 +73,21 @@ func TestHealthWatchStreams(t *testing.T) {
 				t.Fatalf("line %q: %v", line, err)
 			}
 			t.Logf("counts %+v", c)
-			if want(c) {
+			if want(&c) {
 				return
 			}
 		}
 		t.Fatalf("the stream ended before %s: %v", what, lines.Err())
 	}
-	next("the worker joined", func(c counts) bool { return c.Workers == 1 && c.Clients >= 1 })
+	next("the worker joined", func(c *counts) bool { return c != nil && c.Workers == 1 && c.Clients >= 1 })
+	// With nothing changing, heartbeats come at the beat: two of them,
+	// then the worker leaves.
 	seen := beats
-	time.Sleep(2500 * time.Millisecond) // two beats, at least
+	next("two heartbeats", func(*counts) bool { return beats-seen >= 2 })
 	if err := p.StopWorker(ctx, cluster, "worker-1"); err != nil {
 		t.Fatal(err)
 	}
-	next("the worker left", func(c counts) bool { return c.Workers == 0 })
-	if beats-seen < 2 {
-		t.Errorf("%d heartbeats in 2.5s at a beat of 1s", beats-seen)
-	}
+	next("the worker left", func(c *counts) bool { return c != nil && c.Workers == 0 })
 }
 
 // A scheduler whose event loop blocks ends its watch itself (the
@@ -194,43 +205,105 @@ func openWatch(ctx context.Context, t *testing.T, client *http.Client, url strin
 
 // The preload's heartbeats fall on the wall clock's whole seconds, so
 // that the gateway reads all the heartbeats of one second in one
-// wake-up: a watch opened half way through a second still gets them just
-// after whole seconds.
+// wake-up: a watch opened half way through a second still gets them on
+// whole seconds, each a beat after the last (not a tick late). The
+// preload's watch runs under a clock of the test's (wallClockWatch), so
+// that a loaded machine waking the loop late cannot move what is checked.
 func TestHealthWatchBeatsOnWholeSeconds(t *testing.T) {
-	const cluster = "ticks"
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	_, cert, dash, _ := startTLSScheduler(ctx, t, cluster)
-	client := watchClient(cluster, cert)
-	url := dash + "/clusters/" + cluster + "/gateway-health/watch?beat=1"
-	openWatch(ctx, t, client, url).Body.Close() // the dashboard is up
-
-	// Half way through a second: a loop ticking from the watch's start
-	// would write its heartbeats about half a second after whole seconds.
-	now := time.Now()
-	time.Sleep(now.Truncate(time.Second).Add(1500 * time.Millisecond).Sub(now))
-	resp := openWatch(ctx, t, client, url)
-	defer resp.Body.Close()
-	lines := countsFirst(t, resp)
-	var after []time.Duration // each heartbeat's arrival, after the last whole second
-	for len(after) < 4 && lines.Scan() {
-		if strings.TrimSpace(lines.Text()) != "" {
-			continue // counts (a client came or went)
-		}
-		at := time.Now()
-		after = append(after, at.Sub(at.Truncate(time.Second)))
-	}
-	if len(after) < 4 {
-		t.Fatalf("the stream ended after %d heartbeats: %v", len(after), lines.Err())
-	}
-	// A loaded machine may wake the scheduler's loop late now and then.
-	early := 0
-	for _, d := range after {
-		if d < 400*time.Millisecond {
-			early++
-		}
-	}
-	if early < 3 {
-		t.Errorf("heartbeats arrived %v after whole seconds, want most within 400ms", after)
+	const start = 1_700_000_000.5 // half way through a second
+	for _, beat := range []float64{1, 3} {
+		t.Run(fmt.Sprintf("beat %gs", beat), func(t *testing.T) {
+			got := wallClockWatch(t, start, beat, 4)
+			for i, at := range got {
+				if frac := at - math.Floor(at); frac > 0.01 {
+					t.Errorf("heartbeat %d written at %.3f, %.3fs after a whole second; want on it", i, at, frac)
+				}
+				if i > 0 && math.Abs(at-got[i-1]-beat) > 0.01 {
+					t.Errorf("heartbeats %d and %d written %.3fs apart; want the beat, %gs", i-1, i, at-got[i-1], beat)
+				}
+			}
+			if got[0]-start > beat+1 {
+				t.Errorf("first heartbeat at %.3f, %.3fs after the watch opened at %.3f; want within a beat and a tick", got[0], got[0]-start, start)
+			}
+		})
 	}
 }
+
+// wallClockWatch runs the preload's watch handler (images.BenchPreload,
+// in /usr/bin/python3) against a scheduler whose counts never change, on
+// a clock that starts at the wall time start and moves only when the
+// handler sleeps, waking it 3 ms late as a busy loop would. It returns the
+// wall times at which the handler wrote its first n heartbeats.
+func wallClockWatch(t *testing.T, start, beat float64, n int) []float64 {
+	t.Helper()
+	const python = "/usr/bin/python3"
+	preload := filepath.Join(t.TempDir(), "preload.py")
+	if err := os.WriteFile(preload, []byte(images.BenchPreload), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.HangBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-c", watchClockHarness, preload, fmt.Sprint(start), fmt.Sprint(beat), strconv.Itoa(n))
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("the watch under a test clock (%s): %v\n%s", python, err, stderr)
+	}
+	var got []float64
+	if err := json.Unmarshal(out, &got); err != nil || len(got) != n {
+		t.Fatalf("harness printed %q (%v); want %d heartbeat times", out, err, n)
+	}
+	return got
+}
+
+// watchClockHarness loads the preload given as its first argument and
+// drives its watch handler: the handler's time, asyncio and random are
+// the harness's, and its request is a stand-in with the beat asked for.
+const watchClockHarness = `
+import asyncio, json, random, sys, types
+
+path, start, beat, want = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+ns = {"__name__": "gateway_preload"}
+exec(compile(open(path).read(), path, "exec"), ns)
+
+clock = {"wall": start, "mono": 5000.25}
+
+async def sleep(d):
+    d = max(d, 0) + 0.003  # woken late, as a loaded loop is
+    clock["wall"] += d
+    clock["mono"] += d
+
+ns["time"] = types.SimpleNamespace(time=lambda: clock["wall"], monotonic=lambda: clock["mono"])
+ns["asyncio"] = types.SimpleNamespace(sleep=sleep)
+ns["random"] = random.Random(1)
+
+beats = []
+
+class Done(Exception):
+    pass
+
+class Handler:
+    def get_argument(self, name, default):
+        return {"beat": beat}.get(name, default)
+    def set_header(self, k, v):
+        pass
+    def set_status(self, code):
+        raise SystemExit("watch refused: %d" % code)
+    def write(self, s):
+        if s == "\n":
+            beats.append(clock["wall"])
+    async def flush(self):
+        if len(beats) >= want:
+            raise Done()
+
+class Web:
+    RequestHandler = Handler
+
+counts = {"workers": {}, "clients": {}, "task_groups": {}}
+scheduler = types.SimpleNamespace(adaptive_target=lambda: 0, **counts)
+asyncio.run(ns["watch_handler"](scheduler, Web)().get())
+print(json.dumps(beats))
+`

@@ -1,7 +1,8 @@
 // Package awsutil is what the EC2 and Fargate backends share of AWS:
 // reading the SDK's errors, telling which failures are worth a retry and
-// which are throttling, and the ingress rules of a cluster's security
-// group. One copy, so that the two backends cannot drift apart.
+// which are throttling, the ingress rules of a cluster's security group,
+// and the region (the configured one, else the SDK's settings'). One copy,
+// so that the two backends cannot drift apart.
 package awsutil
 
 import (

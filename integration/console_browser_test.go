@@ -1,0 +1,200 @@
+package integration
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// The console's browser tests: Chromium signs in from the console's own
+// page through the dev issuer and uses the pages as a person does. Every
+// page visited is checked with axe-core (testdata/axe-core, from npm:
+// axe-core@4.10.3, MPL-2.0) for serious and critical accessibility
+// violations, and the browser's log for Content-Security-Policy
+// refusals, which would mean a page relies on something its policy
+// blocks.
+
+//go:embed testdata/axe-core/axe.min.js
+var axeSource string
+
+// consoleSignIn signs the browser in as user from the console's sign-in
+// page and checks it lands on the clusters list.
+func (g *browserGateway) consoleSignIn(t *testing.T, b *browser, user string) {
+	t.Helper()
+	if status := b.open("open the console signed out", g.e.url+"/"); status != http.StatusOK {
+		t.Fatalf("console: HTTP %d: %+v", status, b.page())
+	}
+	if p := b.page(); p.H1 != "Sign in to the gateway" {
+		t.Fatalf("signed out, the console shows %q: %s", p.H1, p.Text)
+	}
+	b.click("click Sign in", `a.button`)
+	g.expectIssuerLogin(t, b, user)
+	status := b.click("pick "+user+" on the issuer's page", chromedp.CSS(`button[name=username][value=`+user+`]`))
+	p := b.page()
+	if u, _ := url.Parse(p.URL); status != http.StatusOK || u.Path != "/" || p.H1 != "Your clusters" || !strings.Contains(p.Text, user) {
+		t.Fatalf("after signing in as %s: HTTP %d at %s: %q\n%s", user, status, p.URL, p.H1, p.Text)
+	}
+}
+
+// cspWatch collects the browser's log entries about the
+// Content-Security-Policy.
+type cspWatch struct {
+	mu      sync.Mutex
+	refused []string
+}
+
+func watchCSP(t *testing.T, b *browser) *cspWatch {
+	t.Helper()
+	w := &cspWatch{}
+	err := chromedp.Listen(b.ctx, func(ev any) {
+		var text string
+		switch e := ev.(type) {
+		case *log.EventEntryAdded:
+			text = e.Entry.Text
+		case *runtime.EventExceptionThrown:
+			text = e.ExceptionDetails.Text
+		}
+		if strings.Contains(text, "Content Security Policy") || strings.Contains(text, "Content-Security-Policy") {
+			w.mu.Lock()
+			w.refused = append(w.refused, text)
+			w.mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, log.Enable, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, runtime.Enable, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *cspWatch) check(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.refused) > 0 {
+		t.Errorf("the browser refused, by the Content-Security-Policy:\n%s", strings.Join(w.refused, "\n"))
+	}
+}
+
+// axeViolation is one rule axe-core found broken.
+type axeViolation struct {
+	ID     string `json:"id"`
+	Impact string `json:"impact"`
+	Help   string `json:"help"`
+	Nodes  []struct {
+		Target []any  `json:"target"`
+		HTML   string `json:"html"`
+	} `json:"nodes"`
+}
+
+// checkAccessibility runs axe-core on the page in the tab and fails on
+// serious or critical violations. The script is evaluated through the
+// DevTools protocol, which the page's CSP does not govern (turning the
+// policy off would hide what watchCSP looks for).
+func checkAccessibility(t *testing.T, b *browser, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](axeSource+`
+;axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]}})
+  .then(r => JSON.stringify(r.violations))`, chromedp.EvalAsValue, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("axe on %s: %v", name, err)
+	}
+	var vs []axeViolation
+	if err := json.Unmarshal([]byte(raw), &vs); err != nil {
+		t.Fatalf("axe on %s: %v", name, err)
+	}
+	for _, v := range vs {
+		if v.Impact != "serious" && v.Impact != "critical" {
+			continue
+		}
+		var where []string
+		for _, n := range v.Nodes {
+			where = append(where, fmt.Sprint(n.Target)+" "+n.HTML)
+		}
+		t.Errorf("%s: axe %s (%s): %s at\n  %s", name, v.ID, v.Impact, v.Help, strings.Join(where, "\n  "))
+	}
+}
+
+// waitText waits until the element's text contains want.
+func waitText(t *testing.T, b *browser, what, sel, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	js := fmt.Sprintf(`(document.querySelector(%q) || {}).innerText || ""`, sel)
+	for {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err == nil && strings.Contains(got, want) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			b.snapshot(what)
+			t.Fatalf("%s: %s never showed %q (last: %q, %v)", what, sel, want, got, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// TestConsoleBrowser: the console's clusters list in Chromium, signed in
+// from the console itself: the user's clusters only, live as the CLI
+// makes one, stop from the list, and the pages pass axe-core.
+func TestConsoleBrowser(t *testing.T) {
+	t.Parallel()
+	g := startBrowserGateway(t)
+	b := newBrowser(t, g.chromium)
+	csp := watchCSP(t, b)
+	b.open("open the console signed out", g.e.url+"/")
+	checkAccessibility(t, b, "the sign-in page")
+	g.consoleSignIn(t, b, "dev")
+	checkAccessibility(t, b, "the clusters list")
+	p := b.page()
+	if !strings.Contains(p.Text, g.devCluster) || strings.Contains(p.Text, g.dev2Cluster) {
+		t.Fatalf("dev's list: want %s and not dev2's %s:\n%s", g.devCluster, g.dev2Cluster, p.Text)
+	}
+
+	// A cluster made on the command line appears without a reload.
+	var c cluster
+	g.e.gwJSON(&c, "new-cluster", "--workers", "0")
+	waitText(t, b, "the new cluster on the list", "#clusters", c.Name)
+	b.snapshot("the list after new-cluster")
+
+	// Its page, then stop it from the list.
+	status := b.click("open the new cluster's page", chromedp.CSS(`a[href="/c/`+c.Name+`"]`))
+	if p := b.page(); status != http.StatusOK || p.H1 != c.Name || !strings.Contains(p.Text, "Connect from Python") {
+		t.Fatalf("cluster page: HTTP %d: %q\n%s", status, p.H1, p.Text)
+	}
+	checkAccessibility(t, b, "the cluster page")
+	b.open("back to the list", g.e.url+"/")
+	status = b.click("stop it from the list", chromedp.CSS(`tr[data-cluster="`+c.Name+`"] button.danger`))
+	if p := b.page(); status != http.StatusOK || !strings.Contains(p.Text, "Stopping "+c.Name) {
+		t.Fatalf("after stop: HTTP %d:\n%s", status, p.Text)
+	}
+	waitText(t, b, "the cluster among the ended", "table.ended", c.Name)
+
+	// Another user's cluster is not found; an unknown page says so.
+	status = b.open("open dev2's cluster as dev", g.e.url+"/c/"+g.dev2Cluster)
+	expectErrorPage(t, b, status, http.StatusNotFound, "Not found", "cluster "+g.dev2Cluster+" not found")
+	checkAccessibility(t, b, "the not-found page")
+	csp.check(t)
+}
