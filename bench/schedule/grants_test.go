@@ -56,3 +56,26 @@ func TestGrantsActAsOwnerInProcessOnly(t *testing.T) {
 		t.Error("the grant still works after its run ended")
 	}
 }
+
+// forgetful counts the revocations passed on to it.
+type forgetful struct {
+	auth.Authenticator
+	forgot int
+}
+
+func (f *forgetful) Forget() { f.forgot++ }
+
+// The wrapper passes a revocation on to what it wraps, so that a revoked
+// API token stops at once on the replica that revoked it (the gateway's
+// API and console call Forget on the wrapped authenticator).
+func TestGrantsPassForgetOn(t *testing.T) {
+	inner := &forgetful{Authenticator: auth.NewStaticTokens(nil)}
+	wrapped, ok := NewGrants().Wrap(inner).(interface{ Forget() })
+	if !ok {
+		t.Fatal("the wrapper has no Forget")
+	}
+	wrapped.Forget()
+	if inner.forgot != 1 {
+		t.Fatalf("Forget reached the wrapped authenticator %d times, want 1", inner.forgot)
+	}
+}

@@ -63,6 +63,16 @@ func (a grantAuth) Authenticate(ctx context.Context, token string) (*auth.User, 
 	return &u, nil
 }
 
+// Forget passes a revocation on to the credentials the wrapper wraps
+// (auth.APITokens remembers tokens for a second): without it a token
+// revoked through the API or the console kept working here for that
+// second.
+func (a grantAuth) Forget() {
+	if f, ok := a.next.(interface{ Forget() }); ok {
+		f.Forget()
+	}
+}
+
 func (g *Grants) issue(u auth.User) (string, func(), error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
