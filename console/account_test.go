@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -618,5 +619,17 @@ func TestAccountNavigation(t *testing.T) {
 	plain := newTestConsole(t, newFakeClusters())
 	if a := plain.browser(alice).get("/tokens"); a.Status != http.StatusNotFound || strings.Contains(a.Body, `href="/tokens"`) {
 		t.Errorf("a console without the account pages: %d\n%s", a.Status, a.Body)
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	for _, tt := range []struct {
+		v     float64
+		top   float64
+		steps int
+	}{{0, 1, 4}, {0.0043, 0.005, 5}, {1, 1, 5}, {1.2, 2, 4}, {24, 50, 5}, {26, 50, 5}, {100, 100, 5}, {101, 200, 4}, {600, 1000, 5}} {
+		if top, steps := niceCeil(tt.v); math.Abs(top-tt.top) > 1e-12 || steps != tt.steps {
+			t.Errorf("niceCeil(%v) = %v, %d; want %v, %d", tt.v, top, steps, tt.top, tt.steps)
+		}
 	}
 }

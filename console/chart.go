@@ -37,7 +37,7 @@ type tick struct {
 
 const (
 	chartWidth, chartHeight                            = 720, 240
-	chartLeft, chartRight, chartTop, chartBottomMargin = 52, 8, 12, 32
+	chartLeft, chartRight, chartTop, chartBottomMargin = 64, 8, 12, 32
 )
 
 // dayChart draws vCPU-hours by day (and GPU-hours, when there are any)
@@ -57,12 +57,12 @@ func dayChart(days []store.Totals, since time.Time) chart {
 	for _, t := range days {
 		top = max(top, t.VCPUSeconds/3600, t.GPUSeconds/3600)
 	}
-	top = niceCeil(top)
+	top, steps := niceCeil(top)
 	height := bottom - chartTop
 	y := func(v float64) float64 { return bottom - height*v/top }
-	for i := 0; i <= 4; i++ {
-		v := top * float64(i) / 4
-		c.Ticks = append(c.Ticks, tick{At: coord(y(v)), Label: strconv.FormatFloat(v, 'g', 4, 64)})
+	for i := 0; i <= steps; i++ {
+		v := top * float64(i) / float64(steps)
+		c.Ticks = append(c.Ticks, tick{At: coord(y(v)), Label: strconv.FormatFloat(v, 'g', 3, 64)})
 	}
 	slot := float64(c.PlotRight-c.PlotLeft) / float64(len(days))
 	every := 1
@@ -108,18 +108,22 @@ type daySeries struct {
 	v           float64
 }
 
-// niceCeil is v rounded up to 1, 2 or 5 times a power of ten (1 for 0).
-func niceCeil(v float64) float64 {
+// niceCeil is v rounded up to 1, 2 or 5 times a power of ten (1 for
+// 0), with how many steps of a round size divide it.
+func niceCeil(v float64) (top float64, steps int) {
 	if v <= 0 {
-		return 1
+		return 1, 4
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if v <= m*p {
-			return m * p
+	for _, m := range []struct {
+		times float64
+		steps int
+	}{{1, 5}, {2, 4}, {5, 5}} {
+		if v <= m.times*p*(1+1e-9) {
+			return m.times * p, m.steps
 		}
 	}
-	return 10 * p
+	return 10 * p, 5
 }
 
 func coord(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
