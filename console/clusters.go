@@ -25,10 +25,10 @@ type clusterRow struct {
 	Uptime                      string
 	// Since is when a running cluster started (RFC 3339): console.js
 	// keeps its Uptime current, so a page kept for a while stays right.
-	Since string
-	Created                     time.Time
-	Dashboard                   string // its path, when it has one
-	Active                      bool   // may be stopped and scaled
+	Since     string
+	Created   time.Time
+	Dashboard string // its path, when it has one
+	Active    bool   // may be stopped and scaled
 }
 
 type clustersData struct {
