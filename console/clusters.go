@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"html/template"
 	"net/http"
 	"slices"
 	"strconv"
@@ -22,9 +23,12 @@ type clusterRow struct {
 	Adaptive                    bool
 	AdaptMin, AdaptMax          int
 	Uptime                      string
-	Created                     time.Time
-	Dashboard                   string // its path, when it has one
-	Active                      bool   // may be stopped and scaled
+	// Since is when a running cluster started (RFC 3339): console.js
+	// keeps its Uptime current, so a page kept for a while stays right.
+	Since     string
+	Created   time.Time
+	Dashboard string // its path, when it has one
+	Active    bool   // may be stopped and scaled
 }
 
 type clustersData struct {
@@ -46,6 +50,7 @@ func rowOf(c *store.Cluster, now time.Time) clusterRow {
 		r.Uptime = humanDuration(c.StoppedAt.Sub(c.StartedAt))
 	case !c.StartedAt.IsZero():
 		r.Uptime = humanDuration(now.Sub(c.StartedAt))
+		r.Since = c.StartedAt.UTC().Format(time.RFC3339)
 	}
 	if c.Status == store.Running && c.DashboardAddress != "" {
 		r.Dashboard = "/clusters/" + c.Name + "/status"
@@ -79,14 +84,36 @@ func (s *Server) clustersData(ctx context.Context, u *auth.User) (clustersData, 
 	return d, nil
 }
 
+// clustersPage is the list. Its table is the one the event stream sends,
+// kept by the user's cluster generation like the stream's: reloads and
+// new tabs between changes render nothing again.
 func (s *Server) clustersPage(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	d, err := s.clustersData(r.Context(), u)
+	var table string
+	gen, err := s.clusters.ClustersGeneration(r.Context(), u.Owner())
+	if err == nil {
+		table, err = s.frags.get(s.fragKey(u, gen), func() (string, error) { return s.clustersFragment(r.Context(), u) })
+	} else {
+		table, err = s.clustersFragment(r.Context(), u)
+	}
 	if err != nil {
 		s.fail(w, r, u, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "clusters", view{Title: "Clusters", User: u, Nav: "clusters", Data: d})
+	// The table is the console's own rendering, escaped as it was made.
+	s.render(w, r, http.StatusOK, "clusters", view{Title: "Clusters", User: u, Nav: "clusters", Data: template.HTML(table)}) //nolint:gosec
 }
+
+// fragKey is the key a user's clusters table is kept under: their
+// generation, and the time rounded to fragmentFresh, since the table
+// shows uptimes.
+func (s *Server) fragKey(u *auth.User, gen int64) fragKey {
+	return fragKey{owner: u.Owner(), readOnly: u.ReadOnly, gen: gen, at: time.Now().Truncate(fragmentFresh).Unix()}
+}
+
+// fragmentFresh is how long a rendered table is kept while nothing
+// changes: its uptimes are that stale at most without script (with it,
+// console.js keeps them current).
+const fragmentFresh = 10 * time.Second
 
 // clustersFragment is the clusters table alone, for the event stream.
 func (s *Server) clustersFragment(ctx context.Context, u *auth.User) (string, error) {

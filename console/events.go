@@ -172,7 +172,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 				send([]byte("event: signedout\ndata: \n\n"))
 				return
 			}
-			frag, err := s.frags.get(fragKey{owner: u.Owner(), readOnly: u.ReadOnly, gen: gen()}, func() (string, error) {
+			frag, err := s.frags.get(s.fragKey(u, gen()), func() (string, error) {
 				return s.clustersFragment(r.Context(), u)
 			})
 			if err != nil {
@@ -210,6 +210,7 @@ type fragKey struct {
 	owner    string
 	readOnly bool
 	gen      int64
+	at       int64 // see Server.fragKey
 }
 
 // get returns the fragment for k, rendering it (once, however many pages
@@ -221,7 +222,7 @@ func (f *fragments) get(k fragKey, render func() (string, error)) (string, error
 	if ok {
 		return html, nil
 	}
-	v, err, _ := f.flight.Do(fmt.Sprintf("%q %t %d", k.owner, k.readOnly, k.gen), func() (any, error) {
+	v, err, _ := f.flight.Do(fmt.Sprintf("%q %t %d %d", k.owner, k.readOnly, k.gen, k.at), func() (any, error) {
 		html, err := render()
 		if err != nil {
 			return "", err

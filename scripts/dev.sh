@@ -36,5 +36,5 @@ fi
 
 bin/gateway new-cluster --workers 2 || true
 echo
-echo "The gateway keeps running; in another shell: bin/gateway list | show | scale | stop | logs. Ctrl-C stops it." >&2
+echo "The gateway keeps running: open its web console in a browser (the banner's \"web console\" line), or in another shell: bin/gateway list | show | scale | stop | logs. Ctrl-C stops it." >&2
 wait $gw

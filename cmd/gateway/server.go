@@ -180,6 +180,7 @@ func devBanner(cmd *cobra.Command, g *server.Gateway, cfg *config.Config) error 
 	fmt.Fprintf(cmd.ErrOrStderr(), `
   gateway dev: FOR DEVELOPMENT ONLY (plain HTTP, an embedded identity provider that signs anyone in, Dask on this machine)
     gateway URL:   %s
+    web console:   %s/  (open it in a browser; sign in as dev, dev2 or admin)
     dev issuer:    %s  (loopback only; identities: %s)
     data dir:      %s
     CLI signed in: as "dev" (credentials in %s)
@@ -187,7 +188,7 @@ func devBanner(cmd *cobra.Command, g *server.Gateway, cfg *config.Config) error 
 %s    next, in another shell:  gateway new-cluster --workers 2
     as someone else:         gateway login   (approve in the browser as dev2 or admin)
 
-`, g.PublicURL, g.Issuer, strings.Join(users, ", "), cfg.DataDir, credPath, dashLine)
+`, g.PublicURL, g.PublicURL, g.Issuer, strings.Join(users, ", "), cfg.DataDir, credPath, dashLine)
 	return nil
 }
 

@@ -3,7 +3,28 @@
 // and takes the HTML each event carries (rendered and escaped by the
 // gateway, as the page itself was).
 "use strict";
+// human is a duration in seconds as the gateway writes it: 45s, 12m,
+// 3h05m, 2d04h.
+function human(s) {
+  s = Math.max(0, Math.floor(s));
+  var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+  if (s < 60) return s + "s";
+  if (s < 3600) return Math.floor(s / 60) + "m";
+  if (s < 48 * 3600) return Math.floor(s / 3600) + "h" + pad(Math.floor(s / 60) % 60) + "m";
+  return Math.floor(s / 86400) + "d" + pad(Math.floor(s / 3600) % 24) + "h";
+}
+
+// Uptimes ([data-since]) count on between updates.
+function tick() {
+  document.querySelectorAll("time[data-since]").forEach(function (t) {
+    var since = Date.parse(t.getAttribute("datetime"));
+    if (!isNaN(since)) t.textContent = human((Date.now() - since) / 1000);
+  });
+}
+
 document.addEventListener("DOMContentLoaded", function () {
+  tick();
+  setInterval(tick, 5000);
   document.querySelectorAll("[data-stream]").forEach(function (el) {
     if (!window.EventSource) return;
     var es = new EventSource(el.getAttribute("data-stream"));

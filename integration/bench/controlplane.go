@@ -29,6 +29,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/console"
 	"github.com/gatewayhq/gateway/internal/backoff"
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/proxy/routes"
@@ -762,6 +763,10 @@ type cpGateway struct {
 	done     chan struct{}
 	// dropSchema removes the PostgreSQL schema of the run (nil: SQLite).
 	dropSchema func()
+
+	sessions *auth.Sessions
+	console  *console.Server
+	pages    pageTimes // the console's server times
 }
 
 // cpStart assembles the control plane with its database in o.Dir/name;
@@ -870,13 +875,21 @@ func cpStartDB(ctx context.Context, o Options, name, pgURL string, poll, lease t
 		ln.Close()
 		return nil, err
 	}
+	sessions.SetStore(g.db, auth.Access{})
+	g.sessions = sessions
 	authn := auth.Chain{auth.NewAPITokens(g.db, nil, nil)}
 	apiSrv := api.New(api.Config{Version: "bench", PublicURL: g.url, OnExceed: string(quota.Clamp)}, g.core, authn, sessions, log)
 	apiSrv.SetAdmin(quotas, g.db)
 	apiSrv.SetTokenStore(g.db)
 	apiSrv.SetFailureLimiter(auth.NewFailureLimiter(cpFailedPerMinute))
+	if g.console, err = console.New(console.Config{PublicURL: g.url, Version: "bench", Explain: api.Explain}, g.core, sessions, log); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/", apiSrv)
+	mux.Handle("/api/", apiSrv)
+	mux.Handle("/auth/", apiSrv)
+	mux.Handle("/", g.pages.timed(g.console))
 	g.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 2 * time.Minute, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	go func() { _ = g.srv.Serve(ln) }()
@@ -886,6 +899,9 @@ func cpStartDB(ctx context.Context, o Options, name, pgURL string, poll, lease t
 func (g *cpGateway) close() {
 	if g.srv != nil {
 		g.srv.Close()
+	}
+	if g.console != nil {
+		g.console.Close()
 	}
 	if g.cancel != nil {
 		g.cancel()

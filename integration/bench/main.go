@@ -70,6 +70,7 @@ func figures() []figure {
 		{"ready", benchReady},
 		{"controlplane", benchControlPlane},
 		{"envbuild", benchEnvBuild},
+		{"console", benchConsole},
 	}
 }
 
