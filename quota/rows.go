@@ -2,8 +2,8 @@ package quota
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -37,7 +37,7 @@ func (l Limits) Rows() []Row {
 		if name == gpuTypeField {
 			var byType map[string]json.RawMessage
 			if json.Unmarshal(raw, &byType) == nil {
-				for _, t := range sortedKeys(byType) {
+				for _, t := range slices.Sorted(maps.Keys(byType)) {
 					out = append(out, Row{Name: gpuTypeField + "." + t, Value: rawValue(byType[t])})
 				}
 				continue
@@ -58,7 +58,7 @@ func (e Effective) Rows() []Row {
 	var out []Row
 	for _, name := range FieldNames() {
 		if name == gpuTypeField {
-			types := sortedKeys(e.Limits.MaxGPUsByType)
+			types := slices.Sorted(maps.Keys(e.Limits.MaxGPUsByType))
 			if len(types) == 0 {
 				out = append(out, Row{Name: name, Value: Unset(name)})
 			}
@@ -117,13 +117,4 @@ func rawValue(raw json.RawMessage) string {
 		return strings.Join(list, ",")
 	}
 	return string(raw)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
