@@ -26,11 +26,13 @@ import (
 // the real loop behind them is driven by the browser suite
 // (integration/console_browser_test.go).
 
-// errNotFound and errInvalid stand in for the loop's errors; explain
-// answers them as the API's mapping does.
+// errNotFound, errInvalid and errConflict stand in for the loop's
+// errors; explain answers them, and the quota service's, as the API's
+// mapping does (quota.ErrInvalid's message without its sentinel's words).
 var (
 	errNotFound = errors.New("not found")
 	errInvalid  = errors.New("invalid")
+	errConflict = errors.New("conflict")
 )
 
 func explain(_ *http.Request, err error) (int, string, bool) {
@@ -41,6 +43,12 @@ func explain(_ *http.Request, err error) (int, string, bool) {
 		return http.StatusNotFound, err.Error(), true
 	case errors.Is(err, errInvalid):
 		return http.StatusUnprocessableEntity, err.Error(), true
+	case errors.Is(err, errConflict):
+		return http.StatusConflict, err.Error(), true
+	case errors.Is(err, quota.ErrInvalid):
+		return http.StatusUnprocessableEntity, strings.TrimPrefix(err.Error(), quota.ErrInvalid.Error()+": "), true
+	case errors.Is(err, quota.ErrNoEntry):
+		return http.StatusNotFound, err.Error(), true
 	}
 	return http.StatusInternalServerError, "internal error", true
 }
@@ -167,8 +175,8 @@ type testConsole struct {
 }
 
 // newTestConsole serves a console over the given clusters; "admin" is an
-// admin user.
-func newTestConsole(t *testing.T, f *fakeClusters) *testConsole {
+// admin user. setup runs before it serves (a section's Set method).
+func newTestConsole(t *testing.T, f *fakeClusters, setup ...func(tc *testConsole)) *testConsole {
 	t.Helper()
 	sessions, db := authtest.StoredSessions(t)
 	sessions.SetStore(db, auth.Access{AdminUsers: []string{"admin"}})
@@ -180,6 +188,9 @@ func newTestConsole(t *testing.T, f *fakeClusters) *testConsole {
 		t.Fatal(err)
 	}
 	tc.console = c
+	for _, fn := range setup {
+		fn(tc)
+	}
 	tc.srv.Config.Handler = c
 	tc.srv.Start()
 	t.Cleanup(func() {
