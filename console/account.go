@@ -31,8 +31,8 @@ type SessionStore interface {
 	RevokeSession(ctx context.Context, owner, id string) error
 }
 
-// Quotas is what the usage page needs of the quota service.
-type Quotas interface {
+// UsageQuotas is what the usage page needs of the quota service.
+type UsageQuotas interface {
 	Effective(ctx context.Context, who quota.Who) (quota.Effective, error)
 }
 
@@ -49,7 +49,7 @@ type UsageRecords interface {
 type Account struct {
 	Tokens   TokenStore
 	Sessions SessionStore
-	Quotas   Quotas
+	Quotas   UsageQuotas
 	Records  UsageRecords
 	// Forget applies a revocation made in the store at once in this
 	// process (api.Server.Forget: the API's token cache and the browser

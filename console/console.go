@@ -218,22 +218,30 @@ func (s *Server) page(h handler) http.HandlerFunc {
 // message, or with an error page.
 func (s *Server) action(h handler) http.HandlerFunc {
 	return s.page(func(w http.ResponseWriter, r *http.Request, u *auth.User) {
-		if reason := crosssite.Reason(r, s.cfg.PublicURL); reason != "" {
-			s.log.Info("console: cross-site request refused", "path", r.URL.Path, "reason", reason)
-			s.errorPage(w, r, u, http.StatusForbidden, "Refused", "This request did not come from the gateway's own pages ("+reason+"). Use the controls on the gateway's pages.")
-			return
+		if s.actionAllowed(w, r, u) {
+			h(w, r, u)
 		}
-		if u.ReadOnly {
-			s.errorPage(w, r, u, http.StatusForbidden, "Read-only session", "This browser session was started with a read-only token: it can look, not change anything.")
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		if err := r.ParseForm(); err != nil {
-			s.errorPage(w, r, u, http.StatusBadRequest, "Bad form", "The form could not be read: "+err.Error())
-			return
-		}
-		h(w, r, u)
 	})
+}
+
+// actionAllowed checks a form's POST as action does, and parses the form;
+// false: it has answered.
+func (s *Server) actionAllowed(w http.ResponseWriter, r *http.Request, u *auth.User) bool {
+	if reason := crosssite.Reason(r, s.cfg.PublicURL); reason != "" {
+		s.log.Info("console: cross-site request refused", "path", r.URL.Path, "reason", reason)
+		s.errorPage(w, r, u, http.StatusForbidden, "Refused", "This request did not come from the gateway's own pages ("+reason+"). Use the controls on the gateway's pages.")
+		return false
+	}
+	if u.ReadOnly {
+		s.errorPage(w, r, u, http.StatusForbidden, "Read-only session", "This browser session was started with a read-only token: it can look, not change anything.")
+		return false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		s.errorPage(w, r, u, http.StatusBadRequest, "Bad form", "The form could not be read: "+err.Error())
+		return false
+	}
+	return true
 }
 
 // maxForm bounds a console form: a few short fields.

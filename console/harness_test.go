@@ -26,11 +26,13 @@ import (
 // the real loop behind them is driven by the browser suite
 // (integration/console_browser_test.go).
 
-// errNotFound and errInvalid stand in for the loop's errors; explain
-// answers them as the API's mapping does.
+// errNotFound, errInvalid and errConflict stand in for the loop's
+// errors; explain answers them, and the quota service's, as the API's
+// mapping does (quota.ErrInvalid's message without its sentinel's words).
 var (
 	errNotFound = errors.New("not found")
 	errInvalid  = errors.New("invalid")
+	errConflict = errors.New("conflict")
 )
 
 func explain(_ *http.Request, err error) (int, string, bool) {
@@ -44,6 +46,12 @@ func explain(_ *http.Request, err error) (int, string, bool) {
 	case errors.Is(err, auth.ErrTokenRequest):
 		// As the API's mapping: 422 with the message less the sentinel's.
 		return http.StatusUnprocessableEntity, strings.TrimPrefix(err.Error(), auth.ErrTokenRequest.Error()+": "), true
+	case errors.Is(err, errConflict):
+		return http.StatusConflict, err.Error(), true
+	case errors.Is(err, quota.ErrInvalid):
+		return http.StatusUnprocessableEntity, strings.TrimPrefix(err.Error(), quota.ErrInvalid.Error()+": "), true
+	case errors.Is(err, quota.ErrNoEntry):
+		return http.StatusNotFound, err.Error(), true
 	}
 	return http.StatusInternalServerError, "internal error", true
 }
