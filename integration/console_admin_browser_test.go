@@ -138,19 +138,3 @@ func TestConsoleAdmin(t *testing.T) {
 		t.Errorf("dev's page links the admin pages (%d, %v)", n, err)
 	}
 }
-
-// consoleSignIn opens a console page signed out, follows its sign-in
-// link to the dev issuer, picks user there, and checks the browser comes
-// back to the page.
-func (g *browserGateway) consoleSignIn(t *testing.T, b *browser, path, user string) {
-	t.Helper()
-	if status := b.open("open "+path+" signed out", g.e.url+path); status != http.StatusOK || b.page().H1 != "Sign in to the gateway" {
-		t.Fatalf("%s signed out: HTTP %d: %+v", path, status, b.page())
-	}
-	b.click("click sign in", chromedp.CSS(`a.button`))
-	g.expectIssuerLogin(t, b, user)
-	b.click("pick "+user+" on the issuer's page", chromedp.CSS(`button[name=username][value=`+user+`]`))
-	if u, _ := url.Parse(b.page().URL); u.Path != path {
-		t.Fatalf("signed in as %s at %s, want %s", user, b.page().URL, path)
-	}
-}
