@@ -242,6 +242,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if err != nil {
 		return nil, err
 	}
+	g.console.SetClusterPages(g.core, g.store)
 	mux.Handle("/api/", apiSrv)
 	mux.Handle("/auth/", apiSrv)
 	mux.Handle("/", g.console)
