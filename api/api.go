@@ -405,17 +405,7 @@ func (s *Server) options(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, err)
 			return
 		}
-		if m := eff.Limits.MaxWorkersPerCluster; m != nil && float64(*m) < float64(lim.MaxWorkers) {
-			lim.MaxWorkers = int(*m)
-		}
-		if m := eff.Limits.MaxIdleTimeout; m != nil && *m != quota.UnlimitedDuration {
-			if d := time.Duration(*m); lim.MaxIdleTimeout == 0 || d < lim.MaxIdleTimeout {
-				lim.MaxIdleTimeout = d
-			}
-			if lim.DefaultIdleTimeout == 0 || lim.DefaultIdleTimeout > lim.MaxIdleTimeout {
-				lim.DefaultIdleTimeout = lim.MaxIdleTimeout
-			}
-		}
+		lim = lim.Within(eff)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"cluster_options": lim.Spec()})
 }

@@ -118,5 +118,3 @@ func shorten(s string) string {
 }
 
 func hours(v float64) string { return fmt.Sprintf("%.2f", v) }
-
-func usd(v float64) string { return fmt.Sprintf("$%.2f", v) }

@@ -89,6 +89,7 @@ type Server struct {
 	static   fs.FS
 	hub      *hub
 	frags    fragments
+	now      func() time.Time // the clock the kept tables are dated by
 	nav      []navItem
 
 	// Each section's own dependencies, set by its Set method (in its
@@ -134,7 +135,7 @@ func New(cfg Config, clusters Clusters, sessions Sessions, log *slog.Logger) (*S
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	s := &Server{cfg: cfg, clusters: clusters, sessions: sessions, log: log, mux: http.NewServeMux(), pages: pages, static: static}
+	s := &Server{cfg: cfg, clusters: clusters, sessions: sessions, log: log, mux: http.NewServeMux(), pages: pages, static: static, now: time.Now}
 	s.hub = newHub(clusters.ClustersGeneration, cfg.Generations, log)
 	s.nav = []navItem{{Key: "clusters", Title: "Clusters", Path: "/"}}
 	s.routes()

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -81,7 +82,11 @@ func (h *hub) run(ctx context.Context, owner string, w *watch) {
 	defer h.wg.Done()
 	t := time.NewTicker(h.every)
 	defer t.Stop()
-	last, err := h.gen(ctx, owner)
+	// The first tick tells the streams whatever it reads: a change made
+	// between a page's rendering and a first read would otherwise wait
+	// for the next change.
+	var last int64
+	err := errFirstRead
 	for {
 		select {
 		case <-ctx.Done():
@@ -119,6 +124,8 @@ func (h *hub) close() {
 	h.wg.Wait()
 }
 
+var errFirstRead = errors.New("console: the generation was not compared yet")
+
 // keepAlive is how often a quiet stream sends a comment, so that proxies
 // in between do not close it as idle.
 const keepAlive = 25 * time.Second
@@ -129,8 +136,37 @@ const writeBound = 30 * time.Second
 
 // events is the page's event stream (text/event-stream): on each change
 // of the user's clusters, an event "clusters" with the clusters table
-// rendered anew, which console.js puts in place.
+// rendered anew, which console.js puts in place. A cluster's page asks
+// for its cluster (?cluster=NAME): its events are "cluster", the page's
+// facts rendered anew, and, while the page follows the logs (&follow=1),
+// "logs-reset" with the logs' last lines (&tail=, as the page showed
+// them) and then "logs" with each read's new lines.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	q := r.URL.Query()
+	name := q.Get("cluster")
+	// next renders the page's update, given the generation the hub told
+	// (-1 at the start: read it then).
+	next := func(ctx context.Context, gen int64) (string, string, error) {
+		frag, err := s.clustersTable(ctx, u, gen)
+		return "clusters", frag, err
+	}
+	var logs *logStream
+	if name != "" {
+		if !s.clusterStream(w, r, u, name) {
+			return
+		}
+		next = func(ctx context.Context, _ int64) (string, string, error) {
+			frag, err := s.clusterFragment(ctx, u, name)
+			return "cluster", frag, err
+		}
+		if q.Get("follow") != "" {
+			var ok bool
+			if logs, ok = s.followLogs(w, r, u, name, q.Get("tail")); !ok {
+				return
+			}
+			defer logs.close()
+		}
+	}
 	rc := http.NewResponseController(w)
 	ch, done, gen, ok := s.hub.subscribe(u.Owner())
 	if !ok {
@@ -154,6 +190,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	if !send([]byte("retry: 3000\n\n")) {
 		return
 	}
+	// The page as it is now: it may have changed since it was rendered,
+	// before this stream was told of changes.
+	if event, frag, err := next(r.Context(), -1); err == nil && !send(sseEvent(event, frag)) {
+		return
+	}
 	ping := time.NewTicker(keepAlive)
 	defer ping.Stop()
 	for {
@@ -166,36 +207,43 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 			if !send([]byte(": keep-alive\n\n")) {
 				return
 			}
+		case <-logs.tick():
+			if ev := logs.read(r.Context()); ev != nil && !send(ev) {
+				return
+			}
 		case <-ch:
 			// A session ended elsewhere stops its streams at the next change.
 			if _, err := s.user(r); err != nil {
 				send([]byte("event: signedout\ndata: \n\n"))
 				return
 			}
-			frag, err := s.frags.get(s.fragKey(u, gen()), func() (string, error) {
-				return s.clustersFragment(r.Context(), u)
-			})
+			event, frag, err := next(r.Context(), gen())
 			if err != nil {
-				s.log.Debug("console: rendering the clusters for a stream", "err", err)
+				s.log.Debug("console: rendering a page's update for a stream", "event", event, "err", err)
 				continue
 			}
-			if !send(sseEvent("clusters", frag)) {
+			if !send(sseEvent(event, frag)) {
 				return
 			}
 		}
 	}
 }
 
-// sseEvent frames data (HTML) as one event: each line its own "data:".
+// sseEvent frames data (HTML or text) as one event: each line its own
+// "data:". A carriage return ends a line in the stream's framing as a
+// newline does, so it ends one here too: a log line or a cluster's
+// reason cannot add fields (an event name) of its own.
 func sseEvent(name, data string) []byte {
 	var b strings.Builder
 	b.WriteString("event: " + name + "\n")
-	for _, line := range strings.Split(data, "\n") {
-		b.WriteString("data: " + strings.TrimSuffix(line, "\r") + "\n")
+	for _, line := range strings.Split(sseLines.Replace(data), "\n") {
+		b.WriteString("data: " + line + "\n")
 	}
 	b.WriteString("\n")
 	return []byte(b.String())
 }
+
+var sseLines = strings.NewReplacer("\r\n", "\n", "\r", "\n")
 
 // fragments keeps the clusters table last rendered for each user (and
 // read-only or not), by generation: a user's open pages are told of a

@@ -247,6 +247,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	g.console.SetAccount(console.Account{Tokens: g.store, Sessions: g.store, Quotas: quotas, Records: g.store,
 		Forget: apiSrv.Forget, OnExceed: string(quotas.OnExceed())})
 	g.console.SetAdmin(g.core, quotas, g.store)
+	g.console.SetClusterPages(g.core, g.store)
 	mux.Handle("/api/", apiSrv)
 	mux.Handle("/auth/", apiSrv)
 	mux.Handle("/", g.console)
