@@ -68,6 +68,9 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 testlog="$(mktemp -d)/testlog"
+# The browser tests keep a screenshot (and the HTML) of every step here.
+export GATEWAY_TEST_ARTIFACTS="${GATEWAY_TEST_ARTIFACTS:-$(dirname "$testlog")/artifacts}"
+echo "test artifacts (the browser tests' screenshots): $GATEWAY_TEST_ARTIFACTS" >&2
 go build -o "$testlog" ./internal/cmd/testlog
 
 # The tests that skip under the race detector (allocation counts, which
