@@ -109,7 +109,7 @@ func TestConsoleClusters(t *testing.T) {
 	// The page's Python connects (gateway show writes the credentials it
 	// reads).
 	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
-	snippet, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('pre[aria-label="distributed"]').textContent`))
+	snippet, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('pre[aria-label="Python with distributed"]').textContent`))
 	cancel()
 	if err != nil {
 		t.Fatal(err)
