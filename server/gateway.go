@@ -242,12 +242,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if err != nil {
 		return nil, err
 	}
+	g.console.SetClusterPages(g.core, g.store)
 	// The account pages use what the API's token, session, quota and
 	// usage endpoints use.
 	g.console.SetAccount(console.Account{Tokens: g.store, Sessions: g.store, Quotas: quotas, Records: g.store,
 		Forget: apiSrv.Forget, OnExceed: string(quotas.OnExceed())})
 	g.console.SetAdmin(g.core, quotas, g.store)
-	g.console.SetClusterPages(g.core, g.store)
 	mux.Handle("/api/", apiSrv)
 	mux.Handle("/auth/", apiSrv)
 	mux.Handle("/", g.console)
