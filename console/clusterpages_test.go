@@ -107,7 +107,7 @@ func TestClustersListFacts(t *testing.T) {
 	mustNotContain(t, "the list", a.Body, "b1", "$7.00")
 	// Live updates carry the same.
 	f.change("alice", func(m map[string]*store.Cluster) { m["c1"].DesiredWorkers = 3 })
-	frag, err := tc.console.clustersFragment(context.Background(), alice)
+	frag, err := tc.console.clustersFragment(context.Background(), alice, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,7 +50,15 @@ type clustersData struct {
 	Stopped  []clusterRow
 	ReadOnly bool
 	Costs    bool // the cost columns are known
+	// Live is how many live clusters there are; Rows has the newest
+	// listPage of them unless All.
+	Live int
+	All  bool
 }
+
+// listPage is how many live clusters the list shows unless asked for all
+// (?all=1): a page of a thousand rows is slow to make and to read.
+const listPage = 100
 
 // recentStopped is how many ended clusters the list shows below the live
 // ones.
@@ -139,13 +148,13 @@ func (s *Server) spent(ctx context.Context, owner string, cls []*store.Cluster) 
 
 // clustersData lists the user's clusters: the live ones, newest first,
 // then the most recently ended.
-func (s *Server) clustersData(ctx context.Context, u *auth.User) (clustersData, error) {
+func (s *Server) clustersData(ctx context.Context, u *auth.User, all bool) (clustersData, error) {
 	cls, err := s.clusters.List(ctx, u.Owner(), nil)
 	if err != nil {
 		return clustersData{}, err
 	}
 	now := time.Now()
-	d := clustersData{ReadOnly: u.ReadOnly, Costs: s.create.loop != nil}
+	d := clustersData{ReadOnly: u.ReadOnly, Costs: s.create.loop != nil, All: all}
 	var live, ended []*store.Cluster
 	for _, c := range cls {
 		if c.Owner != u.Owner() {
@@ -161,6 +170,9 @@ func (s *Server) clustersData(ctx context.Context, u *auth.User) (clustersData, 
 	slices.SortFunc(live, newest)
 	slices.SortFunc(ended, newest)
 	ended = ended[:min(len(ended), recentStopped)]
+	if d.Live = len(live); !all {
+		live = live[:min(len(live), listPage)]
+	}
 	var spent map[string]*store.Totals
 	if d.Costs {
 		if spent, err = s.spent(ctx, u.Owner(), append(slices.Clip(live), ended...)); err != nil {
@@ -186,14 +198,16 @@ func (s *Server) clustersData(ctx context.Context, u *auth.User) (clustersData, 
 // kept by the user's cluster generation like the stream's: reloads and
 // new tabs between changes render nothing again.
 func (s *Server) clustersPage(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	table, err := s.clustersTable(r.Context(), u, -1)
+	all := r.URL.Query().Get("all") == "1"
+	table, gen, err := s.clustersTable(r.Context(), u, -1, all)
 	if err != nil {
 		s.fail(w, r, u, err)
 		return
 	}
 	// The table is the console's own rendering, escaped as it was made.
 	s.render(w, r, http.StatusOK, "clusters", view{Title: "Clusters", User: u, Nav: "clusters",
-		Data: clustersPageData{Table: template.HTML(table), Costs: s.create.loop != nil, ReadOnly: u.ReadOnly}}) //nolint:gosec
+		Data: clustersPageData{Table: template.HTML(table), Costs: s.create.loop != nil, ReadOnly: u.ReadOnly, //nolint:gosec
+			Stream: streamURL(gen, all)}})
 }
 
 // clustersPageData is the list's page: its table, rendered as the event
@@ -201,26 +215,46 @@ func (s *Server) clustersPage(w http.ResponseWriter, r *http.Request, u *auth.Us
 type clustersPageData struct {
 	Table           template.HTML
 	Costs, ReadOnly bool
+	Stream          string // its event stream's URL
+}
+
+// streamURL is the list's event stream: since the generation the page
+// shows (-1: unknown), all of the live clusters or a page of them.
+func streamURL(gen int64, all bool) string {
+	q := url.Values{}
+	if gen >= 0 {
+		q.Set("since", strconv.FormatInt(gen, 10))
+	}
+	if all {
+		q.Set("all", "1")
+	}
+	if len(q) == 0 {
+		return "/events"
+	}
+	return "/events?" + q.Encode()
 }
 
 // clustersTable is the user's clusters table, kept by generation gen
-// (-1: read it now; unknown, it is rendered afresh).
-func (s *Server) clustersTable(ctx context.Context, u *auth.User, gen int64) (string, error) {
+// (-1: read it now), and the generation it shows (-1: unknown, rendered
+// afresh).
+func (s *Server) clustersTable(ctx context.Context, u *auth.User, gen int64, all bool) (string, int64, error) {
 	if gen < 0 {
 		g, err := s.clusters.ClustersGeneration(ctx, u.Owner())
 		if err != nil {
-			return s.clustersFragment(ctx, u)
+			table, err := s.clustersFragment(ctx, u, all)
+			return table, -1, err
 		}
 		gen = g
 	}
-	return s.frags.get(s.fragKey(u, gen), func() (string, error) { return s.clustersFragment(ctx, u) })
+	table, err := s.frags.get(s.fragKey(u, gen, all), func() (string, error) { return s.clustersFragment(ctx, u, all) })
+	return table, gen, err
 }
 
 // fragKey is the key a user's clusters table is kept under: their
 // generation, and the time rounded to fragmentFresh, since the table
 // shows uptimes.
-func (s *Server) fragKey(u *auth.User, gen int64) fragKey {
-	return fragKey{owner: u.Owner(), readOnly: u.ReadOnly, gen: gen, at: s.now().Truncate(fragmentFresh).Unix()}
+func (s *Server) fragKey(u *auth.User, gen int64, all bool) fragKey {
+	return fragKey{owner: u.Owner(), readOnly: u.ReadOnly, all: all, gen: gen, at: s.now().Truncate(fragmentFresh).Unix()}
 }
 
 // fragmentFresh is how long a rendered table is kept while nothing
@@ -229,8 +263,8 @@ func (s *Server) fragKey(u *auth.User, gen int64) fragKey {
 const fragmentFresh = 10 * time.Second
 
 // clustersFragment is the clusters table alone, for the event stream.
-func (s *Server) clustersFragment(ctx context.Context, u *auth.User) (string, error) {
-	d, err := s.clustersData(ctx, u)
+func (s *Server) clustersFragment(ctx context.Context, u *auth.User, all bool) (string, error) {
+	d, err := s.clustersData(ctx, u, all)
 	if err != nil {
 		return "", err
 	}

@@ -3,6 +3,7 @@ package console
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -309,5 +310,61 @@ func readEvent(t *testing.T, rd *bufio.Reader) (event, data string) {
 		case strings.HasPrefix(line, "data: "):
 			lines = append(lines, strings.TrimPrefix(line, "data: "))
 		}
+	}
+}
+
+// The list shows the newest page of a user's live clusters, and all of
+// them when asked.
+func TestClustersListPages(t *testing.T) {
+	var cls []*store.Cluster
+	for i := range listPage + 5 {
+		c := running(fmt.Sprintf("c%03d", i), "alice")
+		c.CreatedAt = testTime.Add(time.Duration(i) * time.Minute)
+		cls = append(cls, c)
+	}
+	tc := newTestConsole(t, newFakeClusters(cls...))
+	b := tc.browser(alice)
+	a := b.get("/")
+	if n := strings.Count(a.Body, "<tr data-cluster="); n != listPage {
+		t.Fatalf("the list shows %d clusters, want %d", n, listPage)
+	}
+	last := fmt.Sprintf("c%03d", listPage+4)
+	if !strings.Contains(a.Body, `href="/c/`+last+`"`) || strings.Contains(a.Body, `href="/c/c000"`) ||
+		!strings.Contains(a.Body, fmt.Sprintf("The newest %d of your %d running clusters", listPage, listPage+5)) ||
+		!strings.Contains(a.Body, `href="/?all=1"`) {
+		t.Fatalf("the first page: newest first, and a way to all:\n%s", a.Body)
+	}
+	a = b.get("/?all=1")
+	if n := strings.Count(a.Body, "<tr data-cluster="); n != listPage+5 || strings.Contains(a.Body, `href="/?all=1"`) ||
+		!strings.Contains(a.Body, `data-stream="/events?all=1&amp;since=`) {
+		t.Fatalf("?all=1 shows %d clusters, want %d, with its own stream:\n%s", n, listPage+5, a.Body)
+	}
+}
+
+// A page's stream starts with the table only if it changed since the
+// page was made: a large list is not sent twice for every page opened.
+func TestStreamSince(t *testing.T) {
+	f := newFakeClusters(running("c1", "alice"))
+	tc := newTestConsole(t, f)
+	page := tc.browser(alice).get("/")
+	if !strings.Contains(page.Body, `data-stream="/events?since=0"`) {
+		t.Fatalf("the page names no generation for its stream:\n%s", page.Body)
+	}
+	// Unchanged: the first event is the change that comes next.
+	_, rd := openStream(t, tc.browser(alice), "/events?since=0")
+	if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "retry:") {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	f.change("alice", func(m map[string]*store.Cluster) { m["c2"] = running("c2", "alice") })
+	readUntil(t, rd, func(event, data string) bool {
+		if !strings.Contains(data, "c2") {
+			t.Fatalf("the stream sent the table as it was first:\n%s", data)
+		}
+		return true
+	})
+	// Changed since: it starts with the table as it is now.
+	_, rd = openStream(t, tc.browser(alice), "/events?since=0")
+	if event, data := readEvent(t, rd); event != "clusters" || !strings.Contains(data, "c2") {
+		t.Fatalf("a stale page's stream starts with %q:\n%s", event, data)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -146,10 +147,24 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	name := q.Get("cluster")
 	// next renders the page's update, given the generation the hub told
 	// (-1 at the start: read it then).
+	all := q.Get("all") == "1"
 	next := func(ctx context.Context, gen int64) (string, string, error) {
-		frag, err := s.clustersTable(ctx, u, gen)
+		frag, _, err := s.clustersTable(ctx, u, gen, all)
 		return "clusters", frag, err
 	}
+	// shown is the generation of the list the page shows (-1: unknown).
+	// The page says which it was made at (?since=): the stream starts
+	// with the table only if it has moved since, and sends it again only
+	// when it moves (a large list is not sent twice for every page
+	// opened, nor again when a new watch's first read finds nothing new).
+	shown := int64(-1)
+	if name == "" {
+		if g, err := s.clusters.ClustersGeneration(r.Context(), u.Owner()); err == nil {
+			shown = g
+		}
+	}
+	since, err := strconv.ParseInt(q.Get("since"), 10, 64)
+	fresh := err == nil && shown >= 0 && since == shown
 	var logs *logStream
 	if name != "" {
 		if !s.clusterStream(w, r, u, name) {
@@ -192,8 +207,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	}
 	// The page as it is now: it may have changed since it was rendered,
 	// before this stream was told of changes.
-	if event, frag, err := next(r.Context(), -1); err == nil && !send(sseEvent(event, frag)) {
-		return
+	if !fresh {
+		if event, frag, err := next(r.Context(), shown); err == nil && !send(sseEvent(event, frag)) {
+			return
+		}
 	}
 	ping := time.NewTicker(keepAlive)
 	defer ping.Stop()
@@ -217,7 +234,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 				send([]byte("event: signedout\ndata: \n\n"))
 				return
 			}
-			event, frag, err := next(r.Context(), gen())
+			g := gen()
+			if name == "" && shown >= 0 && g == shown {
+				continue // already shown
+			}
+			shown = g
+			event, frag, err := next(r.Context(), g)
 			if err != nil {
 				s.log.Debug("console: rendering a page's update for a stream", "event", event, "err", err)
 				continue
@@ -257,6 +279,7 @@ type fragments struct {
 type fragKey struct {
 	owner    string
 	readOnly bool
+	all      bool // the whole list, not its first page
 	gen      int64
 	at       int64 // see Server.fragKey
 }
@@ -270,7 +293,7 @@ func (f *fragments) get(k fragKey, render func() (string, error)) (string, error
 	if ok {
 		return html, nil
 	}
-	v, err, _ := f.flight.Do(fmt.Sprintf("%q %t %d %d", k.owner, k.readOnly, k.gen, k.at), func() (any, error) {
+	v, err, _ := f.flight.Do(fmt.Sprintf("%q %t %t %d %d", k.owner, k.readOnly, k.all, k.gen, k.at), func() (any, error) {
 		html, err := render()
 		if err != nil {
 			return "", err
@@ -291,7 +314,7 @@ func (f *fragments) keep(k fragKey, html string) {
 		f.last = map[fragKey]string{}
 	}
 	for old := range f.last {
-		if old.owner == k.owner && old.readOnly == k.readOnly {
+		if old.owner == k.owner && old.readOnly == k.readOnly && old.all == k.all {
 			delete(f.last, old)
 		}
 	}
