@@ -100,7 +100,7 @@ func TestJupyterHubTokens(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := append([]string(nil), tc.groups...)
+				want := tc.groups
 				if u.Owner() != tc.wantID || u.Via != "jupyterhub" || !slices.Equal(u.Groups, want) || u.Admin != tc.admin {
 					t.Fatalf("got %+v; want id %s, groups %v, admin %v", u, tc.wantID, want, tc.admin)
 				}

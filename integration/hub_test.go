@@ -383,12 +383,27 @@ func TestJupyterHubTokens(t *testing.T) {
 	}
 	g := startHubGateway(t, "GATEWAY_AUTH_ADMIN_GROUPS=hub-ops", "GATEWAY_CONFIG="+quotas)
 	hub := g.hub
+	// Every hub token sent, and the gateway's own service token: none may
+	// reach the gateway's log.
+	secrets := []string{hubServiceToken}
+	newToken := func(user string) hubToken {
+		tok := hub.newToken(user)
+		secrets = append(secrets, tok.Token)
+		return tok
+	}
+	t.Cleanup(func() {
+		for _, s := range secrets {
+			if strings.Contains(g.e.gwLog.String(), s) {
+				t.Errorf("the gateway's log shows a hub token (%.6s...)", s)
+			}
+		}
+	})
 
 	// A user's token names them and their hub groups, with either
 	// scheme dask-gateway's clients send; the groups make alice an admin
 	// (auth.admin_groups) and give her the group's quota.
 	t.Run("WhoAmI", func(t *testing.T) {
-		alice, bob := hub.newToken("alice"), hub.newToken("bob")
+		alice, bob := newToken("alice"), newToken("bob")
 		for _, scheme := range []string{"jupyterhub", "token"} {
 			code, w, body := g.whoami(t, scheme+" "+alice.Token)
 			if code != http.StatusOK || w.Name != "alice" || w.ID != "jupyterhub:alice" || w.Via != "jupyterhub" || len(w.Groups) != 1 || w.Groups[0] != "hub-ops" || !w.Admin {
@@ -417,7 +432,7 @@ func TestJupyterHubTokens(t *testing.T) {
 	// answer, made before the revocation, is over: by revocation +
 	// cache_ttl.
 	t.Run("Revoked", func(t *testing.T) {
-		tok := hub.newToken("alice")
+		tok := newToken("alice")
 		if code, _, body := g.whoami(t, "jupyterhub "+tok.Token); code != http.StatusOK {
 			t.Fatalf("before revocation: %d %s", code, body)
 		}
@@ -461,7 +476,7 @@ func TestJupyterHubTokens(t *testing.T) {
 		if err := exec.Command(python, "-c", "import aiohttp").Run(); err != nil {
 			testutil.Missing(t, testutil.EnvRequirePython, "python3-aiohttp is not installed (apt-get install python3-aiohttp)")
 		}
-		tok := hub.newToken("bob")
+		tok := newToken("bob")
 		f := filepath.Join(t.TempDir(), "client.py")
 		if err := os.WriteFile(f, []byte(jupyterHubAuthClient), 0o600); err != nil {
 			t.Fatal(err)
@@ -507,7 +522,7 @@ func TestJupyterHubTokens(t *testing.T) {
 	// cookie cleared); the gateway's own tokens with dask-gateway's
 	// jupyterhub scheme, and the OIDC login of the CLI, work on.
 	t.Run("HubStopped", func(t *testing.T) {
-		tok := hub.newToken("alice") // never used: nothing cached
+		tok := newToken("alice") // never used: nothing cached
 		hub.stop()
 		code, hdr, body := hubCall(t, http.MethodGet, g.e.url+"/api/v1/whoami", "jupyterhub "+tok.Token, "")
 		if code != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"auth_unavailable"`) {

@@ -3,14 +3,12 @@ package server
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gatewayhq/gateway/auth/authtest"
-	"github.com/gatewayhq/gateway/auth/devissuer"
 )
 
 // TestServeWithJupyterHub: the composition of the hub's keys. A hub alone
@@ -20,14 +18,7 @@ import (
 // other provider's callback answers 404.
 func TestServeWithJupyterHub(t *testing.T) {
 	const tok = "a11ce0123456789abcdef0123456789a"
-	idp := httptest.NewUnstartedServer(nil)
-	iss, err := devissuer.New(devissuer.Config{Issuer: "http://" + idp.Listener.Addr().String(), ClientID: "gateway", Users: DevUsers()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idp.Config.Handler = iss.Handler()
-	idp.Start()
-	t.Cleanup(idp.Close)
+	idp := startIdP(t)
 
 	cases := []struct {
 		name         string
