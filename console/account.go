@@ -237,6 +237,10 @@ func how(se *store.Session) string {
 	switch {
 	case se.Via == "login":
 		return "signed in with your organisation's account"
+	case se.Via == auth.SessionViaHub:
+		return "signed in with JupyterHub"
+	case se.Via == auth.SessionViaHubLink:
+		return "dashboard link made with a JupyterHub token"
 	case se.TokenID != "":
 		return "dashboard link made with API token " + se.TokenID
 	case se.Via == "link":

@@ -66,6 +66,11 @@ type Config struct {
 	// SignIn says whether browsers can sign in here (OIDC browser
 	// login): without it the console says how to get a session.
 	SignIn bool
+	// SignInAtOnce sends a browser without a session that asks for a page
+	// straight to LoginURL, rather than to the sign-in page and its
+	// button: with JupyterHub's sign-in, someone signed in to the hub then
+	// comes back signed in after one redirect, with nothing to click.
+	SignInAtOnce bool
 	// LoginURL is where a browser is sent to sign in, given the page to
 	// come back to.
 	LoginURL func(next string) string
@@ -257,6 +262,10 @@ func (s *Server) signedOut(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if r.Method != http.MethodGet || r.URL.Path == "/events" {
 		s.render(w, r, http.StatusUnauthorized, "error", view{Title: "Signed out", Data: errorData{Message: "Your session has ended: sign in again."}})
+		return
+	}
+	if s.cfg.SignIn && s.cfg.SignInAtOnce {
+		http.Redirect(w, r, s.cfg.LoginURL(r.URL.RequestURI()), http.StatusFound)
 		return
 	}
 	s.render(w, r, http.StatusOK, "signin", view{Title: "Sign in", Data: signinData{

@@ -90,6 +90,42 @@ func TestSignedOut(t *testing.T) {
 	}
 }
 
+// TestSignInAtOnce: with the hub's sign-in, a signed-out browser asking
+// for a page goes straight to sign in (no page, no button), and comes back
+// to the page; the event stream and forms still answer 401.
+func TestSignInAtOnce(t *testing.T) {
+	tc := newTestConsole(t, newFakeClusters(running("c1", "alice")), func(tc *testConsole) { tc.console.cfg.SignInAtOnce = true })
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tt := range []struct {
+		method, path string
+		status       int
+		location     string
+	}{
+		{"GET", "/c/c1?x=1", http.StatusFound, "/auth/login?next=%2Fc%2Fc1%3Fx%3D1"},
+		{"GET", "/", http.StatusFound, "/auth/login?next=%2F"},
+		{"GET", "/events", http.StatusUnauthorized, ""},
+		{"POST", "/c/c1/stop", http.StatusUnauthorized, ""},
+	} {
+		req, _ := http.NewRequest(tt.method, tc.srv.URL+tt.path, nil)
+		req.Header.Set("Accept", "text/html")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || resp.Header.Get("Location") != tt.location {
+			t.Errorf("%s %s signed out: %d to %q; want %d to %q", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Location"), tt.status, tt.location)
+		}
+	}
+	if len(tc.clusters.stopped) != 0 {
+		t.Fatalf("stopped %v", tc.clusters.stopped)
+	}
+	if a := tc.browser(alice).get("/c/c1"); a.Status != http.StatusOK {
+		t.Errorf("signed in: %d", a.Status)
+	}
+}
+
 func TestClustersPage(t *testing.T) {
 	stopped := running("old", "alice")
 	stopped.Status, stopped.StoppedAt, stopped.Reason = store.Stopped, testTime.Add(90*time.Minute), "stopped by alice"

@@ -53,6 +53,8 @@ if [ "$(id -u)" -eq 0 ]; then
 	export GATEWAY_TEST_REQUIRE_SANDBOX=1
 	# scripts/setup.sh installed Chromium: the browser tests must run.
 	export GATEWAY_TEST_REQUIRE_BROWSER=1
+	# ... and jupyterhub: the JupyterHub tests must run too.
+	export GATEWAY_TEST_REQUIRE_JUPYTERHUB=1
 	scripts/docker.sh
 	GATEWAY_TEST_DASK_IMAGE=$(scripts/testimage.sh)
 	export GATEWAY_TEST_DASK_IMAGE GATEWAY_TEST_REQUIRE_DOCKER=1
