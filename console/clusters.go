@@ -128,13 +128,19 @@ func (s *Server) spent(ctx context.Context, owner string, cls []*store.Cluster) 
 	}
 	since := cls[0].CreatedAt
 	want := make(map[string]*store.Totals, len(cls))
+	names := make([]string, 0, len(cls))
 	for _, c := range cls {
 		if c.CreatedAt.Before(since) {
 			since = c.CreatedAt
 		}
 		want[c.Name] = &store.Totals{}
+		names = append(names, c.Name)
 	}
-	ivs, err := s.create.ledger.Intervals(ctx, store.LedgerFilter{Owner: owner, Since: since})
+	f := store.LedgerFilter{Owner: owner, Since: since}
+	if len(names) <= store.MaxLedgerClusters {
+		f.Clusters = names // a page of them: not every interval of the owner's
+	}
+	ivs, err := s.create.ledger.Intervals(ctx, f)
 	if err != nil {
 		return nil, err
 	}

@@ -58,7 +58,10 @@ type LedgerFilter struct {
 	Owner     string // owner id
 	OwnerName string // or the owner's user name
 	Cluster   string
-	Since     time.Time
+	// Clusters, when not empty, keeps only these clusters' intervals (a
+	// page of a user's clusters); at most MaxLedgerClusters names.
+	Clusters []string
+	Since    time.Time
 	Until     time.Time
 }
 
@@ -202,6 +205,10 @@ func (s *DB) Intervals(ctx context.Context, f LedgerFilter) ([]Interval, error) 
 	return out, nil
 }
 
+// MaxLedgerClusters bounds LedgerFilter.Clusters: one query's
+// parameters stay well under either database's limit.
+const MaxLedgerClusters = 500
+
 func (s *DB) intervals(ctx context.Context, q querier, f LedgerFilter) ([]Interval, error) {
 	until := f.Until
 	if until.IsZero() {
@@ -213,6 +220,15 @@ func (s *DB) intervals(ctx context.Context, q querier, f LedgerFilter) ([]Interv
 		if c.v != "" {
 			where = append(where, c.col+" = ?")
 			args = append(args, c.v)
+		}
+	}
+	if len(f.Clusters) > MaxLedgerClusters {
+		return nil, fmt.Errorf("%d clusters named, at most %d", len(f.Clusters), MaxLedgerClusters)
+	}
+	if len(f.Clusters) > 0 {
+		where = append(where, "cluster IN (?"+strings.Repeat(", ?", len(f.Clusters)-1)+")")
+		for _, c := range f.Clusters {
+			args = append(args, c)
 		}
 	}
 	rows, err := q.QueryContext(ctx, s.rebind(`SELECT cluster, member, owner, owner_name, at, stop_at,

@@ -236,6 +236,17 @@ func TestLedger(t *testing.T) {
 		if len(win) != 2 || sec != 3600 {
 			t.Errorf("window intervals %+v (%gs), want scheduler and worker-0, 30 minutes each", win, sec)
 		}
+		// By cluster names: only theirs.
+		named, err := db.Intervals(ctx, store.LedgerFilter{Owner: "alice", Clusters: []string{"l1", "other"}})
+		if err != nil || len(named) != 3 {
+			t.Errorf("intervals of l1 and other: %d, %v; want l1's 3", len(named), err)
+		}
+		if none, err := db.Intervals(ctx, store.LedgerFilter{Owner: "alice", Clusters: []string{"other"}}); err != nil || len(none) != 0 {
+			t.Errorf("intervals of another cluster: %v, %v; want none", none, err)
+		}
+		if _, err := db.Intervals(ctx, store.LedgerFilter{Owner: "alice", Clusters: make([]string, store.MaxLedgerClusters+1)}); err == nil {
+			t.Error("more names than MaxLedgerClusters: no error")
+		}
 		// Someone else's usage is not in alice's.
 		other, err := db.Intervals(ctx, store.LedgerFilter{Owner: "bob"})
 		if err != nil || len(other) != 0 {

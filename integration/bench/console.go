@@ -198,7 +198,14 @@ func benchConsoleOn(ctx context.Context, o Options, pgURL, suffix string) ([]Res
 	afterChange := func(path, what, target string, bound time.Duration) error {
 		var fresh []time.Duration
 		for i := 0; i < changed && time.Now().Before(deadline.Add(2*time.Minute)); i++ {
-			if _, err := g.core.Scale(ctx, ann, names[i%len(names)].Name, i%2); err != nil {
+			// A real change each time: the cluster's workers between 0
+			// and 1, from what it has now.
+			name := names[i%len(names)].Name
+			c, err := g.core.Get(ctx, "ann", name)
+			if err != nil {
+				return err
+			}
+			if _, err := g.core.Scale(ctx, ann, name, 1-min(c.DesiredWorkers, 1)); err != nil {
 				return err
 			}
 			g.pages.take()
