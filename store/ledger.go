@@ -62,7 +62,7 @@ type LedgerFilter struct {
 	// page of a user's clusters); at most MaxLedgerClusters names.
 	Clusters []string
 	Since    time.Time
-	Until     time.Time
+	Until    time.Time
 }
 
 // Totals sums intervals.
