@@ -15,13 +15,8 @@ import (
 // them; someone it is shared with gets 403, anyone else 404.
 
 func (s *Server) clusterShares(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	shares, err := s.core.Shares(r.Context(), whoOf(r), name)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, apitype.Shares{Cluster: name, Sharing: string(s.core.Sharing()), Shares: sharesJSON(shares)})
+	shares, err := s.core.Shares(r.Context(), whoOf(r), r.PathValue("name"))
+	s.answerShares(w, r, shares, nil, err)
 }
 
 func (s *Server) shareCluster(w http.ResponseWriter, r *http.Request) {
@@ -29,13 +24,8 @@ func (s *Server) shareCluster(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	name := r.PathValue("name")
-	shares, err := s.core.Share(r.Context(), whoOf(r), name, scheduler.ShareRequest{With: req.With, Allow: req.Allow})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, apitype.Shares{Cluster: name, Sharing: string(s.core.Sharing()), Shares: sharesJSON(shares)})
+	shares, err := s.core.Share(r.Context(), whoOf(r), r.PathValue("name"), scheduler.ShareRequest{With: req.With, Allow: req.Allow})
+	s.answerShares(w, r, shares, nil, err)
 }
 
 func (s *Server) unshareCluster(w http.ResponseWriter, r *http.Request) {
@@ -43,13 +33,22 @@ func (s *Server) unshareCluster(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	name := r.PathValue("name")
-	removed, kept, err := s.core.Unshare(r.Context(), whoOf(r), name, req.With)
+	removed, kept, err := s.core.Unshare(r.Context(), whoOf(r), r.PathValue("name"), req.With)
+	s.answerShares(w, r, kept, removed, err)
+}
+
+// answerShares answers a share route: the cluster's shares, and what an
+// unshare removed.
+func (s *Server) answerShares(w http.ResponseWriter, r *http.Request, shares, removed []store.Share, err error) {
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apitype.Shares{Cluster: name, Sharing: string(s.core.Sharing()), Shares: sharesJSON(kept), Removed: sharesJSON(removed)})
+	out := apitype.Shares{Cluster: r.PathValue("name"), Sharing: string(s.core.Sharing()), Shares: sharesJSON(shares)}
+	if removed != nil {
+		out.Removed = sharesJSON(removed)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // sharesJSON is shares as the API shows them (never nil: [] for none).

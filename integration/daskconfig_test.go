@@ -3,6 +3,10 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,8 +120,28 @@ func TestGatewayNoArguments(t *testing.T) {
 		`(?m)^listed `+c.Name+` RUNNING$`, `(?m)^ok list$`,
 		`(?m)^ok connect `+c.Name+` computed 45$`,
 		`(?m)^ok new [0-9a-f]+ computed 45$`)
-	if link := dev2.gwStdout("dashboard", c.Name); !strings.Contains(link, "/auth/ticket?") {
-		t.Errorf("gateway dashboard of the shared cluster, as dev2: %s", link)
+	// dev2's browser, signed in by gateway dashboard's one-time link,
+	// opens the shared cluster's dashboard.
+	link := strings.TrimSpace(dev2.gwStdout("dashboard", c.Name))
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	lu, err := url.Parse(link)
+	if err != nil || lu.Path != "/auth/ticket" {
+		t.Fatalf("gateway dashboard of the shared cluster, as dev2: %q %v", link, err)
+	}
+	resp, err := browser.PostForm(e.url+"/auth/ticket", url.Values{"t": {lu.Query().Get("t")}, "next": {lu.Query().Get("next")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp, err = browser.Get(e.url + "/clusters/" + c.Name + "/info/main/workers.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "Workers") {
+		t.Errorf("dev2's browser session on the shared dashboard: %d %.200s", resp.StatusCode, page)
 	}
 
 	// A hub's spawner: no file, the environment of the README.
@@ -134,6 +158,14 @@ func TestGatewayNoArguments(t *testing.T) {
 	}
 	out = daskClient(t, env, "connect:"+c.Name)
 	wantLines(t, "connect after the unshare", out, `(?m)^error ValueError: cluster `+c.Name+` not found$`)
+	resp, err = browser.Get(e.url + "/clusters/" + c.Name + "/info/main/workers.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("dev2's browser on the dashboard after the unshare: %s, want 404", resp.Status)
+	}
 
 	// Logout removes the file and revokes its token.
 	if out := dev2.gwOK("logout"); !strings.Contains(out, "Removed "+path+" and revoked its token") {

@@ -562,9 +562,9 @@ func (c *Core) Scale(ctx context.Context, who Who, name string, count int) (msg 
 			if allowed < count {
 				if c.onExceed() == quota.Refuse {
 					return store.Event{}, &quota.ExceededError{Limit: limitOf(why), Msg: fmt.Sprintf(
-						"Scale request of %d workers refused: %s (the cluster keeps its %d workers)", asked, quotaMessage(why), cl.DesiredWorkers)}
+						"Scale request of %d workers refused: %s (the cluster keeps its %d workers)", asked, quotaText(why, g, cl), cl.DesiredWorkers)}
 				}
-				msg = fmt.Sprintf("Scale request of %d workers is beyond your quota: %s; scaling to %d instead.", asked, quotaMessage(why), allowed)
+				msg = fmt.Sprintf("Scale request of %d workers is beyond %s: %s; scaling to %d instead.", asked, whoseQuota(g, cl), quotaText(why, g, cl), allowed)
 				count = allowed
 			}
 		}
@@ -645,9 +645,9 @@ func (c *Core) Adapt(ctx context.Context, who Who, name string, minimum, maximum
 			if allowed < want {
 				if c.onExceed() == quota.Refuse {
 					return store.Event{}, &quota.ExceededError{Limit: limitOf(why), Msg: fmt.Sprintf(
-						"Adaptive minimum of %d workers refused: %s", minimum, quotaMessage(why))}
+						"Adaptive minimum of %d workers refused: %s", minimum, quotaText(why, g, cl))}
 				}
-				notes = append(notes, fmt.Sprintf("Adaptive minimum of %d workers is beyond your quota: %s; starting from %d instead.", minimum, quotaMessage(why), allowed))
+				notes = append(notes, fmt.Sprintf("Adaptive minimum of %d workers is beyond %s: %s; starting from %d instead.", minimum, whoseQuota(g, cl), quotaText(why, g, cl), allowed))
 				want = allowed
 			}
 		}

@@ -173,6 +173,9 @@ func (c *Core) addShares(ctx context.Context, who Who, name string, add []store.
 			cur = slices.DeleteFunc(cur, func(x store.Share) bool { return x.Kind == sh.Kind && x.Subject == sh.Subject })
 			cur = append(cur, sh)
 		}
+		if len(cur) > sharing.MaxShares {
+			return nil, fmt.Errorf("%w: a cluster is shared with at most %d users and groups; it would be %d", ErrInvalid, sharing.MaxShares, len(cur))
+		}
 		return cur, nil
 	})
 	if err != nil {
@@ -440,4 +443,21 @@ func (c *Core) quotaWho(who Who, cl *store.Cluster, g sharing.Grant) Who {
 		return who
 	}
 	return whoOf(cl)
+}
+
+// whoseQuota names the quota a change by someone through g is held to.
+func whoseQuota(g sharing.Grant, cl *store.Cluster) string {
+	if g.Owner {
+		return "your quota"
+	}
+	return "the quota of its owner " + ownerLabel(cl)
+}
+
+// quotaText is a quota refusal's message as the person who asked reads
+// it: the limits are the owner's, not theirs.
+func quotaText(why error, g sharing.Grant, cl *store.Cluster) string {
+	if g.Owner {
+		return quotaMessage(why)
+	}
+	return strings.ReplaceAll(quotaMessage(why), "your ", ownerLabel(cl)+"'s ")
 }

@@ -216,6 +216,9 @@ func runMatrix(t *testing.T, g *Gateway, m matrixCase) {
 				t.Errorf("share %s with %s: %d %s, want %d", cluster, target, code, out, m.shareStatus(target))
 			}
 		}
+		if m.setting != "any" {
+			sharedEarlier(t, g, cluster, bob, m.allow)
+		}
 	}
 	share(name)
 
@@ -228,6 +231,30 @@ func runMatrix(t *testing.T, g *Gateway, m matrixCase) {
 	}
 	checkStops(t, base, m, people, name, share)
 	checkAudit(t, base, m, people, people[5])
+}
+
+// sharedEarlier stores the shares the setting refused, as a gateway with
+// cluster.sharing: any would have made them before the setting was
+// lowered: they must grant nothing the setting does not allow now.
+func sharedEarlier(t *testing.T, g *Gateway, cluster string, bob sharer, allow []string) {
+	t.Helper()
+	earlier := []store.Share{
+		{Kind: "user", Subject: bob.id, SubjectName: "bob", Allow: allow},
+		{Kind: "group", Subject: "ops", Allow: allow, OwnerMember: true},
+		{Kind: "group", Subject: "team2", Allow: allow}, // bob's; the owner is not in it
+	}
+	_, _, err := g.store.UpdateShares(context.Background(), cluster, store.Actor{ID: "oidc:earlier", Name: "earlier"}, "cluster.share",
+		func(_ string, cur []store.Share) ([]store.Share, error) {
+			for _, sh := range earlier {
+				if !slices.ContainsFunc(cur, func(x store.Share) bool { return x.Kind == sh.Kind && x.Subject == sh.Subject }) {
+					cur = append(cur, sh)
+				}
+			}
+			return cur, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func jsonList(s []string) string {

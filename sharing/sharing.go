@@ -131,6 +131,9 @@ func ParseTargets(items []string) ([]Target, error) {
 			if !slices.Contains(out, t) {
 				out = append(out, t)
 			}
+			if len(out) > MaxTargets {
+				return nil, fmt.Errorf("%w: at most %d users and groups at once", ErrInvalid, MaxTargets)
+			}
 		}
 	}
 	return out, nil
@@ -138,21 +141,31 @@ func ParseTargets(items []string) ([]Target, error) {
 
 func parseTarget(s string) (Target, error) {
 	kind, name, ok := strings.Cut(s, ":")
-	t := Target{Kind: Kind(strings.ToLower(kind)), Name: name}
+	name = strings.TrimSpace(name)
+	t := Target{Kind: Kind(strings.ToLower(strings.TrimSpace(kind))), Name: name}
 	if !ok || (t.Kind != User && t.Kind != Group) {
 		return Target{}, fmt.Errorf("%w: %q: name whom to share with as user:NAME or group:NAME", ErrInvalid, quoted(s))
 	}
 	if name == "" || len(name) > maxName || strings.ContainsFunc(name, unsafeRune) {
-		return Target{}, fmt.Errorf("%w: %q: a %s name of 1 to %d printable characters", ErrInvalid, quoted(s), t.Kind, maxName)
+		return Target{}, fmt.Errorf("%w: %q: a %s name of 1 to %d printable characters, without commas", ErrInvalid, quoted(s), t.Kind, maxName)
 	}
 	return t, nil
 }
 
 // unsafeRune refuses what would make a name ambiguous in a list or unsafe
-// to show: separators, spaces and control characters.
+// to show: the list's separator and control characters. Spaces stay:
+// groups have them ("Data Science"), and names are trimmed at the ends.
 func unsafeRune(r rune) bool {
-	return r == ',' || unicode.IsSpace(r) || !unicode.IsPrint(r)
+	return r == ',' || !unicode.IsPrint(r)
 }
+
+// MaxTargets bounds the users and groups of one share request, and
+// MaxShares a cluster's shares: each is a row the store keeps and a list
+// reads.
+const (
+	MaxTargets = 100
+	MaxShares  = 1000
+)
 
 // quoted shortens what a message quotes back of a request.
 func quoted(s string) string {

@@ -33,7 +33,10 @@ func TestParseTargetsAndActions(t *testing.T) {
 		{[]string{"bob"}, "name whom to share with as user:NAME or group:NAME"},
 		{[]string{"team:ops"}, "name whom to share with"},
 		{[]string{"group:"}, "a group name of 1 to 256 printable characters"},
-		{[]string{"user:a b"}, "a user name of 1 to 256"},
+		{[]string{"group:Data Science"}, "[group:Data Science]"},
+		{[]string{"user:a\tb"}, "a user name of 1 to 256"},
+		{manyGroups(MaxTargets + 1), "at most 100 users and groups at once"},
+		{manyGroups(MaxTargets), "group:g99]"},
 		{[]string{"group:" + strings.Repeat("x", 257)}, "a group name of 1 to 256"},
 		{[]string{"group:a\x00b"}, "printable"},
 	} {
@@ -122,4 +125,12 @@ func TestDecide(t *testing.T) {
 			}
 		}
 	}
+}
+
+func manyGroups(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("group:g%d", i))
+	}
+	return out
 }

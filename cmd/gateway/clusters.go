@@ -495,8 +495,10 @@ func newStopCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				for n := range m {
-					args = append(args, n)
+				for n, d := range m {
+					if d.Access == nil { // yours: not those shared with you
+						args = append(args, n)
+					}
 				}
 				sort.Strings(args)
 				if len(args) == 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"regexp"
 	"strings"
@@ -92,6 +93,10 @@ func TestShareCommands(t *testing.T) {
 	if out := tg.mustRun(t, "ann", "show", name); !strings.Contains(out, "Shared with:\n  user:bob") || !strings.Contains(out, "group:ops") {
 		t.Errorf("ann's show:\n%s", out)
 	}
+	// stop --all stops the caller's own clusters, not those shared with them.
+	if out := tg.mustRun(t, "bob", "stop", "--all", "--wait=false"); !strings.Contains(out, "No active clusters") {
+		t.Errorf("bob's stop --all:\n%s", out)
+	}
 
 	// Refusals, each saying why.
 	for _, c := range []struct {
@@ -160,5 +165,31 @@ func TestShareCommandsUnderSettings(t *testing.T) {
 				t.Errorf("%s: a cluster was made though its share was refused:\n%s", c.setting, out)
 			}
 		}
+	}
+}
+
+// TestShareLimits: a cluster is shared with at most sharing.MaxShares users
+// and groups, sharing.MaxTargets at a time.
+func TestShareLimits(t *testing.T) {
+	tg := newSharingGateway(t, sharing.Any)
+	name := strings.TrimSpace(tg.mustRun(t, "ann", "new-cluster", "--no-wait"))
+	groups := func(from, n int) string {
+		var g []string
+		for i := from; i < from+n; i++ {
+			g = append(g, fmt.Sprintf("group:g%04d", i))
+		}
+		return strings.Join(g, ",")
+	}
+	if out, err := tg.run(t, "ann", "share", name, "--with", groups(0, sharing.MaxTargets+1)); err == nil || !strings.Contains(err.Error(), "at most 100 users and groups at once") {
+		t.Errorf("sharing with %d at once: %v\n%s", sharing.MaxTargets+1, err, out)
+	}
+	for i := 0; i < sharing.MaxShares; i += sharing.MaxTargets {
+		tg.mustRun(t, "ann", "share", name, "--with", groups(i, sharing.MaxTargets))
+	}
+	if out, err := tg.run(t, "ann", "share", name, "--with", "group:one-more"); err == nil || !strings.Contains(err.Error(), "at most 1000 users and groups; it would be 1001") {
+		t.Errorf("the share past the limit: %v\n%s", err, out)
+	}
+	if out := tg.mustRun(t, "ann", "share", name, "--with", "group:g0001", "--allow", "stop"); !strings.Contains(out, "group:g0001") {
+		t.Errorf("changing a share at the limit:\n%s", out)
 	}
 }
