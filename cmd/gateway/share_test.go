@@ -34,19 +34,21 @@ func newSharingGateway(t *testing.T, setting sharing.Setting) *testGateway {
 		t.Fatal(err)
 	}
 	core := scheduler.New(scheduler.Config{GatewayID: "gw-test", Sharing: setting}, db, p, nopRouter{}, nil)
-	users := tokens{
-		"ann":   {ID: "oidc:ann", Name: "ann", Groups: []string{"ops", "team"}},
-		"bob":   {ID: "oidc:bob", Name: "bob"},
-		"carol": {ID: "oidc:carol", Name: "carol", Groups: []string{"ops"}},
+	users := tokens{ // as their logins: they may make API tokens
+		"ann":   {ID: "oidc:ann", Name: "ann", Groups: []string{"ops", "team"}, Via: "oidc"},
+		"bob":   {ID: "oidc:bob", Name: "bob", Via: "oidc"},
+		"carol": {ID: "oidc:carol", Name: "carol", Groups: []string{"ops"}, Via: "oidc"},
 	}
 	for _, u := range users {
 		if _, err := db.RecordUserClaims(ctx, &store.UserClaims{ID: u.ID, Name: u.Name, Groups: u.Groups, ClaimsAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	srv := httptest.NewServer(api.New(api.Config{Version: "test"}, core, users, nil, nil))
+	a := api.New(api.Config{Version: "test"}, core, users, nil, nil)
+	a.SetTokenStore(db)
+	srv := httptest.NewServer(a)
 	t.Cleanup(srv.Close)
-	return &testGateway{url: srv.URL}
+	return &testGateway{url: srv.URL, db: db}
 }
 
 type nopRouter struct{}
