@@ -276,13 +276,12 @@ func (c *Core) prepareShares(ctx context.Context, who Who, req ShareRequest) ([]
 			return nil, fmt.Errorf("%w: this gateway lets you share only with groups you belong to (cluster.sharing: groups), not with %s; yours: %s",
 				ErrForbidden, t, groupsLabel(who.Groups))
 		default:
-			if sh.Subject, err = c.userID(ctx, t.Name); err != nil {
+			if sh.Subject, sh.SubjectName, err = c.user(ctx, t.Name); err != nil {
 				return nil, err
 			}
 			if sh.Subject == who.ID {
 				return nil, fmt.Errorf("%w: %s is you: the cluster is yours already", ErrInvalid, t)
 			}
-			sh.SubjectName = t.Name
 		}
 		out = append(out, sh)
 	}
@@ -296,25 +295,27 @@ func groupsLabel(groups []string) string {
 	return "group:" + strings.Join(groups, ", group:")
 }
 
-// userID is the id of the user named name: by the name of their latest
-// login, or name itself when it is a known user's id.
-func (c *Core) userID(ctx context.Context, name string) (string, error) {
+// user is the id and name of the user named name: by the name of their
+// latest login, or by their id.
+func (c *Core) user(ctx context.Context, name string) (id, userName string, err error) {
 	ids, err := c.store.UserIDsByName(ctx, name)
 	if err != nil {
-		return "", fmt.Errorf("scheduler: %w", err)
+		return "", "", fmt.Errorf("scheduler: %w", err)
 	}
 	switch len(ids) {
 	case 1:
-		return ids[0], nil
+		return ids[0], name, nil
 	case 0:
-		if _, err := c.store.GetUserClaims(ctx, name); err == nil {
-			return name, nil
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return "", fmt.Errorf("scheduler: %w", err)
+		claims, err := c.store.GetUserClaims(ctx, name)
+		if err == nil {
+			return name, claims.Name, nil
 		}
-		return "", fmt.Errorf("%w: no user named %s has logged in to this gateway: they must log in once (gateway login) before a cluster can be shared with them", ErrInvalid, name)
+		if !errors.Is(err, store.ErrNotFound) {
+			return "", "", fmt.Errorf("scheduler: %w", err)
+		}
+		return "", "", fmt.Errorf("%w: no user named %s has logged in to this gateway: they must log in once (gateway login) before a cluster can be shared with them", ErrInvalid, name)
 	}
-	return "", fmt.Errorf("%w: %d users are named %s; name one by id: user:%s", ErrInvalid, len(ids), name, strings.Join(ids, " or user:"))
+	return "", "", fmt.Errorf("%w: %d users are named %s; name one by id: user:%s", ErrInvalid, len(ids), name, strings.Join(ids, " or user:"))
 }
 
 // CreateShared is Create, then Share: the share request is checked before

@@ -39,8 +39,13 @@ func newSharingGateway(t *testing.T, setting sharing.Setting) *testGateway {
 		"bob":   {ID: "oidc:bob", Name: "bob", Via: "oidc"},
 		"carol": {ID: "oidc:carol", Name: "carol", Groups: []string{"ops"}, Via: "oidc"},
 	}
+	claims := []store.UserClaims{{ID: "oidc:sam1", Name: "sam"}, {ID: "oidc:sam2", Name: "sam"}} // one name, two people
 	for _, u := range users {
-		if _, err := db.RecordUserClaims(ctx, &store.UserClaims{ID: u.ID, Name: u.Name, Groups: u.Groups, ClaimsAt: time.Now()}); err != nil {
+		claims = append(claims, store.UserClaims{ID: u.ID, Name: u.Name, Groups: u.Groups})
+	}
+	for _, c := range claims {
+		c.ClaimsAt = time.Now()
+		if _, err := db.RecordUserClaims(ctx, &c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,6 +118,7 @@ func TestShareCommands(t *testing.T) {
 		{"ann", []string{"share", name, "--with", "bob"}, "user:NAME or group:NAME"},
 		{"ann", []string{"share", name, "--with", "user:nobody"}, "no user named nobody has logged in"},
 		{"ann", []string{"share", name, "--with", "user:ann"}, "is you"},
+		{"ann", []string{"share", name, "--with", "user:sam"}, "2 users are named sam; name one by id: user:oidc:sam1 or user:oidc:sam2"},
 		{"ann", []string{"share", name, "--with", "group:ops", "--allow", "delete"}, `unknown action "delete"`},
 		{"ann", []string{"share", name, "--allow", "stop"}, "say whom --allow is for"},
 		{"ann", []string{"new-cluster", "--no-wait", "--share-allow", "stop"}, "name them with --share"},
@@ -121,6 +127,11 @@ func TestShareCommands(t *testing.T) {
 			t.Errorf("%s: gateway %s: %v\n%s\nwant an error saying %q", c.user, strings.Join(c.args, " "), err, out, c.want)
 		}
 	}
+
+	if out := tg.mustRun(t, "ann", "share", name, "--with", "user:oidc:sam2"); !strings.Contains(out, "user:sam ") {
+		t.Errorf("sharing with a user by id:\n%s", out)
+	}
+	tg.mustRun(t, "ann", "unshare", name, "--with", "user:oidc:sam2")
 
 	// Unsharing says plainly what it ends and what it cannot.
 	out = tg.mustRun(t, "ann", "unshare", name, "--with", "user:bob")
@@ -138,6 +149,15 @@ func TestShareCommands(t *testing.T) {
 	}
 	if out := tg.mustRun(t, "ann", "unshare", name); !strings.Contains(out, "no longer shared with:\n  group:ops") {
 		t.Errorf("unshare all:\n%s", out)
+	}
+	// Not shared any more: not found to bob, as any cluster of another's;
+	// a cluster on its way out cannot be shared.
+	if out, err := tg.run(t, "bob", "share", name, "--with", "group:ops"); err == nil || !strings.Contains(err.Error(), "cluster "+name+" not found") {
+		t.Errorf("bob shares a cluster not shared with him: %v\n%s", err, out)
+	}
+	tg.mustRun(t, "ann", "stop", name, "--wait=false")
+	if out, err := tg.run(t, "ann", "share", name, "--with", "group:ops"); err == nil || !strings.Contains(err.Error(), "only a pending or running cluster can be shared") {
+		t.Errorf("sharing a stopping cluster: %v\n%s", err, out)
 	}
 }
 
