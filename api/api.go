@@ -26,6 +26,7 @@ import (
 	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
+	"github.com/gatewayhq/gateway/sharing"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -44,6 +45,20 @@ type Core interface {
 	Stop(ctx context.Context, owner, name, why string) error
 	Logs(ctx context.Context, owner, name string, tail int, w io.Writer) error
 	Limits() scheduler.Limits
+
+	// Shared clusters (see package sharing): every route on a named
+	// cluster reaches it through Reach, so that someone it is shared with
+	// may view it and do what their shares allow.
+	Reach(ctx context.Context, who quota.Who, name string, need sharing.Action) (*store.Cluster, sharing.Grant, error)
+	WaitAs(ctx context.Context, who quota.Who, name string, timeout time.Duration) (*store.Cluster, sharing.Grant, error)
+	StopAs(ctx context.Context, who quota.Who, name string) error
+	SharedWith(ctx context.Context, who quota.Who, statuses []store.Status) ([]scheduler.Shared, error)
+	CreateShared(ctx context.Context, who quota.Who, raw map[string]json.RawMessage, req scheduler.ShareRequest) (*store.Cluster, error)
+	Shares(ctx context.Context, who quota.Who, name string) ([]store.Share, error)
+	Share(ctx context.Context, who quota.Who, name string, req scheduler.ShareRequest) ([]store.Share, error)
+	Unshare(ctx context.Context, who quota.Who, name string, with []string) (removed, kept []store.Share, err error)
+	NoteAccess(ctx context.Context, who quota.Who, cl *store.Cluster, g sharing.Grant, action string) error
+	Sharing() sharing.Setting
 }
 
 // Config configures the API.
@@ -135,6 +150,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/v1/clusters/{name}/logs", s.authed(s.clusterLogs))
 	m.HandleFunc("GET /api/v1/clusters/{name}/events", s.authed(s.clusterEvents))
 	m.HandleFunc("POST /api/v1/clusters/{name}/dashboard-link", s.authed(s.dashboardLink))
+	m.HandleFunc("GET /api/v1/clusters/{name}/shares", s.authed(s.clusterShares))
+	m.HandleFunc("POST /api/v1/clusters/{name}/share", s.authed(s.shareCluster))
+	m.HandleFunc("POST /api/v1/clusters/{name}/unshare", s.authed(s.unshareCluster))
 	m.HandleFunc("POST /api/v1/tokens", s.authed(s.tokensEnabled(s.createToken)))
 	m.HandleFunc("GET /api/v1/tokens", s.authed(s.tokensEnabled(s.listTokens)))
 	m.HandleFunc("DELETE /api/v1/tokens/{id}", s.authed(s.tokensEnabled(s.revokeToken)))
@@ -443,7 +461,13 @@ func (s *Server) createCluster(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	c, err := s.core.Create(r.Context(), whoOf(r), req.ClusterOptions)
+	var c *store.Cluster
+	var err error
+	if req.Share != nil {
+		c, err = s.core.CreateShared(r.Context(), whoOf(r), req.ClusterOptions, scheduler.ShareRequest{With: req.Share.With, Allow: req.Share.Allow})
+	} else {
+		c, err = s.core.Create(r.Context(), whoOf(r), req.ClusterOptions)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -463,26 +487,49 @@ func queryFlag(r *http.Request, key string) bool {
 	return err == nil && b
 }
 
+// getCluster answers one cluster, to its owner or to someone it is shared
+// with, with its TLS credentials when running (not to read-only tokens):
+// what dask-gateway's client connects with. Credentials handed to someone
+// other than the owner are recorded in the audit log.
 func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 	u := UserFrom(r.Context())
+	who := whoOf(r)
 	name := r.PathValue("name")
 	var c *store.Cluster
+	var g sharing.Grant
 	var err error
 	if queryFlag(r, "wait") {
-		c, err = s.core.Wait(r.Context(), u.Owner(), name, s.cfg.WaitTimeout)
+		c, g, err = s.core.WaitAs(r.Context(), who, name, s.cfg.WaitTimeout)
 	} else {
-		c, err = s.core.Get(r.Context(), u.Owner(), name)
+		c, g, err = s.core.Reach(r.Context(), who, name, sharing.View)
+	}
+	if err == nil && c.Status == store.Running && !u.ReadOnly {
+		err = s.core.NoteAccess(r.Context(), who, c, g, "cluster.connect")
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.clusterJSON(c, r.URL.Query().Get("view") == "detail", u.ReadOnly, true))
+	detail := r.URL.Query().Get("view") == "detail"
+	out := s.clusterJSON(c, detail, u.ReadOnly, true)
+	if d, ok := out.(apitype.ClusterDetail); ok {
+		if g.Owner {
+			shares, err := s.core.Shares(r.Context(), who, name)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			d.SharedWith = sharesJSON(shares)
+		}
+		out = withAccess(d, g)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
+// deleteCluster stops a cluster, its owner's or one shared with the caller
+// with stop allowed.
 func (s *Server) deleteCluster(w http.ResponseWriter, r *http.Request) {
-	u := UserFrom(r.Context())
-	err := s.core.Stop(r.Context(), u.Owner(), r.PathValue("name"), "stopped by "+u.Name)
+	err := s.core.StopAs(r.Context(), whoOf(r), r.PathValue("name"))
 	if err != nil && !errors.Is(err, scheduler.ErrNotFound) {
 		s.fail(w, r, err)
 		return
@@ -537,7 +584,6 @@ func (s *Server) adaptCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) clusterLogs(w http.ResponseWriter, r *http.Request) {
-	u := UserFrom(r.Context())
 	tail := 0
 	if t := r.URL.Query().Get("tail"); t != "" {
 		n, err := strconv.Atoi(t)
@@ -548,14 +594,19 @@ func (s *Server) clusterLogs(w http.ResponseWriter, r *http.Request) {
 		tail = n
 	}
 	// Check access before writing anything, so errors still get JSON.
-	if _, err := s.core.Get(r.Context(), u.Owner(), r.PathValue("name")); err != nil {
+	who := whoOf(r)
+	c, g, err := s.core.Reach(r.Context(), who, r.PathValue("name"), sharing.View)
+	if err == nil {
+		err = s.core.NoteAccess(r.Context(), who, c, g, "cluster.logs")
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	// Stream: logs can be large. The header goes out with the first byte,
 	// so an error before any output still gets a JSON answer.
 	lw := &lazyText{w: w}
-	if err := s.core.Logs(r.Context(), u.Owner(), r.PathValue("name"), tail, lw); err != nil && !lw.started {
+	if err := s.core.Logs(r.Context(), c.Owner, c.Name, tail, lw); err != nil && !lw.started {
 		s.fail(w, r, err)
 	}
 }
@@ -575,8 +626,11 @@ func (l *lazyText) Write(p []byte) (int, error) {
 }
 
 func (s *Server) clusterEvents(w http.ResponseWriter, r *http.Request) {
-	u := UserFrom(r.Context())
-	evs, err := s.core.Events(r.Context(), u.Owner(), r.PathValue("name"))
+	c, _, err := s.core.Reach(r.Context(), whoOf(r), r.PathValue("name"), sharing.View)
+	var evs []store.Event
+	if err == nil {
+		evs, err = s.core.Events(r.Context(), c.Owner, c.Name)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

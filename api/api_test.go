@@ -19,6 +19,7 @@ import (
 	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
+	"github.com/gatewayhq/gateway/sharing"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -106,6 +107,41 @@ func (f *fakeCore) Logs(_ context.Context, owner, name string, _ int, w io.Write
 	_, err := io.WriteString(w, "[scheduler] hello\n")
 	return err
 }
+
+// The sharing methods of the fake reach the owner's clusters only: the
+// real core's sharing is tested with the real core (server's sharing
+// matrix).
+func (f *fakeCore) Reach(_ context.Context, who quota.Who, name string, _ sharing.Action) (*store.Cluster, sharing.Grant, error) {
+	c, err := f.get(who.ID, name)
+	return c, sharing.Grant{Owner: err == nil}, err
+}
+func (f *fakeCore) WaitAs(ctx context.Context, who quota.Who, name string, _ time.Duration) (*store.Cluster, sharing.Grant, error) {
+	return f.Reach(ctx, who, name, sharing.View)
+}
+func (f *fakeCore) StopAs(ctx context.Context, who quota.Who, name string) error {
+	return f.Stop(ctx, who.ID, name, "")
+}
+func (f *fakeCore) SharedWith(context.Context, quota.Who, []store.Status) ([]scheduler.Shared, error) {
+	return nil, nil
+}
+func (f *fakeCore) CreateShared(ctx context.Context, who quota.Who, raw map[string]json.RawMessage, _ scheduler.ShareRequest) (*store.Cluster, error) {
+	return f.Create(ctx, who, raw)
+}
+func (f *fakeCore) Shares(_ context.Context, who quota.Who, name string) ([]store.Share, error) {
+	_, err := f.get(who.ID, name)
+	return nil, err
+}
+func (f *fakeCore) Share(context.Context, quota.Who, string, scheduler.ShareRequest) ([]store.Share, error) {
+	return nil, scheduler.ErrForbidden
+}
+func (f *fakeCore) Unshare(context.Context, quota.Who, string, []string) ([]store.Share, []store.Share, error) {
+	return nil, nil, scheduler.ErrForbidden
+}
+func (f *fakeCore) NoteAccess(context.Context, quota.Who, *store.Cluster, sharing.Grant, string) error {
+	return nil
+}
+func (f *fakeCore) Sharing() sharing.Setting { return sharing.Off }
+
 func (f *fakeCore) Limits() scheduler.Limits {
 	return scheduler.Limits{MaxWorkers: 10, MaxWorkerThreads: 4, MaxWorkerMemory: 8}
 }

@@ -48,6 +48,7 @@ func errorRules() []errorRule {
 		{is: []error{scheduler.ErrNotFound}, status: http.StatusNotFound, code: apitype.CodeClusterNotFound,
 			message: func(r *http.Request, _, _ error) string { return "cluster " + r.PathValue("name") + " not found" }},
 		{is: []error{scheduler.ErrInvalid}, status: http.StatusUnprocessableEntity, code: apitype.CodeInvalidRequest, message: stripped(detail)},
+		{is: []error{scheduler.ErrForbidden}, status: http.StatusForbidden, code: apitype.CodeForbidden, message: stripped(detail)},
 		{is: []error{quota.ErrUnreadable}, status: http.StatusServiceUnavailable, code: apitype.CodeQuotaUnavailable,
 			message: func(_ *http.Request, err, _ error) string {
 				return "quotas cannot be checked right now: " + err.Error()

@@ -17,6 +17,8 @@ import (
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/quota"
+	"github.com/gatewayhq/gateway/scheduler"
+	"github.com/gatewayhq/gateway/sharing"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -199,6 +201,13 @@ func (d downCore) List(context.Context, string, []store.Status) ([]*store.Cluste
 }
 func (d downCore) Scale(context.Context, quota.Who, string, int) (string, error) { return "", d.err }
 func (d downCore) Stop(context.Context, string, string, string) error            { return d.err }
+func (d downCore) StopAs(context.Context, quota.Who, string) error               { return d.err }
+func (d downCore) Reach(context.Context, quota.Who, string, sharing.Action) (*store.Cluster, sharing.Grant, error) {
+	return nil, sharing.Grant{}, d.err
+}
+func (d downCore) SharedWith(context.Context, quota.Who, []store.Status) ([]scheduler.Shared, error) {
+	return nil, d.err
+}
 
 // downAuth fails every check of a credential with err, as API tokens do
 // while the store is away.

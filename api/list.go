@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -117,7 +118,7 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {
 		if gen, err = gens.ClustersGeneration(r.Context(), key.owner); err != nil {
 			cached = false
 		} else if body, ok := s.lists.get(key, gen); ok {
-			writeBody(w, body)
+			s.writeList(w, r, body, statuses, detail)
 			return
 		}
 	}
@@ -133,16 +134,64 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {
 		}
 		out[c.Name] = s.clusterJSON(c, detail, u.ReadOnly, false)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(out); err != nil {
+	body, err := encodeList(out)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	body := buf.Bytes()
 	if cached {
 		s.lists.put(key, gen, body)
+	}
+	s.writeList(w, r, body, statuses, detail)
+}
+
+func encodeList(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(v)
+	return buf.Bytes(), err
+}
+
+// writeList answers a list with the caller's own clusters (own, encoded)
+// and the clusters shared with them. Those are read afresh every time
+// (one indexed query, nothing when sharing is off), never cached with the
+// owner's: a share ended must leave the list at once. In the default view
+// they look like any other cluster, with exactly dask-gateway's fields
+// (its client refuses any other); the detail view adds their owner and
+// what the caller may do (access).
+func (s *Server) writeList(w http.ResponseWriter, r *http.Request, own []byte, statuses []store.Status, detail bool) {
+	u := UserFrom(r.Context())
+	shared, err := s.core.SharedWith(r.Context(), whoOf(r), statuses)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(shared) == 0 {
+		writeBody(w, own)
+		return
+	}
+	var out map[string]json.RawMessage
+	if err := json.Unmarshal(own, &out); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	for _, sc := range shared {
+		v := s.clusterJSON(sc.Cluster, detail, u.ReadOnly, false)
+		if d, ok := v.(apitype.ClusterDetail); ok {
+			v = withAccess(d, sc.Grant)
+		}
+		b, err := encodeList(v)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		out[sc.Cluster.Name] = b
+	}
+	body, err := encodeList(out)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	writeBody(w, body)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/internal/crosssite"
 	"github.com/gatewayhq/gateway/internal/errpage"
+	"github.com/gatewayhq/gateway/sharing"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -62,7 +63,7 @@ func (s *Server) dashboardLink(w http.ResponseWriter, r *http.Request) {
 	}
 	u := UserFrom(r.Context())
 	name := r.PathValue("name")
-	if _, err := s.core.Get(r.Context(), u.Owner(), name); err != nil {
+	if _, _, err := s.core.Reach(r.Context(), whoOf(r), name, sharing.View); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -44,6 +44,6 @@ func (c *Client) DeleteBenchSchedule(ctx context.Context, id string) error {
 // without creating it (the gateway's prices; zero where it has none).
 func (c *Client) BenchPrice(ctx context.Context, options clusteropts.Request) (apitype.BenchPriceJSON, error) {
 	var v apitype.BenchPriceJSON
-	err := c.do(ctx, http.MethodPost, "/api/v1/bench/price", clusterOptions{options}, &v)
+	err := c.do(ctx, http.MethodPost, "/api/v1/bench/price", clusterOptions{Options: options}, &v)
 	return v, err
 }

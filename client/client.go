@@ -155,14 +155,46 @@ func (c *Client) Create(ctx context.Context, options clusteropts.Request) (strin
 	var v struct {
 		Name string `json:"name"`
 	}
-	err := c.do(ctx, http.MethodPost, "/api/v1/clusters/", clusterOptions{options}, &v)
+	err := c.do(ctx, http.MethodPost, "/api/v1/clusters/", clusterOptions{Options: options}, &v)
+	return v.Name, err
+}
+
+// CreateShared starts a cluster shared as share says (nil: not shared).
+func (c *Client) CreateShared(ctx context.Context, options clusteropts.Request, share *apitype.ShareRequest) (string, error) {
+	var v struct {
+		Name string `json:"name"`
+	}
+	err := c.do(ctx, http.MethodPost, "/api/v1/clusters/", clusterOptions{options, share}, &v)
 	return v.Name, err
 }
 
 // clusterOptions is the body of a request with cluster options, as
-// dask-gateway's client sends it.
+// dask-gateway's client sends it, and whom to share the cluster with.
 type clusterOptions struct {
-	Options clusteropts.Request `json:"cluster_options"`
+	Options clusteropts.Request   `json:"cluster_options"`
+	Share   *apitype.ShareRequest `json:"share,omitempty"`
+}
+
+// Shares returns whom the caller's cluster is shared with.
+func (c *Client) Shares(ctx context.Context, name string) (*apitype.Shares, error) {
+	var v apitype.Shares
+	err := c.do(ctx, http.MethodGet, "/api/v1/clusters/"+url.PathEscape(name)+"/shares", nil, &v)
+	return &v, err
+}
+
+// Share shares the caller's cluster with users and groups (user:NAME,
+// group:NAME), allowing what allow names beyond viewing and connecting.
+func (c *Client) Share(ctx context.Context, name string, with, allow []string) (*apitype.Shares, error) {
+	var v apitype.Shares
+	err := c.do(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(name)+"/share", apitype.ShareRequest{With: with, Allow: allow}, &v)
+	return &v, err
+}
+
+// Unshare ends the shares naming with (none: all of them).
+func (c *Client) Unshare(ctx context.Context, name string, with []string) (*apitype.Shares, error) {
+	var v apitype.Shares
+	err := c.do(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(name)+"/unshare", apitype.UnshareRequest{With: with}, &v)
+	return &v, err
 }
 
 // Get returns the detailed view of a cluster.

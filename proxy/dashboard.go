@@ -44,6 +44,9 @@ type Dashboard struct {
 	// publicURL is the gateway's origin for the cross-site check; empty:
 	// the request's own.
 	publicURL string
+	// watch lets people a cluster is shared with in, and ends their open
+	// requests when that ends (nil: owners only).
+	watch *viewerWatch
 }
 
 // DashboardHandler returns the dashboard proxy.
@@ -66,6 +69,9 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 	s.routes.OnGone(pool.Drop)
 	bufs := &copyBuffers{}
 	d := &Dashboard{authn: authn, log: s.log, login: s.loginRedirect, pool: pool, publicURL: s.publicURL}
+	if s.viewers != nil {
+		d.watch = &viewerWatch{viewers: s.viewers, every: s.viewerRecheck}
+	}
 	d.fwd = &forwarder{dialer: dialer, tlsTimeout: s.cfg.DialTimeout, headerTimeout: 60 * time.Second,
 		idleTimeout: 90 * time.Second, maxIdle: 64, now: time.Now, bufs: bufs, idle: map[string][]*backendConn{},
 		onBackendError: d.backendError}
@@ -186,7 +192,16 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.pool.Drop(name) // routed from the store until now, perhaps
 		d.fwd.Drop(name)
 	}
-	if !ok || rt.Owner != u.Owner() {
+	if ok && rt.Owner != u.Owner() {
+		var done func()
+		if r, done, ok = d.sharedViewer(w, r, name, u); r == nil {
+			return
+		}
+		if done != nil {
+			defer done()
+		}
+	}
+	if !ok {
 		// The same answer for "not yours" and "not running", so that
 		// cluster names do not leak.
 		dashError(w, r, http.StatusNotFound, "cluster "+name+" not found or not running")
@@ -207,6 +222,28 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(context.WithValue(r.Context(), targetKey{}, target{cluster: name, route: rt}))
 	d.rp.ServeHTTP(w, r)
+}
+
+// sharedViewer decides a request of u, who does not own the cluster: ok
+// when the cluster is shared with them, with the request to serve (whose
+// context ends when their access does) and done to call after it; a nil
+// request when it was answered (the check could not be made).
+func (d *Dashboard) sharedViewer(w http.ResponseWriter, r *http.Request, name string, u *auth.User) (_ *http.Request, done func(), ok bool) {
+	if d.watch == nil {
+		return r, nil, false
+	}
+	ok, err := d.watch.viewers.MayView(r.Context(), name, u, true)
+	if err != nil {
+		d.log.Warn("dashboard: cannot check whether the cluster is shared", "cluster", name, "err", err)
+		w.Header().Set("Retry-After", "5")
+		dashError(w, r, http.StatusServiceUnavailable, "cannot check your access to this dashboard right now; try again in a moment")
+		return nil, nil, false
+	}
+	if !ok {
+		return r, nil, false
+	}
+	ctx, done := d.watch.hold(r.Context(), name, u)
+	return r.WithContext(ctx), done, true
 }
 
 // crossSite says why a request must not be passed on ("" if it may): one

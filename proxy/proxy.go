@@ -131,7 +131,9 @@ type Server struct {
 	parker *park.Set[*pair] // idle pairs, parked without goroutines
 
 	loginRedirect func(next string) string
-	publicURL     string // for the dashboards' cross-site check (SetPublicURL)
+	publicURL     string        // for the dashboards' cross-site check (SetPublicURL)
+	viewers       Viewers       // nil: dashboards for owners only (SetViewers)
+	viewerRecheck time.Duration // how often shared viewers' open requests are checked again
 }
 
 // SetLoginRedirect makes dashboards send browsers without a session to

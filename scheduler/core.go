@@ -27,6 +27,7 @@ import (
 	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler/health"
+	"github.com/gatewayhq/gateway/sharing"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -58,6 +59,13 @@ type Store interface {
 	ReleaseLeases(ctx context.Context, holder string) error
 	RenewLeases(ctx context.Context, holder string, ttl time.Duration) error
 	ActiveLeases(ctx context.Context) ([]store.ActiveLease, error)
+	// Sharing (sharing.go).
+	ClusterShares(ctx context.Context, cluster string) ([]store.Share, error)
+	UpdateShares(ctx context.Context, cluster string, by store.Actor, action string, change store.ShareChange) (before, after []store.Share, err error)
+	SharedWith(ctx context.Context, id string, groups []string, statuses []store.Status) ([]store.SharedCluster, error)
+	UserIDsByName(ctx context.Context, name string) ([]string, error)
+	GetUserClaims(ctx context.Context, id string) (*store.UserClaims, error)
+	RecordAudit(ctx context.Context, e store.AuditEntry) error
 }
 
 // Router publishes where each running cluster's scheduler and dashboard are.
@@ -126,6 +134,9 @@ type Config struct {
 	// between the changes this process makes to it, so that it sees what
 	// another replica did; 0: every second.
 	WaitReread time.Duration
+	// Sharing bounds what owners may share (cluster.sharing; "":
+	// sharing.DefaultSetting).
+	Sharing sharing.Setting
 }
 
 func (c *Config) setDefaults() {
@@ -171,6 +182,9 @@ func (c *Config) setDefaults() {
 	if c.WaitReread <= 0 {
 		c.WaitReread = time.Second
 	}
+	if c.Sharing == "" {
+		c.Sharing = sharing.DefaultSetting
+	}
 }
 
 // Core is the scheduling core.
@@ -198,6 +212,9 @@ type Core struct {
 	// retries are the failed passes in a row (retry.go).
 	retries retries
 	reaped  atomic.Int64 // leftover clusters the reaper stopped
+	// views are the dashboards of shared clusters recently recorded in
+	// the audit log (sharing.go).
+	views viewNotes
 
 	mu sync.Mutex
 	// clusters is one record per cluster (state.go).
@@ -514,13 +531,19 @@ func (c *Core) Get(ctx context.Context, owner, name string) (*store.Cluster, err
 // Wait returns the owner's cluster once it has left PENDING and STARTING, or
 // when timeout passes, whichever comes first.
 func (c *Core) Wait(ctx context.Context, owner, name string, timeout time.Duration) (*store.Cluster, error) {
+	return c.waitFor(ctx, name, timeout, func() (*store.Cluster, error) { return c.Get(ctx, owner, name) })
+}
+
+// waitFor reads the cluster with get until it has left PENDING and
+// STARTING, timeout passes or get fails.
+func (c *Core) waitFor(ctx context.Context, name string, timeout time.Duration, get func() (*store.Cluster, error)) (*store.Cluster, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	reread := time.NewTicker(c.cfg.WaitReread)
 	defer reread.Stop()
 	for {
 		ch, done := c.waits.watch(name)
-		cl, err := c.Get(ctx, owner, name)
+		cl, err := get()
 		if err != nil || (cl.Status != store.Pending && cl.Status != store.Starting) {
 			done()
 			return cl, err
@@ -556,11 +579,15 @@ func (c *Core) Events(ctx context.Context, owner, name string) ([]store.Event, e
 	return c.store.Events(ctx, name)
 }
 
-// Scale sets the wanted number of workers. A count above the per-cluster
-// limit is clamped; growth beyond the owner's quota is clamped or refused
-// (quotas.on_exceed). The returned message says what was done instead.
+// Scale sets the wanted number of workers: by its owner, or by someone it
+// is shared with and allowed to scale it (recorded in the audit log). A
+// count above the per-cluster limit is clamped; growth beyond the owner's
+// quota (whoever asks: a cluster counts against its owner's quota only) is
+// clamped or refused (quotas.on_exceed). The returned message says what
+// was done instead.
 func (c *Core) Scale(ctx context.Context, who Who, name string, count int) (msg string, err error) {
-	if _, err := c.Get(ctx, who.ID, name); err != nil {
+	cl, g, err := c.Reach(ctx, who, name, sharing.Scale)
+	if err != nil {
 		return "", err
 	}
 	if count < 0 {
@@ -571,7 +598,7 @@ func (c *Core) Scale(ctx context.Context, who Who, name string, count int) (msg 
 		msg = fmt.Sprintf("Scale request of %d workers would exceed the limit of %d workers per cluster; scaling to %d instead.", count, max, max)
 		count = max
 	}
-	eff, err := c.effective(ctx, who)
+	eff, err := c.effective(ctx, c.quotaWho(who, cl, g))
 	if err != nil {
 		return "", err
 	}
@@ -584,9 +611,9 @@ func (c *Core) Scale(ctx context.Context, who Who, name string, count int) (msg 
 			if allowed < count {
 				if c.onExceed() == quota.Refuse {
 					return store.Event{}, &quota.ExceededError{Limit: limitOf(why), Msg: fmt.Sprintf(
-						"Scale request of %d workers refused: %s (the cluster keeps its %d workers)", asked, quotaMessage(why), cl.DesiredWorkers)}
+						"Scale request of %d workers refused: %s (the cluster keeps its %d workers)", asked, quotaText(why, g, cl), cl.DesiredWorkers)}
 				}
-				msg = fmt.Sprintf("Scale request of %d workers is beyond your quota: %s; scaling to %d instead.", asked, quotaMessage(why), allowed)
+				msg = fmt.Sprintf("Scale request of %d workers is beyond %s: %s; scaling to %d instead.", asked, whoseQuota(g, cl), quotaText(why, g, cl), allowed)
 				count = allowed
 			}
 		}
@@ -600,7 +627,8 @@ func (c *Core) Scale(ctx context.Context, who Who, name string, count int) (msg 
 		if count != asked {
 			ev += fmt.Sprintf(" (asked for %d)", asked)
 		}
-		return store.Event{Kind: "scale", Message: ev}, nil
+		return store.Event{Kind: "scale", Message: ev, Audit: sharedAudit(who, cl, g, "cluster.scale",
+			map[string]any{"workers": count, "from": from})}, nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return "", fmt.Errorf("%w: %s", ErrNotFound, name)
@@ -624,10 +652,11 @@ func limitOf(err error) string {
 // Adapt turns adaptive scaling on within [minimum, maximum] workers, or off.
 // A maximum above the per-cluster limit is clamped, and the message says so.
 func (c *Core) Adapt(ctx context.Context, who Who, name string, minimum, maximum int, active bool) (msg string, err error) {
-	if _, err := c.Get(ctx, who.ID, name); err != nil {
+	cl, g, err := c.Reach(ctx, who, name, sharing.Scale)
+	if err != nil {
 		return "", err
 	}
-	eff, err := c.effective(ctx, who)
+	eff, err := c.effective(ctx, c.quotaWho(who, cl, g))
 	if err != nil {
 		return "", err
 	}
@@ -654,8 +683,9 @@ func (c *Core) Adapt(ctx context.Context, who Who, name string, minimum, maximum
 			return store.Event{}, fmt.Errorf("%w: cluster %s is %s; only a pending or running cluster can adapt", ErrConflict, name, cl.Status)
 		}
 		cl.Adaptive, cl.AdaptMin, cl.AdaptMax = active, minimum, maximum
+		audit := sharedAudit(who, cl, g, "cluster.adapt", map[string]any{"active": active, "minimum": minimum, "maximum": maximum})
 		if !active {
-			return store.Event{Kind: "adapt", Message: "adaptive scaling off by " + who.Name}, nil
+			return store.Event{Kind: "adapt", Message: "adaptive scaling off by " + who.Name, Audit: audit}, nil
 		}
 		want := max(minimum, min(cl.DesiredWorkers, maximum))
 		if want > cl.DesiredWorkers {
@@ -664,14 +694,14 @@ func (c *Core) Adapt(ctx context.Context, who Who, name string, minimum, maximum
 			if allowed < want {
 				if c.onExceed() == quota.Refuse {
 					return store.Event{}, &quota.ExceededError{Limit: limitOf(why), Msg: fmt.Sprintf(
-						"Adaptive minimum of %d workers refused: %s", minimum, quotaMessage(why))}
+						"Adaptive minimum of %d workers refused: %s", minimum, quotaText(why, g, cl))}
 				}
-				notes = append(notes, fmt.Sprintf("Adaptive minimum of %d workers is beyond your quota: %s; starting from %d instead.", minimum, quotaMessage(why), allowed))
+				notes = append(notes, fmt.Sprintf("Adaptive minimum of %d workers is beyond %s: %s; starting from %d instead.", minimum, whoseQuota(g, cl), quotaText(why, g, cl), allowed))
 				want = allowed
 			}
 		}
 		cl.DesiredWorkers = want
-		return store.Event{Kind: "adapt", Message: fmt.Sprintf("adaptive scaling between %d and %d workers by %s", minimum, maximum, who.Name)}, nil
+		return store.Event{Kind: "adapt", Message: fmt.Sprintf("adaptive scaling between %d and %d workers by %s", minimum, maximum, who.Name), Audit: audit}, nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return "", fmt.Errorf("%w: %s", ErrNotFound, name)
@@ -759,18 +789,39 @@ func (c *Core) noteQuota(ctx context.Context, cluster, note string) {
 
 const adaptDownAfter = 3 * time.Second
 
-// Stop asks for the cluster to be stopped. Stopping a stopped cluster is
-// not an error.
+// Stop asks for the owner's cluster to be stopped. Stopping a stopped
+// cluster is not an error.
 func (c *Core) Stop(ctx context.Context, owner, name, why string) error {
 	if _, err := c.Get(ctx, owner, name); err != nil {
 		return err
 	}
+	return c.stop(ctx, name, why, nil)
+}
+
+// StopAs is Stop by its owner, or by someone it is shared with and
+// allowed to stop it (recorded in the audit log).
+func (c *Core) StopAs(ctx context.Context, who Who, name string) error {
+	cl, g, err := c.Reach(ctx, who, name, sharing.Stop)
+	if err != nil {
+		return err
+	}
+	why := "stopped by " + who.Name
+	if !g.Owner {
+		why += " (shared with them by " + ownerLabel(cl) + ")"
+	}
+	// Recorded with the stop, in its transaction; a cluster already on its
+	// way out is not stopped again, and nothing is recorded.
+	return c.stop(ctx, name, why, sharedAudit(who, cl, g, "cluster.stop", nil))
+}
+
+// stop records the stop intent (with audit, if any) and wakes the loop.
+func (c *Core) stop(ctx context.Context, name, why string, audit *store.AuditEntry) error {
 	_, err := c.update(ctx, name, func(cl *store.Cluster) (store.Event, error) {
 		if !cl.Status.Live() {
 			return store.Event{}, nil
 		}
 		cl.Status, cl.Phase, cl.Reason = store.Stopping, "stopping", why
-		return store.Event{Kind: "stop", Message: why}, nil
+		return store.Event{Kind: "stop", Message: why, Audit: audit}, nil
 	})
 	if err != nil {
 		return err

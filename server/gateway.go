@@ -32,7 +32,9 @@ import (
 	"github.com/gatewayhq/gateway/providers/local"
 	"github.com/gatewayhq/gateway/proxy"
 	"github.com/gatewayhq/gateway/proxy/routes"
+	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/scheduler"
+	"github.com/gatewayhq/gateway/sharing"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -155,6 +157,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		Price:             price,
 		InstanceGPUs:      gpus,
 		SchedulerGPU:      cfg.Cluster.SchedulerGPU,
+		Sharing:           sharing.Setting(cfg.Cluster.Sharing),
 	}, g.store, g.provider, g.routes, log)
 
 	tlsCfg, err := g.tlsConfig()
@@ -238,6 +241,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	}
 	g.proxy.SetLoginRedirect(api.LoginURL)
 	g.proxy.SetPublicURL(g.PublicURL)
+	g.proxy.SetViewers(viewers{g.core}, 0)
 	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(dashboardAuth(authn, sessions, limiter)))
 	// The console has the rest of the paths: the root, for browsers.
 	g.console, err = console.New(console.Config{PublicURL: g.PublicURL, Version: version, SignIn: browser != nil, SignInAtOnce: browser != nil && browser.Hub != nil,
@@ -437,4 +441,12 @@ func (g *Gateway) closeAll() {
 	if g.store != nil {
 		g.store.Close()
 	}
+}
+
+// viewers lets the dashboards ask the core whether a cluster is shared
+// with someone who does not own it.
+type viewers struct{ core *scheduler.Core }
+
+func (v viewers) MayView(ctx context.Context, cluster string, u *auth.User, note bool) (bool, error) {
+	return v.core.MayView(ctx, quota.Who{ID: u.Owner(), Name: u.Name, Groups: u.Groups}, cluster, note)
 }

@@ -31,6 +31,7 @@ const (
 	CodeCodeRequired        = "code_required"        // 409: send the environment's code along
 	CodeBenchRunFinished    = "bench_run_finished"   // 409
 	CodeQuotaExceeded       = "quota_exceeded"       // 403, or 429 for builds at once
+	CodeForbidden           = "forbidden"            // 403: a shared cluster, without the right asked for; sharing not allowed
 	CodeQuotaUnavailable    = "quota_unavailable"    // 503
 	CodeUnavailable         = "unavailable"          // 503: try again
 	CodeDatabaseUnavailable = "database_unavailable" // 503

@@ -62,6 +62,9 @@ var goldenJSON = map[string]string{
 	"CreateTokenRequest":   `{"name":"ci","expires_in":"90d","read_only":true}`,
 	"Cluster":              `{"name":"c1","status":"RUNNING","dashboard_route":"/clusters/c1/status","start_time":1796648645000,"stop_time":1796654045000,"options":{"workers":2},"tls_cert":"CERT","tls_key":"KEY"}`,
 	"ClusterDetail":        `{"name":"c1","status":"RUNNING","dashboard_route":"/clusters/c1/status","start_time":1796648645000,"stop_time":1796654045000,"options":{"workers":2},"tls_cert":"CERT","tls_key":"KEY","phase":"running","state":"RUNNING","reason":"asked","owner":"oidc:ann","owner_name":"ann","provider":"local","workers":{"requested":2,"ready":1},"adaptive":{"minimum":1,"maximum":4},"scheduler_address":"tls://127.0.0.1:8786","gateway_address":"gateway://127.0.0.1:8786/c1","tls_server_name":"daskgateway-c1","dashboard_url":"http://127.0.0.1:8786/clusters/c1/status","dashboard_problem":"no bokeh","created_at":"2026-12-07T13:04:05Z","started_at":"2026-12-07T13:04:05Z","stopped_at":"2026-12-07T14:34:05Z"}`,
+	"SharedClusterDetail":  `{"name":"c1","status":"RUNNING","dashboard_route":"/clusters/c1/status","start_time":1796648645000,"stop_time":1796654045000,"options":{"workers":2},"tls_cert":null,"tls_key":null,"phase":"running","state":"RUNNING","reason":"asked","owner":"oidc:ann","owner_name":"ann","provider":"local","workers":{"requested":2,"ready":1},"adaptive":{"minimum":1,"maximum":4},"scheduler_address":"tls://127.0.0.1:8786","gateway_address":"gateway://127.0.0.1:8786/c1","tls_server_name":"daskgateway-c1","dashboard_url":"http://127.0.0.1:8786/clusters/c1/status","dashboard_problem":"no bokeh","created_at":"2026-12-07T13:04:05Z","started_at":"2026-12-07T13:04:05Z","stopped_at":"2026-12-07T14:34:05Z","access":{"shared":true,"via":["group:ops"],"allow":["scale"]}}`,
+	"ShareRequest":         `{"with":["group:ops","user:bob"],"allow":["scale","stop"]}`,
+	"Shares":               `{"cluster":"c1","sharing":"groups","shares":[{"with":"user:oidc:bob","name":"bob","allow":["stop"],"created_at":"2026-12-07T13:04:05Z","created_by":"ann"}],"removed":[{"with":"group:ops","allow":[],"created_at":"2026-12-07T13:04:05Z"}]}`,
 	"EventJSON":            `{"time":"2026-12-07T13:04:05Z","kind":"started","message":"scheduler up"}`,
 	"Error":                `{"error":"no","code":"invalid_request","message":"no"}`,
 	"CreateClusterRequest": `{"cluster_options":{"workers":2}}`,
@@ -111,6 +114,15 @@ func wireSamples() []wireSample {
 		{"CreateTokenRequest", apitype.CreateTokenRequest{Name: "ci", ExpiresIn: "90d", ReadOnly: true}, func() any { return new(apitype.CreateTokenRequest) }},
 		{"Cluster", cluster, func() any { return new(apitype.Cluster) }},
 		{"ClusterDetail", detail, func() any { return new(apitype.ClusterDetail) }},
+		{"SharedClusterDetail", func() apitype.ClusterDetail {
+			d := detail
+			d.Access = &apitype.Access{Shared: true, Via: []string{"group:ops"}, Allow: []string{"scale"}}
+			d.TLSCert, d.TLSKey = nil, nil
+			return d
+		}(), func() any { return new(apitype.ClusterDetail) }},
+		{"ShareRequest", apitype.ShareRequest{With: []string{"group:ops", "user:bob"}, Allow: []string{"scale", "stop"}}, func() any { return new(apitype.ShareRequest) }},
+		{"Shares", apitype.Shares{Cluster: "c1", Sharing: "groups", Shares: []apitype.Share{{With: "user:oidc:bob", Name: "bob", Allow: []string{"stop"}, CreatedAt: at, CreatedBy: "ann"}},
+			Removed: []apitype.Share{{With: "group:ops", Allow: []string{}, CreatedAt: at}}}, func() any { return new(apitype.Shares) }},
 		{"EventJSON", apitype.EventJSON{Time: at, Kind: "started", Message: "scheduler up"}, func() any { return new(apitype.EventJSON) }},
 		{"Error", apitype.Error{Error: "no", Code: "invalid_request", Message: "no"}, func() any { return new(apitype.Error) }},
 		{"CreateClusterRequest", apitype.CreateClusterRequest{ClusterOptions: map[string]json.RawMessage{"workers": json.RawMessage(`2`)}}, func() any { return new(apitype.CreateClusterRequest) }},

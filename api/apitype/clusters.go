@@ -6,9 +6,54 @@ import (
 )
 
 // CreateClusterRequest is the body of POST /api/v1/clusters, as
-// dask-gateway's client sends it.
+// dask-gateway's client sends it; the gateway's own client may add whom
+// to share the new cluster with.
 type CreateClusterRequest struct {
 	ClusterOptions map[string]json.RawMessage `json:"cluster_options"`
+	Share          *ShareRequest              `json:"share,omitempty"`
+}
+
+// ShareRequest is the body of POST /api/v1/clusters/{name}/share: whom to
+// share with (user:NAME, group:NAME) and what beyond viewing and
+// connecting they may do (scale, stop). Sharing again with someone
+// replaces what they may do.
+type ShareRequest struct {
+	With  []string `json:"with"`
+	Allow []string `json:"allow,omitempty"`
+}
+
+// UnshareRequest is the body of POST /api/v1/clusters/{name}/unshare:
+// whom to unshare from; none: everyone.
+type UnshareRequest struct {
+	With []string `json:"with,omitempty"`
+}
+
+// Share is one share of a cluster: with whom (user:<id> or group:<name>),
+// the user's name, and what it allows beyond viewing and connecting.
+type Share struct {
+	With      string    `json:"with"`
+	Name      string    `json:"name,omitempty"`
+	Allow     []string  `json:"allow"`
+	CreatedAt time.Time `json:"created_at"`
+	CreatedBy string    `json:"created_by,omitempty"`
+}
+
+// Shares answers the share routes: the cluster's shares now, the
+// gateway's cluster.sharing, and what an unshare removed.
+type Shares struct {
+	Cluster string  `json:"cluster"`
+	Sharing string  `json:"sharing"`
+	Shares  []Share `json:"shares"`
+	Removed []Share `json:"removed,omitempty"`
+}
+
+// Access is what the caller may do with a cluster someone else owns,
+// which reaches them through shares (Via: user:bob, group:ops): view and
+// connect, and the actions of Allow (scale, stop).
+type Access struct {
+	Shared bool     `json:"shared"`
+	Via    []string `json:"via"`
+	Allow  []string `json:"allow"`
 }
 
 // ScaleRequest is the body of POST /api/v1/clusters/{name}/scale. Count
@@ -72,6 +117,11 @@ type ClusterDetail struct {
 	CreatedAt        time.Time  `json:"created_at"`
 	StartedAt        *time.Time `json:"started_at,omitempty"`
 	StoppedAt        *time.Time `json:"stopped_at,omitempty"`
+	// Access is set when the cluster is someone else's, shared with the
+	// caller; SharedWith, for its owner's single-cluster answer, lists
+	// whom it is shared with.
+	Access     *Access `json:"access,omitempty"`
+	SharedWith []Share `json:"shared_with,omitempty"`
 }
 
 // EventJSON is one lifecycle event.

@@ -169,6 +169,7 @@ type testGateway struct {
 	url string
 	rec *records
 	now time.Time
+	db  *store.DB // the real store, when the gateway has one
 }
 
 func newTestGateway(t *testing.T) *testGateway {

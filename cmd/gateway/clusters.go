@@ -30,7 +30,13 @@ type connectInfo struct {
 	DashboardURL     string `json:"dashboard_url"`
 	TLSCertFile      string `json:"tls_cert_file"`
 	TLSKeyFile       string `json:"tls_key_file"`
-	Python           string `json:"python"`
+	// DaskGateway is the dask_gateway snippet (Gateway() with no
+	// arguments, configured by gateway login); Python the one with
+	// distributed alone.
+	DaskGateway string `json:"dask_gateway_python"`
+	// DaskConfigNote says what makes Gateway() reach this gateway.
+	DaskConfigNote string `json:"dask_config_note,omitempty"`
+	Python         string `json:"python"`
 	// DashboardProblem is the gateway's one line on why dashboards cannot
 	// work (and how to fix it), if it knows of one.
 	DashboardProblem string `json:"dashboard_problem,omitempty"`
@@ -59,12 +65,19 @@ client = Client(%[1]q, security=security)
 `, addr, serverName, cert, key)
 }
 
+// daskGatewaySnippet connects to a cluster by name with dask_gateway,
+// configured by the dask configuration gateway login writes: its owner's
+// and anyone's it is shared with.
+func daskGatewaySnippet(name string) string {
+	return fmt.Sprintf("from dask_gateway import Gateway\nclient = Gateway().connect(%q).get_client()\n", name)
+}
+
 // connection writes the cluster's credentials to the CLI's directory and
-// returns how to connect.
-func connection(d *apitype.ClusterDetail) (connectInfo, error) {
+// returns how to connect; gateway is the gateway's URL.
+func connection(d *apitype.ClusterDetail, gateway string) (connectInfo, error) {
 	ci := connectInfo{Name: d.Name, Status: d.State, Phase: d.Phase, Workers: d.Workers.Ready,
 		SchedulerAddress: d.SchedulerAddress, ServerName: d.ServerName, GatewayAddress: d.GatewayAddress, DashboardURL: d.DashboardURL,
-		DashboardProblem: d.DashboardProblem}
+		DashboardProblem: d.DashboardProblem, DaskGateway: daskGatewaySnippet(d.Name), DaskConfigNote: daskConfigNote(gateway)}
 	if d.TLSCert == nil || d.TLSKey == nil {
 		return ci, nil
 	}
@@ -86,7 +99,11 @@ func printConnection(w io.Writer, ci connectInfo) {
 		fmt.Fprintf(w, "                      NOTE: %s\n", ci.DashboardProblem)
 	}
 	fmt.Fprintf(w, "  TLS credentials:    %s, %s\n", ci.TLSCertFile, ci.TLSKeyFile)
-	fmt.Fprintf(w, "\nConnect from Python:\n\n%s", ci.Python)
+	fmt.Fprintf(w, "\nConnect from Python with dask_gateway:\n\n%s", ci.DaskGateway)
+	if ci.DaskConfigNote != "" {
+		fmt.Fprintf(w, "\n(%s)\n", ci.DaskConfigNote)
+	}
+	fmt.Fprintf(w, "\nor with distributed alone:\n\n%s", ci.Python)
 }
 
 // parseMemory reads sizes like 2GiB, 512MiB, 1.5G or a plain number of GiB.
@@ -119,6 +136,7 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 	var noWait bool
 	var timeout, idle time.Duration
 	var sw softwareFlags
+	var shareWith, shareAllow []string
 	cmd := &cobra.Command{
 		Use:   "new-cluster",
 		Short: "Start a Dask cluster and print how to connect to it",
@@ -166,11 +184,20 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 			if err := sw.options(ctx, cmd, c, progress, &opts.Options); err != nil {
 				return err
 			}
-			name, err := c.Create(ctx, opts)
+			var share *apitype.ShareRequest
+			if len(shareWith) > 0 {
+				share = &apitype.ShareRequest{With: shareWith, Allow: shareAllow}
+			} else if len(shareAllow) > 0 {
+				return fmt.Errorf("--share-allow says what the people of --share may do: name them with --share group:NAME")
+			}
+			name, err := c.CreateShared(ctx, opts, share)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(progress, "Cluster %s requested\n", name)
+			if share != nil {
+				fmt.Fprintf(progress, "Shared with %s\n", strings.Join(shareWith, ", "))
+			}
 			if noWait {
 				if g.json() {
 					return printJSON(cmd.OutOrStdout(), map[string]string{"name": name})
@@ -182,7 +209,7 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ci, err := connection(d)
+			ci, err := connection(d, c.BaseURL())
 			if err != nil {
 				return err
 			}
@@ -207,6 +234,8 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 	f.BoolVar(&noWait, "no-wait", false, "print the name and return at once")
 	f.DurationVar(&idle, "idle-timeout", 0, "stop the cluster after this long with no tasks and no clients, e.g. 20m (0: never; default: the gateway's)")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the cluster and its workers")
+	f.StringSliceVar(&shareWith, "share", nil, "share the cluster with user:NAME or group:NAME (see gateway share)")
+	f.StringSliceVar(&shareAllow, "share-allow", nil, "what they may do beyond viewing and connecting: scale, stop")
 	sw.add(f, true)
 	return cmd
 }
@@ -280,7 +309,7 @@ func newListCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List your clusters (active ones unless --all or --status)",
+		Short:   "List your clusters and those shared with you (active ones unless --all or --status)",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client(cmd.Context())
@@ -303,10 +332,10 @@ func newListCmd(g *globals) *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), list)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSTATUS\tWORKERS\tAGE\tPHASE\tDASHBOARD")
+			fmt.Fprintln(tw, "NAME\tSTATUS\tWORKERS\tAGE\tPHASE\tOWNER\tDASHBOARD")
 			for _, d := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\n", d.Name, d.State, d.Workers.Ready, d.Workers.Requested,
-					age(d.CreatedAt), d.Phase, orDash(d.DashboardURL))
+				fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", d.Name, d.State, d.Workers.Ready, d.Workers.Requested,
+					age(d.CreatedAt), d.Phase, ownerColumn(d), orDash(d.DashboardURL))
 			}
 			return tw.Flush()
 		},
@@ -337,7 +366,7 @@ func newShowCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ci, err := connection(d)
+			ci, err := connection(d, c.BaseURL())
 			if err != nil {
 				return err
 			}
@@ -352,6 +381,7 @@ func newShowCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(w, "Name:      %s\nStatus:    %s (%s)\nOwner:     %s\nProvider:  %s\nWorkers:   %d ready of %d requested\nCreated:   %s (%s ago)\n",
 				d.Name, d.State, d.Phase, d.Owner, d.Provider, d.Workers.Ready, d.Workers.Requested,
 				d.CreatedAt.Local().Format(time.RFC3339), age(d.CreatedAt))
+			printAccess(w, d)
 			if d.StoppedAt != nil {
 				fmt.Fprintf(w, "Ended:     %s\n", d.StoppedAt.Local().Format(time.RFC3339))
 			}
@@ -465,8 +495,10 @@ func newStopCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				for n := range m {
-					args = append(args, n)
+				for n, d := range m {
+					if d.Access == nil { // yours: not those shared with you
+						args = append(args, n)
+					}
 				}
 				sort.Strings(args)
 				if len(args) == 0 {

@@ -15,7 +15,7 @@ import (
 )
 
 func newLoginCmd(g *globals) *cobra.Command {
-	var browser bool
+	var browser, noDaskConfig bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "login",
@@ -24,7 +24,12 @@ func newLoginCmd(g *globals) *cobra.Command {
 OAuth 2.0 device flow: it prints a URL and a code to approve in any browser.
 With --browser it opens a browser on this machine (authorization code + PKCE,
 with a loopback redirect). Tokens are kept in $XDG_CONFIG_HOME/gateway/credentials.json
-(mode 0600) for that gateway and renewed automatically.`,
+(mode 0600) for that gateway and renewed automatically.
+
+It also writes dask_gateway's configuration (~/.config/dask/gateway.yaml, or
+$DASK_CONFIG/gateway.yaml; mode 0600), so that Gateway() with no arguments reaches
+this gateway as you: see gateway dask-config. A file with settings of your own is
+left unchanged (it says what to do); --no-dask-config skips it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
@@ -49,10 +54,17 @@ with a loopback redirect). Tokens are kept in $XDG_CONFIG_HOME/gateway/credentia
 				return fmt.Errorf("logged in, but the gateway refused the token: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Logged in to %s as %v\n", url, who["name"])
+			if !noDaskConfig {
+				// The login stands whatever happens here: say so, and go on.
+				if err := writeDaskConfig(cmd.Context(), cmd.OutOrStdout(), c, false, false); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: dask_gateway's configuration was not written: %v (try again with gateway dask-config)\n", err)
+				}
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&browser, "browser", false, "log in with a browser on this machine instead of the device flow")
+	cmd.Flags().BoolVar(&noDaskConfig, "no-dask-config", false, "do not write dask_gateway's configuration")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for the login to be approved")
 	return cmd
 }
@@ -143,8 +155,9 @@ func newLogoutCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logout",
 		Short: "End your browser sessions and forget the stored login for the gateway",
-		Long: `Ends every browser (dashboard) session of yours on the gateway, then forgets
-the login stored on this machine. API tokens keep working: revoke them with
+		Long: `Ends every browser (dashboard) session of yours on the gateway, removes the
+dask configuration gateway login wrote for it and revokes its token, then forgets
+the login stored on this machine. Other API tokens keep working: revoke them with
 "gateway token revoke". With --keep-sessions, browser sessions are left alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -169,6 +182,12 @@ the login stored on this machine. API tokens keep working: revoke them with
 					fmt.Fprintf(cmd.ErrOrStderr(), "warning: your browser sessions were not ended (%v); end them later with: gateway login && gateway sessions revoke --all\n", err)
 				} else if n > 0 {
 					fmt.Fprintf(cmd.OutOrStdout(), "Ended %d browser session(s)\n", n)
+				}
+			}
+			if c, err := g.client(cmd.Context()); err == nil {
+				err = removeDaskConfig(cmd.Context(), cmd.OutOrStdout(), c)
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", err)
 				}
 			}
 			// Loaded again: ending the sessions may have renewed and saved the login.

@@ -35,7 +35,8 @@ Server:   gateway dev            (development: local clusters, plain HTTP, a dev
           gateway serve          (production: TLS, configured authentication)
           gateway config print | keys
 Access:   gateway login, logout, whoami, print-token, token, sessions
-Clusters: gateway new-cluster, list, show, scale, adapt, stop, logs, dashboard
+Clusters: gateway new-cluster, list, show, scale, adapt, stop, logs, dashboard, share, unshare
+Python:   gateway dask-config    (dask_gateway's Gateway() with no arguments; gateway login writes it)
 Software: gateway env, instance-types
 Bench:    gateway bench run, schedule, history, report, check
 Limits:   gateway quota, usage, admin (admins only)`,
@@ -52,6 +53,7 @@ Limits:   gateway quota, usage, admin (admins only)`,
 	root.AddCommand(
 		newDevCmd(), newServeCmd(), newConfigCmd(),
 		newNewClusterCmd(g), newInstanceTypesCmd(g), newListCmd(g), newShowCmd(g), newScaleCmd(g), newAdaptCmd(g), newStopCmd(g), newLogsCmd(g),
+		newShareCmd(g), newUnshareCmd(g), newDaskConfigCmd(g),
 		newLoginCmd(g), newLogoutCmd(g), newTokenCmd(g), newSessionsCmd(g), newWhoamiCmd(g), newPrintTokenCmd(g), newDashboardCmd(g),
 		newUsageCmd(g), newQuotaCmd(g), newAdminCmd(g), newEnvCmd(g), newBenchCmd(g), newDebugCmd(),
 	)

@@ -187,6 +187,7 @@ func devBanner(cmd *cobra.Command, g *server.Gateway, cfg *config.Config) error 
     quotas:        configured ones only (gateway serve adds built-in defaults: max_clusters 5, max_builds 2 per user)
 %s    next, in another shell:  gateway new-cluster --workers 2
     as someone else:         gateway login   (approve in the browser as dev2 or admin)
+    for dask_gateway:        gateway dask-config   (then Gateway() with no arguments reaches this gateway)
 
 `, g.PublicURL, g.PublicURL, g.Issuer, strings.Join(users, ", "), cfg.DataDir, credPath, dashLine)
 	return nil

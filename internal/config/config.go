@@ -164,6 +164,7 @@ type Config struct {
 		ReapGrace         time.Duration `mapstructure:"reap_grace" doc:"leftover resources younger than this are spared"`
 		ReapDryRun        bool          `mapstructure:"reap_dry_run" doc:"only log what the reaper would stop"`
 		SchedulerGPU      bool          `mapstructure:"scheduler_gpu" doc:"give the scheduler of a GPU cluster a small GPU of the workers' model (cloud backends; Dask deserialises graphs on the scheduler)"`
+		Sharing           string        `mapstructure:"sharing" doc:"what owners may share their clusters with: off (nothing; shares already made grant nothing), groups (only groups they belong to) or any (any user or group)"`
 	} `mapstructure:"cluster"`
 
 	Quotas struct {
@@ -356,6 +357,7 @@ func defaults() map[string]any {
 		"log.level":                               "info",
 		"log.format":                              "text",
 		"cluster.scheduler_gpu":                   true,
+		"cluster.sharing":                         "groups",
 		"quotas.on_exceed":                        "clamp",
 		"quotas.entries":                          []map[string]any{},
 		"pricing.instance_types":                  []map[string]any{},
@@ -458,6 +460,11 @@ func (c *Config) finish(sections []Section) error {
 	case "stop", "leave":
 	default:
 		problems = append(problems, fmt.Sprintf("cluster.on_shutdown %q must be stop or leave", c.Cluster.OnShutdown))
+	}
+	switch c.Cluster.Sharing {
+	case "off", "groups", "any":
+	default:
+		problems = append(problems, fmt.Sprintf("cluster.sharing %q must be off, groups or any", c.Cluster.Sharing))
 	}
 	if c.Database.MaxConnections < 1 {
 		problems = append(problems, "database.max_connections must be at least 1")
