@@ -84,7 +84,13 @@ images:
 	t.Cleanup(func() { removeContainers(t, pool, id) })
 	e.startGateway()
 
-	out := e.gwOK("new-cluster", "--workers", "2", "--python", userPython, "--no-wait")
+	// It builds the image first: gwOK's 3 minutes are a bound for a
+	// command, not for a build on a loaded machine (CI dry runs beside
+	// other test runs were killed at it).
+	out, err := e.gwLong(10*time.Minute, "new-cluster", "--workers", "2", "--python", userPython, "--no-wait")
+	if err != nil {
+		t.Fatalf("new-cluster: %v\n%s\n--- gateway log:\n%s", err, out, e.gwLog.String())
+	}
 	for _, want := range []string{"finding wheels for 1 package", "made 1 of 1 package layer", "2 layers of the image: 1 reused", "1 uploaded", "built"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("new-cluster does not show %q:\n%s", want, out)
