@@ -129,15 +129,32 @@ const writeBound = 30 * time.Second
 
 // events is the page's event stream (text/event-stream): on each change
 // of the user's clusters, an event "clusters" with the clusters table
-// rendered anew, which console.js puts in place.
+// rendered anew, which console.js puts in place. A build's page asks for
+// its build instead (?build=HASH, buildEvents).
 func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	rc := http.NewResponseController(w)
+	if r.URL.Query().Has("build") {
+		s.buildEvents(w, r, u)
+		return
+	}
 	ch, done, gen, ok := s.hub.subscribe(u.Owner())
 	if !ok {
 		http.Error(w, "the gateway is stopping", http.StatusServiceUnavailable)
 		return
 	}
 	defer done()
+	s.stream(w, r, ch, false, func(ctx context.Context) (string, string, error) {
+		frag, err := s.frags.get(s.fragKey(u, gen()), func() (string, error) {
+			return s.clustersFragment(ctx, u)
+		})
+		return "clusters", frag, err
+	})
+}
+
+// stream serves an event stream: each time ch tells of a change (and
+// once at the start, if now), the event next renders, until the page
+// goes away, its session ends, or the console closes.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, ch <-chan struct{}, now bool, next func(ctx context.Context) (event, data string, err error)) {
+	rc := http.NewResponseController(w)
 	// The stream outlives the server's read timeout (which would end its
 	// context) and write timeout; each write has a bound of its own.
 	_ = rc.SetReadDeadline(time.Time{})
@@ -156,6 +173,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	}
 	ping := time.NewTicker(keepAlive)
 	defer ping.Stop()
+	changed := ch
+	if now {
+		told := make(chan struct{}, 1)
+		told <- struct{}{}
+		changed = told
+	}
 	for {
 		select {
 		case <-r.Context().Done():
@@ -166,24 +189,33 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 			if !send([]byte(": keep-alive\n\n")) {
 				return
 			}
-		case <-ch:
+		case <-changed:
+			changed = ch
 			// A session ended elsewhere stops its streams at the next change.
 			if _, err := s.user(r); err != nil {
 				send([]byte("event: signedout\ndata: \n\n"))
 				return
 			}
-			frag, err := s.frags.get(s.fragKey(u, gen()), func() (string, error) {
-				return s.clustersFragment(r.Context(), u)
-			})
+			event, data, err := next(r.Context())
 			if err != nil {
-				s.log.Debug("console: rendering the clusters for a stream", "err", err)
+				s.log.Debug("console: rendering a page's update for its stream", "event", event, "err", err)
 				continue
 			}
-			if !send(sseEvent("clusters", frag)) {
+			if !send(sseEvent(event, data)) {
 				return
 			}
 		}
 	}
+}
+
+// fragment executes one template of a page's set (a part its stream
+// sends) to a string.
+func (s *Server) fragment(page, tmpl string, v view) (string, error) {
+	var buf strings.Builder
+	if err := s.pages[page].ExecuteTemplate(&buf, tmpl, v); err != nil {
+		return "", fmt.Errorf("console: %w", err)
+	}
+	return buf.String(), nil
 }
 
 // sseEvent frames data (HTML) as one event: each line its own "data:".

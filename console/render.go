@@ -39,11 +39,18 @@ func (v view) Links() []navItem {
 }
 
 // parsePages parses each page under templates/ with the layout: one
-// template set per page, so that pages may each define "content".
+// template set per page, so that pages may each define "content". Files
+// named _NAME.html are not pages but fragments every page may use (a
+// section's own navigation).
 func parsePages() (map[string]*template.Template, error) {
 	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
+	}
+	if parts, _ := fs.Glob(templateFS, "templates/_*.html"); len(parts) > 0 {
+		if layout, err = layout.ParseFS(templateFS, parts...); err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
 	}
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
@@ -52,7 +59,7 @@ func parsePages() (map[string]*template.Template, error) {
 	pages := map[string]*template.Template{}
 	for _, n := range names {
 		name := strings.TrimSuffix(path.Base(n), ".html")
-		if name == "layout" {
+		if name == "layout" || strings.HasPrefix(name, "_") {
 			continue
 		}
 		t, err := template.Must(layout.Clone()).ParseFS(templateFS, n)

@@ -25,14 +25,23 @@ function tick() {
 document.addEventListener("DOMContentLoaded", function () {
   tick();
   setInterval(tick, 5000);
+  // A build's log opens at its end, where a build's news is.
+  document.querySelectorAll("pre[data-tail]").forEach(function (log) { log.scrollTop = log.scrollHeight; });
   document.querySelectorAll("[data-stream]").forEach(function (el) {
     if (!window.EventSource) return;
     var es = new EventSource(el.getAttribute("data-stream"));
-    es.addEventListener("clusters", function (ev) {
+    // The event that carries this element's HTML (data-event; a build's
+    // page has "build"), else the clusters table.
+    es.addEventListener(el.getAttribute("data-event") || "clusters", function (ev) {
       // Keep what the person is typing: no update while a field of this
       // element has the focus; the next event brings the news.
       if (el.contains(document.activeElement) && document.activeElement.tagName === "INPUT") return;
+      // A log the person scrolled to its end stays at its end.
+      var log = el.querySelector("pre[data-tail]");
+      var atEnd = !log || log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
       el.innerHTML = ev.data;
+      log = el.querySelector("pre[data-tail]");
+      if (log && atEnd) log.scrollTop = log.scrollHeight;
       el.setAttribute("data-updated", String(Date.now()));
     });
     es.addEventListener("signedout", function () {
