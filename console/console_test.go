@@ -189,21 +189,28 @@ func TestHostileValuesEscaped(t *testing.T) {
 	f.logs["c1"] = evil + "\n</pre><script>alert(1)</script>\n"
 	tc := newTestConsole(t, f)
 	for _, path := range []string{"/", "/c/c1"} {
-		a := tc.browser(&auth.User{ID: "alice", Name: evil}).get(path)
-		if a.Status != http.StatusOK {
-			t.Fatalf("%s: %d", path, a.Status)
-		}
-		if strings.Contains(a.Body, "<img src=x") || strings.Contains(a.Body, "<script>alert") {
-			t.Errorf("%s renders a hostile value as HTML:\n%s", path, a.Body)
-		}
-		if !strings.Contains(a.Body, "&lt;img src=x onerror=alert(1)&gt;") {
-			t.Errorf("%s does not show the value as text", path)
-		}
+		expectEscaped(t, path, tc.browser(&auth.User{ID: "alice", Name: evil}).get(path))
 	}
 	// A message in the URL is the action's own words, shown as text.
 	a := tc.browser(alice).get("/?msg=" + url.QueryEscape(evil))
 	if strings.Contains(a.Body, "<img src=x") || !strings.Contains(a.Body, "&lt;img") {
 		t.Errorf("the message renders as HTML:\n%s", a.Body)
+	}
+}
+
+// expectEscaped checks that a page shows the hostile value
+// (<img src=x onerror=alert(1)>, and a script in a log) as text, never
+// as HTML.
+func expectEscaped(t *testing.T, path string, a answer) {
+	t.Helper()
+	if a.Status != http.StatusOK {
+		t.Fatalf("%s: %d\n%s", path, a.Status, a.Body)
+	}
+	if strings.Contains(a.Body, "<img src=x") || strings.Contains(a.Body, "<script>alert") {
+		t.Errorf("%s renders a hostile value as HTML:\n%s", path, a.Body)
+	}
+	if !strings.Contains(a.Body, "&lt;img src=x onerror=alert(1)&gt;") {
+		t.Errorf("%s does not show the value as text:\n%s", path, a.Body)
 	}
 }
 
@@ -250,22 +257,7 @@ func TestEventStreamRendersOnce(t *testing.T) {
 // (retry) line, so that the stream is subscribed.
 func openStream(t *testing.T, b *browser) *bufio.Reader {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, "GET", b.tc.srv.URL+"/events", nil)
-	resp, err := b.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	rd := bufio.NewReader(resp.Body)
-	if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "retry:") {
-		t.Fatalf("stream's first line %q: %v", line, err)
-	}
-	return rd
+	return openStreamAt(t, b, "/events")
 }
 
 // readEvent reads one server-sent event (comments skipped).

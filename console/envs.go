@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/bench/report"
 	"github.com/gatewayhq/gateway/quota"
 )
 
@@ -81,7 +81,7 @@ type buildRow struct {
 	// PublishedAs are the names it is published under: everyone may run
 	// it then, not only those who asked for it.
 	PublishedAs []string
-	Versions    []string // "dask 2024.8.0", by package
+	Versions    string // "dask 2024.8.0, python 3.11"
 }
 
 func rowOfBuild(st apitype.EnvStatus, published []apitype.PublishedEnv, now time.Time) buildRow {
@@ -104,22 +104,13 @@ func rowOfBuild(st apitype.EnvStatus, published []apitype.PublishedEnv, now time
 			r.PublishedAs = append(r.PublishedAs, p.Name)
 		}
 	}
-	r.Versions = versionList(st.Versions)
+	r.Versions = report.Packages(st.Versions)
 	return r
-}
-
-func versionList(v map[string]string) []string {
-	out := make([]string, 0, len(v))
-	for k, ver := range v {
-		out = append(out, k+" "+ver)
-	}
-	sort.Strings(out)
-	return out
 }
 
 type publishedRow struct {
 	apitype.PublishedEnv
-	VersionList []string
+	VersionList string
 }
 
 type envsData struct {
@@ -150,7 +141,7 @@ func (s *Server) envsPage(w http.ResponseWriter, r *http.Request, u *auth.User) 
 		d.Builds = append(d.Builds, rowOfBuild(b, published, now))
 	}
 	for _, p := range published {
-		d.Published = append(d.Published, publishedRow{PublishedEnv: p, VersionList: versionList(p.Versions)})
+		d.Published = append(d.Published, publishedRow{PublishedEnv: p, VersionList: report.Packages(p.Versions)})
 	}
 	s.render(w, r, http.StatusOK, "environments", view{Title: "Environments", User: u, Nav: "environments", Data: d})
 }

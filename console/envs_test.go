@@ -191,23 +191,7 @@ func TestEnvironmentsPage(t *testing.T) {
 		{"carol, who asked for nothing", &auth.User{ID: "carol", Name: "carol"}, []string{"You have asked for no environment yet.", `data-published="team"`}, []string{hashReady[:16]}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			a := tc.browser(tt.user).get("/environments")
-			if a.Status != http.StatusOK {
-				t.Fatalf("%d:\n%s", a.Status, a.Body)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(a.Body, w) {
-					t.Errorf("lacks %q", w)
-				}
-			}
-			for _, w := range tt.absent {
-				if strings.Contains(a.Body, w) {
-					t.Errorf("shows %q", w)
-				}
-			}
-			if t.Failed() {
-				t.Log(a.Body)
-			}
+			expect(t, tc.browser(tt.user).get("/environments"), http.StatusOK, tt.want, tt.absent)
 		})
 	}
 }
@@ -249,23 +233,7 @@ func TestBuildPage(t *testing.T) {
 		{"the whole log, as text", alice, "/environments/" + hashBuilding + "/log", http.StatusOK, []string{"line 0\n", fmt.Sprintf("line %d\n", buildLogTail+49)}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			a := tc.browser(tt.user).get(tt.path)
-			if a.Status != tt.status {
-				t.Fatalf("%d, want %d:\n%s", a.Status, tt.status, a.Body)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(a.Body, w) {
-					t.Errorf("lacks %q", w)
-				}
-			}
-			for _, w := range tt.absent {
-				if strings.Contains(a.Body, w) {
-					t.Errorf("shows %q", w)
-				}
-			}
-			if t.Failed() {
-				t.Log(a.Body)
-			}
+			expect(t, tc.browser(tt.user).get(tt.path), tt.status, tt.want, tt.absent)
 		})
 	}
 	// The log is served as text, never as a page.
@@ -363,7 +331,7 @@ func TestBuildStream(t *testing.T) {
 }
 
 // openStreamAt opens the event stream at path as b and reads past its
-// first (retry) line.
+// first (retry) line, so that the stream is subscribed.
 func openStreamAt(t *testing.T, b *browser, path string) *bufio.Reader {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -396,16 +364,7 @@ func TestEnvironmentsHostileValuesEscaped(t *testing.T) {
 	tc := envConsole(t, f)
 	b := tc.browser(&auth.User{ID: "alice", Name: evil})
 	for _, path := range []string{"/environments", "/environments/" + h} {
-		a := b.get(path)
-		if a.Status != http.StatusOK {
-			t.Fatalf("%s: %d", path, a.Status)
-		}
-		if strings.Contains(a.Body, "<img src=x") || strings.Contains(a.Body, "<script>alert") {
-			t.Errorf("%s renders a hostile value as HTML:\n%s", path, a.Body)
-		}
-		if !strings.Contains(a.Body, "&lt;img src=x onerror=alert(1)&gt;") {
-			t.Errorf("%s does not show the value as text", path)
-		}
+		expectEscaped(t, path, b.get(path))
 	}
 	// The stream's part is escaped as the page is.
 	rd := openStreamAt(t, b, "/events?build="+h+"&gen=0")

@@ -5,13 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -19,7 +15,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/client"
@@ -48,11 +43,7 @@ func TestConsoleEnvBench(t *testing.T) {
 	image := testdocker.DaskImage(t)
 	rootfs := testdocker.Rootfs(t)
 
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
-	base := host + "/bases/dask:3.11"
-	copyToRegistry(t, image, base)
+	host, base := layersRegistry(t, image)
 
 	// The index answers what it has at once, but a wheel's download only
 	// once the test lets it go.
@@ -79,36 +70,9 @@ func TestConsoleEnvBench(t *testing.T) {
 
 	// The user's environment: the image's Python with gwconsole on its
 	// path, which the base lacks.
-	work := t.TempDir()
-	siteName := fmt.Sprintf("gwconsole-site-%d", time.Now().UnixNano())
-	site := filepath.Join(rootfs, siteName)
-	t.Cleanup(func() { _ = os.RemoveAll(site) })
-	unpackWheel(t, fn, data, site)
-	userPython := filepath.Join(work, "python3")
-	script := fmt.Sprintf("#!/bin/sh\nexec chroot %s /usr/bin/env PYTHONPATH=/%s /usr/bin/python3 \"$@\"\n", rootfs, siteName)
-	if err := os.WriteFile(userPython, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-
+	userPython, _ := wheelPython(t, rootfs, fn, data)
 	id := fmt.Sprintf("gw-cenv-%d", time.Now().UnixNano()%1_000_000_000)
-	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
-	doc := fmt.Sprintf(`provider: docker
-gateway_id: %s
-providers:
-  docker:
-    image: %s
-images:
-  builder: layers
-  repository: %s/envs
-  pip_index_url: %s/simple/
-  bases:
-    - python: "3.11"
-      image: %s
-`, id, image, host, gated.URL, base)
-	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t, "GATEWAY_CONFIG="+cfg)
+	e := newEnv(t, "GATEWAY_CONFIG="+layersConfig(t, id, image, host, gated.URL+"/simple/", base))
 	t.Cleanup(func() { removeContainers(t, pool, id) })
 	e.startGateway()
 

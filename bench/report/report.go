@@ -12,7 +12,9 @@ package report
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -228,13 +230,8 @@ func Summary(d *Described) string {
 
 // Packages lists key package versions by name: "dask 2024.8.0, numpy 2.0".
 func Packages(p map[string]string) string {
-	keys := make([]string, 0, len(p))
-	for k := range p {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var parts []string
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(p)) {
 		parts = append(parts, k+" "+p[k])
 	}
 	return strings.Join(parts, ", ")
