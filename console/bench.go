@@ -40,7 +40,11 @@ var benchPages = []string{"bench_run", "bench_history"}
 // benchmark's history, and the schedules.
 func (s *Server) SetBench(b BenchStore) error {
 	for _, p := range benchPages {
-		if _, err := s.pages[p].Parse(report.Template); err != nil {
+		t := s.pages[p]
+		if t == nil {
+			return fmt.Errorf("console: no template %s.html", p)
+		}
+		if _, err := t.Parse(report.Template); err != nil {
 			return fmt.Errorf("console: the report's template: %w", err)
 		}
 	}

@@ -159,7 +159,8 @@ type buildData struct {
 
 // buildData is what a build's page shows; hash is the user's (whole or a
 // prefix), checked by the service.
-func (s *Server) buildData(ctx context.Context, u *auth.User, hash string) (buildData, error) {
+func (s *Server) buildData(r *http.Request, u *auth.User, hash string) (buildData, error) {
+	ctx := r.Context()
 	st, err := s.envs.envs.Status(ctx, whoOf(u), hash)
 	if err != nil {
 		return buildData{}, err
@@ -172,22 +173,15 @@ func (s *Server) buildData(ctx context.Context, u *auth.User, hash string) (buil
 	log, err := s.envs.envs.Logs(ctx, whoOf(u), st.Hash)
 	if err != nil {
 		// The build is shown; its log may not exist (nothing was built)
-		// or not yet: the service says which.
-		d.LogReason = s.explain(ctx, err)
+		// or not yet: the service says which, as the API would.
+		d.LogReason = err.Error()
+		if _, msg, ok := s.cfg.Explain(r, err); ok {
+			d.LogReason = msg
+		}
 		return d, nil
 	}
 	d.Log, d.LogLines, d.LogCut = tailLines(string(log), buildLogTail)
 	return d, nil
-}
-
-// explain is what the API would say of err, for a part of a page that
-// could not be read.
-func (s *Server) explain(ctx context.Context, err error) string {
-	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
-	if _, msg, ok := s.cfg.Explain(r, err); ok {
-		return msg
-	}
-	return err.Error()
 }
 
 // tailLines is the last n lines of s, how many it kept, and whether it
@@ -208,18 +202,26 @@ func (s *Server) buildPage(w http.ResponseWriter, r *http.Request, u *auth.User)
 		s.notFound(w, r, envsOff)
 		return
 	}
-	d, err := s.buildData(r.Context(), u, r.PathValue("hash"))
+	st, err := s.envs.envs.Status(r.Context(), whoOf(u), r.PathValue("hash"))
 	if err != nil {
 		s.fail(w, r, u, err)
 		return
 	}
-	if d.Running {
-		// Read after the page's data: a change in between is sent at once.
-		if d.Generation, err = s.envs.envs.BuildGeneration(r.Context(), d.Hash); err != nil {
-			s.fail(w, r, u, err)
-			return
-		}
+	// Read before the build's data, the generation can only be older
+	// than what the page shows, and the page's stream sends what changed
+	// in between at once; read after, it could be newer, and the stream
+	// would not send the difference.
+	gen, err := s.envs.envs.BuildGeneration(r.Context(), st.Hash)
+	if err != nil {
+		s.fail(w, r, u, err)
+		return
 	}
+	d, err := s.buildData(r, u, st.Hash)
+	if err != nil {
+		s.fail(w, r, u, err)
+		return
+	}
+	d.Generation = gen
 	s.render(w, r, http.StatusOK, "build", view{Title: "Environment " + d.Short, User: u, Nav: "environments", Data: d})
 }
 
@@ -239,8 +241,8 @@ func (s *Server) buildLog(w http.ResponseWriter, r *http.Request, u *auth.User) 
 }
 
 // buildFragment is the live part of a build's page, for its stream.
-func (s *Server) buildFragment(ctx context.Context, u *auth.User, hash string) (string, error) {
-	d, err := s.buildData(ctx, u, hash)
+func (s *Server) buildFragment(r *http.Request, u *auth.User, hash string) (string, error) {
+	d, err := s.buildData(r, u, hash)
 	if err != nil {
 		return "", err
 	}
@@ -271,14 +273,14 @@ func (s *Server) buildEvents(w http.ResponseWriter, r *http.Request, u *auth.Use
 	// Read once here, not by the watch: the page may be older than it.
 	now, err := s.envs.envs.BuildGeneration(r.Context(), st.Hash)
 	changed := err == nil && fmt.Sprint(now) != r.URL.Query().Get("gen")
-	s.stream(w, r, ch, changed, func(ctx context.Context) (string, string, error) {
+	s.stream(w, r, ch, changed, func(context.Context) (string, string, error) {
 		g := gen()
 		if changed {
 			g, changed = now, false
 		}
 		// Kept by build and generation: whoever may see the build sees
 		// the same part.
-		frag, err := s.envs.frags.get(fragKey{owner: st.Hash, gen: g}, func() (string, error) { return s.buildFragment(ctx, u, st.Hash) })
+		frag, err := s.envs.frags.get(fragKey{owner: st.Hash, gen: g}, func() (string, error) { return s.buildFragment(r, u, st.Hash) })
 		return "build", frag, err
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ type fakeEnvs struct {
 	published []apitype.PublishedEnv
 	gen       map[string]int64
 	fail      map[string]error // by method name
+	onLogs    func()           // runs once, after the next Logs, unlocked
 }
 
 func newFakeEnvs() *fakeEnvs {
@@ -109,6 +111,14 @@ func (f *fakeEnvs) Logs(_ context.Context, who quota.Who, hash string) ([]byte, 
 		return nil, err
 	}
 	log, ok := f.logs[st.Hash]
+	if hook := f.onLogs; hook != nil {
+		f.onLogs = nil
+		defer func() {
+			f.mu.Unlock()
+			hook()
+			f.mu.Lock()
+		}()
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: no build log of %s yet", errNotFound, st.Hash)
 	}
@@ -327,6 +337,28 @@ func TestBuildStream(t *testing.T) {
 		if a.Status != http.StatusNotFound || strings.Contains(a.Body, "fetching") {
 			t.Errorf("%s: %d\n%s", c.name, a.Status, a.Body)
 		}
+	}
+}
+
+// A build that changes while its page is made is not missed: the page's
+// generation is never newer than what it shows, so its stream sends the
+// change at once.
+func TestBuildPageRacingItsBuild(t *testing.T) {
+	f := envFixture()
+	tc := envConsole(t, f)
+	f.mu.Lock()
+	f.onLogs = func() {
+		f.change(hashBuilding, func(st *apitype.EnvStatus, _ *string) { st.State = "ready" })
+	}
+	f.mu.Unlock()
+	a := tc.browser(alice).get("/environments/" + hashBuilding)
+	m := regexp.MustCompile(`data-stream="(/events\?build=[0-9a-f]+&amp;gen=\d+)"`).FindStringSubmatch(a.Body)
+	if a.Status != http.StatusOK || m == nil || !strings.Contains(a.Body, `data-state="building"`) {
+		t.Fatalf("the page: %d\n%s", a.Status, a.Body)
+	}
+	rd := openStreamAt(t, tc.browser(alice), strings.ReplaceAll(m[1], "&amp;", "&"))
+	if event, data := readEvent(t, rd); event != "build" || !strings.Contains(data, `data-state="ready"`) {
+		t.Fatalf("the stream: %q\n%s", event, data)
 	}
 }
 
