@@ -2,17 +2,15 @@ package api
 
 import (
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/quota"
+	"github.com/gatewayhq/gateway/report"
 	"github.com/gatewayhq/gateway/scheduler"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -245,17 +243,11 @@ func (s *Server) adminStop(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request) {
-	f := store.AuditFilter{Target: r.URL.Query().Get("target"), Actor: r.URL.Query().Get("actor")}
-	var err error
-	if f.Since, err = parseDate(r.URL.Query().Get("since")); err != nil {
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", "since: "+err.Error())
+	q := r.URL.Query()
+	f, err := report.AuditFilter(q.Get("since"), q.Get("target"), q.Get("actor"), q.Get("limit"))
+	if err != nil {
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
 		return
-	}
-	if l := r.URL.Query().Get("limit"); l != "" {
-		if f.Limit, err = strconv.Atoi(l); err != nil || f.Limit <= 0 || f.Limit > 10000 {
-			WriteError(w, http.StatusUnprocessableEntity, "invalid_request", "limit must be a whole number from 1 to 10000")
-			return
-		}
 	}
 	entries, err := s.records.AuditLog(r.Context(), f)
 	if err != nil {
@@ -277,83 +269,8 @@ func rawOrNull(s string) json.RawMessage {
 	return json.RawMessage(s)
 }
 
-// parseDate reads 2026-12-01 (UTC midnight) or an RFC 3339 time; "" is zero.
-func parseDate(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse("2006-01-02", s); err == nil {
-		return t, nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is not a date like 2026-12-01 or a time like 2026-12-01T15:04:05Z", s)
-	}
-	return t, nil
-}
-
 func usageWindow(r *http.Request, now time.Time) (since, until time.Time, err error) {
-	if since, err = parseDate(r.URL.Query().Get("since")); err != nil {
-		return since, until, fmt.Errorf("since: %w", err)
-	}
-	if since.IsZero() {
-		since = quota.MonthStart(now)
-	}
-	if until, err = parseDate(r.URL.Query().Get("until")); err != nil {
-		return since, until, fmt.Errorf("until: %w", err)
-	}
-	if until.IsZero() || until.After(now) {
-		until = now
-	}
-	if !since.Before(until) {
-		return since, until, fmt.Errorf("since (%s) must be before until (%s)", since.Format(time.RFC3339), until.Format(time.RFC3339))
-	}
-	return since, until, nil
-}
-
-func buildReport(ivs []store.Interval, since, until time.Time, by string) apitype.UsageReport {
-	rows := map[string]*apitype.UsageRow{}
-	clusters := map[string]map[string]bool{}
-	var keys []string
-	for _, iv := range ivs {
-		key := iv.Owner
-		if by == "cluster" {
-			key = iv.Cluster
-		}
-		row := rows[key]
-		if row == nil {
-			row = &apitype.UsageRow{User: iv.OwnerName, UserID: iv.Owner, GPUHoursByType: map[string]float64{}}
-			if by == "cluster" {
-				row.Cluster = iv.Cluster
-			}
-			rows[key], clusters[key] = row, map[string]bool{}
-			keys = append(keys, key)
-		}
-		clusters[key][iv.Cluster] = true
-		row.Clusters = len(clusters[key])
-		row.Running = row.Running || iv.Open
-		var t store.Totals
-		t.Add(iv)
-		row.VCPUHours += t.VCPUSeconds / 3600
-		row.MemoryGiBHours += t.MemoryGiBSeconds / 3600
-		row.GPUHours += t.GPUSeconds / 3600
-		for k, v := range t.GPUSecondsByType {
-			row.GPUHoursByType[k] += v / 3600
-		}
-		row.CostUSD += t.Cost
-	}
-	out := apitype.UsageReport{Since: since.UTC(), Until: until.UTC(), By: by, Rows: []apitype.UsageRow{}}
-	for _, k := range keys {
-		out.Rows = append(out.Rows, *rows[k])
-	}
-	sort.Slice(out.Rows, func(i, j int) bool {
-		a, b := out.Rows[i], out.Rows[j]
-		if a.User != b.User {
-			return a.User < b.User
-		}
-		return a.Cluster < b.Cluster
-	})
-	return out
+	return report.Window(r.URL.Query().Get("since"), r.URL.Query().Get("until"), now)
 }
 
 func (s *Server) adminUsage(w http.ResponseWriter, r *http.Request) {
@@ -362,12 +279,9 @@ func (s *Server) adminUsage(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
 		return
 	}
-	by := r.URL.Query().Get("by")
-	if by == "" {
-		by = "user"
-	}
-	if by != "user" && by != "cluster" {
-		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", fmt.Sprintf("by must be user or cluster, got %q", by))
+	by, err := report.ParseBy(r.URL.Query().Get("by"))
+	if err != nil {
+		WriteError(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
 		return
 	}
 	format := r.URL.Query().Get("format")
@@ -380,7 +294,7 @@ func (s *Server) adminUsage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	rep := buildReport(ivs, since, until, by)
+	rep := report.Report(ivs, since, until, by)
 	if format == "csv" {
 		writeCSV(w, rep)
 		return
@@ -391,36 +305,7 @@ func (s *Server) adminUsage(w http.ResponseWriter, r *http.Request) {
 func writeCSV(w http.ResponseWriter, rep apitype.UsageReport) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	cw := csv.NewWriter(w)
-	head := []string{"user", "user_id", "clusters", "vcpu_hours", "memory_gib_hours", "gpu_hours", "gpu_hours_by_type", "estimated_cost_usd", "running", "since", "until"}
-	if rep.By == "cluster" {
-		head = append([]string{"cluster"}, head...)
-	}
-	_ = cw.Write(head)
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
-	for _, row := range rep.Rows {
-		var types []string
-		for k, v := range row.GPUHoursByType {
-			types = append(types, csvSafe(k)+"="+f(v))
-		}
-		sort.Strings(types)
-		rec := []string{csvSafe(row.User), csvSafe(row.UserID), strconv.Itoa(row.Clusters), f(row.VCPUHours), f(row.MemoryGiBHours), f(row.GPUHours),
-			strings.Join(types, ";"), f(row.CostUSD), strconv.FormatBool(row.Running), rep.Since.Format(time.RFC3339), rep.Until.Format(time.RFC3339)}
-		if rep.By == "cluster" {
-			rec = append([]string{csvSafe(row.Cluster)}, rec...)
-		}
-		_ = cw.Write(rec)
-	}
-	cw.Flush()
-}
-
-// csvSafe keeps a cell from being read as a formula by spreadsheets
-// (names and ids come from the identity provider, not from us).
-func csvSafe(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
+	_ = report.WriteCSV(w, rep)
 }
 
 // myQuota answers the caller's effective limits and what they use now.
@@ -475,8 +360,8 @@ func (s *Server) myUsage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	total := buildReport(ivs, since, until, "user")
-	perCluster := buildReport(ivs, since, until, "cluster")
+	total := report.Report(ivs, since, until, "user")
+	perCluster := report.Report(ivs, since, until, "cluster")
 	out := map[string]any{"since": total.Since, "until": total.Until, "clusters": perCluster.Rows}
 	if len(total.Rows) > 0 {
 		out["total"] = total.Rows[0]

@@ -151,6 +151,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /auth/logout", s.logoutPage)
 	m.HandleFunc("GET /auth/login", s.startLogin)
 	m.HandleFunc("GET /auth/callback", s.finishLogin)
+	m.HandleFunc("GET /auth/jupyterhub/callback", s.finishLogin)
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s", r.Method, r.URL.Path))
 	})
@@ -234,6 +235,15 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 			msg := "authentication required: send \"Authorization: Bearer <token>\" (run: gateway login)"
 			if !errors.Is(err, auth.ErrNoCredentials) {
 				if !errors.Is(err, auth.ErrInvalid) {
+					if errors.Is(err, auth.ErrUnavailable) {
+						// JupyterHub did not answer: the credential may
+						// be good, so nothing is counted or cleared. The
+						// caller, nobody yet, is not told the hub's address.
+						s.log.Warn("authentication unavailable", "remote", ip, "path", r.URL.Path, "err", err)
+						w.Header().Set("Retry-After", "5")
+						WriteError(w, http.StatusServiceUnavailable, "auth_unavailable", "cannot check credentials right now: the JupyterHub that vouches for them does not answer; try again")
+						return
+					}
 					// Credentials are checked against the store; the caller
 					// is nobody yet, so is not told where it is.
 					if s.databaseDownTo(w, r, err, false) {
@@ -405,17 +415,7 @@ func (s *Server) options(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, err)
 			return
 		}
-		if m := eff.Limits.MaxWorkersPerCluster; m != nil && float64(*m) < float64(lim.MaxWorkers) {
-			lim.MaxWorkers = int(*m)
-		}
-		if m := eff.Limits.MaxIdleTimeout; m != nil && *m != quota.UnlimitedDuration {
-			if d := time.Duration(*m); lim.MaxIdleTimeout == 0 || d < lim.MaxIdleTimeout {
-				lim.MaxIdleTimeout = d
-			}
-			if lim.DefaultIdleTimeout == 0 || lim.DefaultIdleTimeout > lim.MaxIdleTimeout {
-				lim.DefaultIdleTimeout = lim.MaxIdleTimeout
-			}
-		}
+		lim = lim.Within(eff)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"cluster_options": lim.Spec()})
 }

@@ -35,5 +35,5 @@ func (s *Server) benchPrice(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, apitype.BenchPriceJSON{Provider: shape.Provider, Region: shape.Region, Workers: workers,
 		Worker: shape.Worker, Scheduler: shape.Scheduler,
-		PriceHour: shape.Scheduler.PriceHour + float64(workers)*shape.Worker.PriceHour})
+		PriceHour: shape.PriceHour(workers)})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/url"
 	"time"
@@ -13,14 +14,36 @@ import (
 	"github.com/gatewayhq/gateway/auth"
 )
 
-// BrowserLogin signs browsers in with the identity provider (authorization
-// code + PKCE) for the dashboards.
+// BrowserLogin signs browsers in for the dashboards and the console: with
+// the OIDC provider (authorization code + PKCE, and the ID token's nonce),
+// or with JupyterHub as its OAuth client.
 type BrowserLogin struct {
-	OAuth2 *oauth2.Config // RedirectURL is <public URL>/auth/callback
+	// OAuth2's RedirectURL is <public URL>/auth/callback (OIDC) or
+	// <public URL>/auth/jupyterhub/callback (JupyterHub): the callback
+	// answers on that path alone.
+	OAuth2 *oauth2.Config
+	// Verify verifies the ID token of an OIDC login started with nonce.
 	Verify func(ctx context.Context, rawIDToken, nonce string) (*auth.User, error)
+	// Hub, set instead of Verify, makes this JupyterHub's sign-in: it
+	// returns the user of the hub token the code was exchanged for. The
+	// hub issues no ID token and checks no PKCE, so neither is asked for;
+	// the state, in the signed cookie, ties the answer to this browser.
+	Hub func(ctx context.Context, accessToken string) (*auth.User, error)
 }
 
-// SetBrowserLogin enables /auth/login and /auth/callback.
+// callbackPath is the path the provider sends browsers back to: the
+// redirect URL's, else the kind's own.
+func (b *BrowserLogin) callbackPath() string {
+	if u, err := url.Parse(b.OAuth2.RedirectURL); err == nil && u.Path != "" {
+		return u.Path
+	}
+	if b.Hub != nil {
+		return "/auth/jupyterhub/callback"
+	}
+	return "/auth/callback"
+}
+
+// SetBrowserLogin enables /auth/login and its callback.
 func (s *Server) SetBrowserLogin(b *BrowserLogin) { s.browser = b }
 
 const loginCookie = "gateway_login"
@@ -50,7 +73,10 @@ func (s *Server) startLogin(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		next = "/"
 	}
-	st := loginState{State: random(), Nonce: random(), Verifier: oauth2.GenerateVerifier(), Next: next}
+	st := loginState{State: random(), Next: next}
+	if s.browser.Hub == nil {
+		st.Nonce, st.Verifier = random(), oauth2.GenerateVerifier()
+	}
 	c, err := s.sessions.Seal(loginCookie, st, 10*time.Minute)
 	if err != nil {
 		s.fail(w, r, err)
@@ -58,13 +84,16 @@ func (s *Server) startLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, c)
 	w.Header().Set("Cache-Control", "no-store")
-	u := s.browser.OAuth2.AuthCodeURL(st.State, oauth2.S256ChallengeOption(st.Verifier), oauth2.SetAuthURLParam("nonce", st.Nonce))
+	u := s.browser.OAuth2.AuthCodeURL(st.State)
+	if s.browser.Hub == nil {
+		u = s.browser.OAuth2.AuthCodeURL(st.State, oauth2.S256ChallengeOption(st.Verifier), oauth2.SetAuthURLParam("nonce", st.Nonce))
+	}
 	http.Redirect(w, r, u, http.StatusFound)
 }
 
 func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request) {
-	if s.browser == nil || s.sessions == nil {
-		pageError(w, r, http.StatusNotFound, "not_found", "Sign-in is not enabled", "browser login is not enabled on this gateway", "Open dashboards with the link that gateway dashboard NAME prints.")
+	if s.browser == nil || s.sessions == nil || r.URL.Path != s.browser.callbackPath() {
+		pageError(w, r, http.StatusNotFound, "not_found", "Sign-in is not enabled", "this sign-in is not enabled on this gateway", "Open dashboards with the link that gateway dashboard NAME prints.")
 		return
 	}
 	var st loginState
@@ -82,19 +111,28 @@ func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request) {
 		pageError(w, r, http.StatusUnauthorized, "login_refused", "Sign-in refused", "the identity provider refused the login: "+e+" "+q.Get("error_description"), "")
 		return
 	}
-	tok, err := s.browser.OAuth2.Exchange(r.Context(), q.Get("code"), oauth2.VerifierOption(st.Verifier))
+	var opts []oauth2.AuthCodeOption
+	if s.browser.Hub == nil {
+		opts = append(opts, oauth2.VerifierOption(st.Verifier))
+	}
+	tok, err := s.browser.OAuth2.Exchange(r.Context(), q.Get("code"), opts...)
 	if err != nil {
 		s.log.Info("browser login: code exchange failed", "remote", remoteIP(r), "err", err)
 		pageError(w, r, http.StatusUnauthorized, "login_failed", "Sign-in failed", "the identity provider did not accept the login code; try again", "")
 		return
 	}
-	raw, _ := tok.Extra("id_token").(string)
-	u, err := s.browser.Verify(r.Context(), raw, st.Nonce)
+	u, via, err := s.loginUser(r.Context(), tok, st.Nonce)
+	if errors.Is(err, auth.ErrUnavailable) {
+		s.log.Warn("browser login: cannot check the user", "err", err)
+		w.Header().Set("Retry-After", "5")
+		pageError(w, r, http.StatusServiceUnavailable, "auth_unavailable", "Sign-in failed", "the sign-in cannot be checked right now; try again in a moment", "")
+		return
+	}
 	if err != nil {
 		pageError(w, r, http.StatusUnauthorized, "login_failed", "Sign-in failed", detail(err, auth.ErrInvalid), "")
 		return
 	}
-	c, err := s.sessions.Start(r.Context(), *u, "login")
+	c, err := s.sessions.Start(r.Context(), *u, via)
 	if err != nil {
 		s.log.Error("browser session not started", "user", u.Name, "err", err)
 		pageError(w, r, http.StatusServiceUnavailable, "unavailable", "Sign-in failed", "cannot start a session right now; try again", "")
@@ -103,6 +141,18 @@ func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, c)
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, st.Next, http.StatusSeeOther)
+}
+
+// loginUser is the user a finished login signed in, and how the session is
+// marked: from the ID token (OIDC), or from the hub token (JupyterHub).
+func (s *Server) loginUser(ctx context.Context, tok *oauth2.Token, nonce string) (*auth.User, string, error) {
+	if s.browser.Hub != nil {
+		u, err := s.browser.Hub(ctx, tok.AccessToken)
+		return u, auth.SessionViaHub, err
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	u, err := s.browser.Verify(ctx, raw, nonce)
+	return u, "login", err
 }
 
 // LoginURL is where an unauthenticated browser is sent for a dashboard path.

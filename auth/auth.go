@@ -2,7 +2,8 @@
 //
 // Credentials travel as "Authorization: Bearer <token>" (or dask-gateway's
 // "token <token>" and "jupyterhub <token>" forms, or HTTP Basic). Authenticators are tried in order; the first that
-// recognises the credential decides.
+// recognises the credential decides. The scheme's name decides nothing: a
+// JupyterHub token is told from the gateway's own tokens by its form.
 package auth
 
 import (
@@ -52,7 +53,8 @@ type User struct {
 	Admin   bool
 	// Expires is when the credential that proved the identity expires.
 	Expires time.Time
-	// Via says how: "oidc", "token" (an API token), "session" or "static".
+	// Via says how: "oidc", "token" (an API token), "jupyterhub" (a
+	// JupyterHub token), "session" or "static".
 	Via string
 	// ReadOnly credentials may only read.
 	ReadOnly bool
@@ -61,6 +63,8 @@ type User struct {
 	TokenID string
 	// SessionID is the browser session that authenticated the request.
 	SessionID string
+	// SessionVia is how that session began (store.Session.Via).
+	SessionVia string
 }
 
 // Owner is the key under which the user's clusters and tokens are kept.

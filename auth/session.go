@@ -128,13 +128,26 @@ func (s *Sessions) lookup(t string, consume bool) (*User, error) {
 	return &v.user, nil
 }
 
+// How a session began (store.Session.Via) beyond "login" (with the
+// identity provider) and "link" (a dashboard link).
+const (
+	// SessionViaHub is a sign-in with JupyterHub.
+	SessionViaHub = "jupyterhub"
+	// SessionViaHubLink is a dashboard link made with a JupyterHub token:
+	// a token's, so it may not create API tokens.
+	SessionViaHubLink = "jupyterhub-link"
+)
+
 // Start begins a session for u, who signed in by via ("login": with the
-// identity provider; "link": with a dashboard link), and returns its
-// cookie. A session made by an API token's link ends with the token, and
-// never outlives it.
+// identity provider; "link": with a dashboard link; SessionViaHub: with
+// JupyterHub), and returns its cookie. A session made by an API token's
+// link ends with the token, and never outlives it.
 func (s *Sessions) Start(ctx context.Context, u User, via string) (*http.Cookie, error) {
 	if s.store == nil {
 		return nil, errors.New("auth: browser sessions are not enabled (no store)")
+	}
+	if via == "link" && u.Via == "jupyterhub" {
+		via = SessionViaHubLink
 	}
 	now := s.now()
 	exp := now.Add(s.ttl)
@@ -257,7 +270,7 @@ func (s *Sessions) FromRequest(r *http.Request) (*User, error) {
 	if !now.Before(se.ExpiresAt) {
 		return nil, ended("this session expired; sign in again")
 	}
-	u := &User{ID: se.Owner, Name: se.OwnerName, Via: "session", ReadOnly: se.ReadOnly, Expires: se.ExpiresAt, TokenID: se.TokenID, SessionID: se.ID}
+	u := &User{ID: se.Owner, Name: se.OwnerName, Via: "session", ReadOnly: se.ReadOnly, Expires: se.ExpiresAt, TokenID: se.TokenID, SessionID: se.ID, SessionVia: se.Via}
 	if u.Name == "" {
 		u.Name = se.Owner
 	}

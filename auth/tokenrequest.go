@@ -37,11 +37,12 @@ const maxTokenName = 64
 
 // MayCreateTokens reports whether u's credential may create API tokens: a
 // login with the identity provider (the command line's), or a browser
-// session that did not come from an API token. A token must not mint
-// tokens, not even through a dashboard link it made: a short-lived or
-// stolen credential could otherwise renew itself forever.
+// session that did not come from a token (an API token's or a JupyterHub
+// token's dashboard link). A token must not mint tokens, not even through a
+// dashboard link it made: a short-lived or stolen credential could
+// otherwise renew itself forever.
 func (u *User) MayCreateTokens() bool {
-	return u.Via == "oidc" || (u.Via == "session" && u.TokenID == "")
+	return u.Via == "oidc" || (u.Via == "session" && u.TokenID == "" && u.SessionVia != SessionViaHubLink)
 }
 
 // NewAPIToken checks a request for a token of u's and makes it: the

@@ -168,3 +168,14 @@ func RequestFrom(m map[string]any) (Request, error) {
 	sort.Strings(set)
 	return Request{Options: o, Set: set}, nil
 }
+
+// Field is one option as GET /api/v1/options publishes it (dask-gateway's
+// cluster_options spec, which its options widget renders): the control
+// loop makes the list (scheduler.Limits.Spec); the API and the web
+// console show it.
+type Field struct {
+	Field   string         `json:"field"`
+	Label   string         `json:"label"`
+	Default any            `json:"default"`
+	Spec    map[string]any `json:"spec"`
+}

@@ -31,8 +31,8 @@ type SessionStore interface {
 	RevokeSession(ctx context.Context, owner, id string) error
 }
 
-// Quotas is what the usage page needs of the quota service.
-type Quotas interface {
+// UsageQuotas is what the usage page needs of the quota service.
+type UsageQuotas interface {
 	Effective(ctx context.Context, who quota.Who) (quota.Effective, error)
 }
 
@@ -49,7 +49,7 @@ type UsageRecords interface {
 type Account struct {
 	Tokens   TokenStore
 	Sessions SessionStore
-	Quotas   Quotas
+	Quotas   UsageQuotas
 	Records  UsageRecords
 	// Forget applies a revocation made in the store at once in this
 	// process (api.Server.Forget: the API's token cache and the browser
@@ -237,6 +237,10 @@ func how(se *store.Session) string {
 	switch {
 	case se.Via == "login":
 		return "signed in with your organisation's account"
+	case se.Via == auth.SessionViaHub:
+		return "signed in with JupyterHub"
+	case se.Via == auth.SessionViaHubLink:
+		return "dashboard link made with a JupyterHub token"
 	case se.TokenID != "":
 		return "dashboard link made with API token " + se.TokenID
 	case se.Via == "link":

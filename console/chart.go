@@ -3,127 +3,118 @@ package console
 import (
 	"fmt"
 	"math"
-	"strconv"
-	"time"
-
-	"github.com/gatewayhq/gateway/store"
+	"strings"
+	"unicode/utf8"
 )
 
-// chart is a bar chart by day drawn by the server as SVG: no script, no
-// library. The template draws what is here; every number is computed
-// in Go and every text is escaped by html/template.
+// Charts are drawn on the server, as SVG in the page (templates/_charts.html):
+// no script and no library, they print and work without JavaScript. Each
+// bar carries its label and value as a <title> (a tooltip, and what
+// screen readers say), and every chart comes with a table of the same
+// figures.
+
+// chart is one bar chart, laid out in its own coordinates (the SVG's
+// viewBox; the browser scales it to the page's width).
 type chart struct {
-	Width, Height int
-	Title, Desc   string
-	Bars          []bar
-	Ticks         []tick // the value axis: gridlines and their labels
-	Labels        []tick // the day axis
-	AxisY         string // the baseline's y
-	PlotLeft      int
-	PlotRight     int
-	GPU           bool // GPU-hours are drawn beside vCPU-hours
+	ID, Title     string
+	Width, Height float64
+	Bars          []chartBar
+	Ticks         []chartTick // the horizontal axis's labels (columns)
+	Max           string      // the value axis's top (columns)
+	MaxY, BaseY   float64
+	AxisX         float64
 }
 
-// bar is one rectangle with what it shows (its title, for pointers and
-// screen readers).
-type bar struct {
-	X, Y, W, H, Class, Title string
+// chartBar is one bar with its label and value.
+type chartBar struct {
+	Label, Short, Value string
+	X, Y, W, H          float64
+	TextX, TextY        float64 // the label's place (rows)
+	ValueX              float64 // the value's place (rows)
 }
 
-// tick is a label at a place on an axis.
-type tick struct {
-	At, Label string
+type chartTick struct {
+	Label string
+	X, Y  float64
+}
+
+// chartPoint is one labelled value to draw.
+type chartPoint struct {
+	Label string
+	Value float64
 }
 
 const (
-	chartWidth, chartHeight                            = 720, 240
-	chartLeft, chartRight, chartTop, chartBottomMargin = 64, 8, 12, 32
+	chartWidth = 720.0
+	rowHeight  = 22.0
+	labelWidth = 170.0
+	valueWidth = 90.0
+	maxLabel   = 24 // runes of a row's label drawn; the <title> has it whole
 )
 
-// dayChart draws vCPU-hours by day (and GPU-hours, when there are any)
-// from since, one slot per day.
-func dayChart(days []store.Totals, since time.Time) chart {
-	c := chart{Width: chartWidth, Height: chartHeight, PlotLeft: chartLeft, PlotRight: chartWidth - chartRight}
-	bottom := float64(chartHeight - chartBottomMargin)
-	c.AxisY = coord(bottom)
-	peak, busiest := 0.0, 0
-	for i, t := range days {
-		if v := t.VCPUSeconds / 3600; v > peak {
-			peak, busiest = v, i
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
+
+// rowsChart draws one horizontal bar per point, in the order given.
+func rowsChart(id, title string, points []chartPoint, format func(float64) string) chart {
+	c := chart{ID: id, Title: title, Width: chartWidth, Height: rowHeight*float64(len(points)) + 8}
+	top := maxOf(points)
+	span := chartWidth - labelWidth - valueWidth
+	for i, p := range points {
+		y := 4 + rowHeight*float64(i)
+		w := 0.0
+		if top > 0 {
+			w = span * p.Value / top
 		}
-		c.GPU = c.GPU || t.GPUSeconds > 0
+		c.Bars = append(c.Bars, chartBar{Label: p.Label, Short: shorten(p.Label), Value: format(p.Value),
+			X: labelWidth, Y: y + 3, W: round1(w), H: rowHeight - 6,
+			TextX: labelWidth - 6, TextY: y + rowHeight - 7, ValueX: round1(labelWidth + w + 6)})
 	}
-	top := 0.0
-	for _, t := range days {
-		top = max(top, t.VCPUSeconds/3600, t.GPUSeconds/3600)
-	}
-	top, steps := niceCeil(top)
-	height := bottom - chartTop
-	y := func(v float64) float64 { return bottom - height*v/top }
-	for i := 0; i <= steps; i++ {
-		v := top * float64(i) / float64(steps)
-		c.Ticks = append(c.Ticks, tick{At: coord(y(v)), Label: strconv.FormatFloat(v, 'g', 3, 64)})
-	}
-	slot := float64(c.PlotRight-c.PlotLeft) / float64(len(days))
-	every := 1
-	if len(days) > 10 {
-		every = 5
-	}
-	for i, t := range days {
-		day := since.AddDate(0, 0, i)
-		x := float64(c.PlotLeft) + slot*float64(i)
-		series := []daySeries{{"bar-vcpu", "vCPU-hours", t.VCPUSeconds / 3600}}
-		if c.GPU {
-			series = append(series, daySeries{"bar-gpu", "GPU-hours", t.GPUSeconds / 3600})
-		}
-		w := slot * 0.7 / float64(len(series))
-		for k, s := range series {
-			bx := x + slot*0.15 + w*float64(k)
-			c.Bars = append(c.Bars, bar{X: coord(bx), Y: coord(y(s.v)), W: coord(w), H: coord(bottom - y(s.v)), Class: s.class,
-				Title: fmt.Sprintf("%s: %.2f %s", day.Format("2 Jan"), s.v, s.unit)})
-		}
-		if day.Day() == 1 || day.Day()%every == 0 {
-			c.Labels = append(c.Labels, tick{At: coord(x + slot/2), Label: strconv.Itoa(day.Day())})
-		}
-	}
-	month := since.Format("January 2006")
-	c.Title = "vCPU-hours by day, " + month + " (UTC)"
-	if c.GPU {
-		c.Title = "vCPU-hours and GPU-hours by day, " + month + " (UTC)"
-	}
-	last := since.AddDate(0, 0, len(days)-1)
-	c.Desc = fmt.Sprintf("One bar a day from %s to %s.", since.Format("2 January"), last.Format("2 January"))
-	if peak > 0 {
-		c.Desc += fmt.Sprintf(" The busiest day is %s, with %.2f vCPU-hours.", since.AddDate(0, 0, busiest).Format("2 January"), peak)
-	} else {
-		c.Desc += " No use yet this month."
-	}
-	c.Desc += " The table below the chart has every day's figures."
 	return c
 }
 
-// daySeries is one bar of a day's slot.
-type daySeries struct {
-	class, unit string
-	v           float64
-}
-
-// niceCeil is v rounded up to 1, 2 or 5 times a power of ten (1 for
-// 0), with how many steps of a round size divide it.
-func niceCeil(v float64) (top float64, steps int) {
-	if v <= 0 {
-		return 1, 4
+// columnsChart draws one vertical bar per point (days), with some of the
+// labels under them and the top value on the side.
+func columnsChart(id, title string, points []chartPoint, format func(float64) string) chart {
+	const height, left, right, top, bottom = 220.0, 64.0, 8.0, 12.0, 28.0
+	c := chart{ID: id, Title: title, Width: chartWidth, Height: height, MaxY: top + 4, BaseY: height - bottom, AxisX: left - 6}
+	peak := maxOf(points)
+	c.Max = format(peak)
+	if len(points) == 0 {
+		return c
 	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []struct {
-		times float64
-		steps int
-	}{{1, 5}, {2, 4}, {5, 5}} {
-		if v <= m.times*p*(1+1e-9) {
-			return m.times * p, m.steps
+	plot := height - top - bottom
+	step := (chartWidth - left - right) / float64(len(points))
+	every := int(math.Ceil(float64(len(points)) / 8))
+	for i, p := range points {
+		h := 0.0
+		if peak > 0 {
+			h = plot * p.Value / peak
+		}
+		x := left + step*float64(i)
+		c.Bars = append(c.Bars, chartBar{Label: p.Label, Value: format(p.Value),
+			X: round1(x + step*0.1), Y: round1(height - bottom - h), W: round1(step * 0.8), H: round1(h)})
+		if i%every == 0 {
+			c.Ticks = append(c.Ticks, chartTick{Label: p.Label, X: round1(x + step/2), Y: height - 8})
 		}
 	}
-	return 10 * p, 5
+	return c
 }
 
-func coord(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+func maxOf(points []chartPoint) float64 {
+	m := 0.0
+	for _, p := range points {
+		m = max(m, p.Value)
+	}
+	return m
+}
+
+// shorten cuts a label to what fits beside its bar.
+func shorten(s string) string {
+	if utf8.RuneCountInString(s) <= maxLabel {
+		return s
+	}
+	r := []rune(s)
+	return strings.TrimSpace(string(r[:maxLabel-1])) + "…"
+}
+
+func hours(v float64) string { return fmt.Sprintf("%.2f", v) }

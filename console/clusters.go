@@ -3,15 +3,21 @@ package console
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/clusteropts"
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -29,13 +35,30 @@ type clusterRow struct {
 	Created   time.Time
 	Dashboard string // its path, when it has one
 	Active    bool   // may be stopped and scaled
+
+	// With the cluster pages' dependencies (SetClusterPages): "" when
+	// not known.
+	Spent   string // the usage ledger's estimate so far
+	PerHour string // what it costs per hour as requested, while live
+	Env     string // its environment or image ("" : the default)
+	Spot    bool
+	Idle    string // idle time left, or the idle timeout
 }
 
 type clustersData struct {
 	Rows     []clusterRow
 	Stopped  []clusterRow
 	ReadOnly bool
+	Costs    bool // the cost columns are known
+	// Live is how many live clusters there are; Rows has the newest
+	// listPage of them unless All.
+	Live int
+	All  bool
 }
+
+// listPage is how many live clusters the list shows unless asked for all
+// (?all=1): a page of a thousand rows is slow to make and to read.
+const listPage = 100
 
 // recentStopped is how many ended clusters the list shows below the live
 // ones.
@@ -58,29 +81,116 @@ func rowOf(c *store.Cluster, now time.Time) clusterRow {
 	return r
 }
 
+// withFacts adds to a cluster's row what its options, its shape, the
+// loop's idle clock and its ledger totals (spent; nil: unknown) say.
+func (s *Server) withFacts(r *clusterRow, c *store.Cluster, spent *store.Totals) {
+	o, err := clusteropts.Decode([]byte(c.Options))
+	if err == nil {
+		r.Env, r.Spot = envName(o), o.Spot
+	}
+	var shape quota.Shape
+	_ = json.Unmarshal([]byte(c.Shape), &shape) // an old row without a shape has no price
+	priced := shape.Scheduler.PriceHour > 0 || shape.Worker.PriceHour > 0
+	if spent != nil && (priced || spent.Cost > 0) {
+		r.Spent = usd(spent.Cost)
+	}
+	if priced && c.Status.Active() {
+		r.PerHour = usd(shape.PriceHour(c.DesiredWorkers)) + "/h"
+	}
+	if err != nil || !c.Status.Live() {
+		return
+	}
+	timeout := time.Duration(o.IdleTimeout) * time.Second
+	switch left, ok := s.create.loop.IdleLeft(c); {
+	case ok:
+		r.Idle = humanDuration(left) + " of " + humanDuration(timeout) + " left"
+	case o.IdleTimeout > 0:
+		r.Idle = "stops after " + humanDuration(timeout) + " idle"
+	default:
+		r.Idle = "never stops when idle"
+	}
+}
+
+// envName is what a cluster runs: its environment, else its image; ""
+// for the backend's default.
+func envName(o clusteropts.Options) string {
+	if o.Env != "" {
+		return o.Env
+	}
+	return o.Image
+}
+
+// spent is the ledger's totals of the owner's clusters in cls, by
+// cluster, read at once: the intervals since the oldest of them began.
+func (s *Server) spent(ctx context.Context, owner string, cls []*store.Cluster) (map[string]*store.Totals, error) {
+	if s.create.ledger == nil || len(cls) == 0 {
+		return nil, nil
+	}
+	since := cls[0].CreatedAt
+	want := make(map[string]*store.Totals, len(cls))
+	for _, c := range cls {
+		if c.CreatedAt.Before(since) {
+			since = c.CreatedAt
+		}
+		want[c.Name] = &store.Totals{}
+	}
+	ivs, err := s.create.ledger.Intervals(ctx, store.LedgerFilter{Owner: owner, Since: since})
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range ivs {
+		if t := want[i.Cluster]; t != nil && i.Owner == owner {
+			t.Add(i)
+		}
+	}
+	return want, nil
+}
+
 // clustersData lists the user's clusters: the live ones, newest first,
 // then the most recently ended.
-func (s *Server) clustersData(ctx context.Context, u *auth.User) (clustersData, error) {
+func (s *Server) clustersData(ctx context.Context, u *auth.User, all bool) (clustersData, error) {
 	cls, err := s.clusters.List(ctx, u.Owner(), nil)
 	if err != nil {
 		return clustersData{}, err
 	}
 	now := time.Now()
-	d := clustersData{ReadOnly: u.ReadOnly}
+	d := clustersData{ReadOnly: u.ReadOnly, Costs: s.create.loop != nil, All: all}
+	var live, ended []*store.Cluster
 	for _, c := range cls {
 		if c.Owner != u.Owner() {
 			continue // never another user's, whatever the loop returned
 		}
 		if !c.Status.Active() {
-			d.Stopped = append(d.Stopped, rowOf(c, now))
+			ended = append(ended, c)
 		} else {
-			d.Rows = append(d.Rows, rowOf(c, now))
+			live = append(live, c)
 		}
 	}
-	newest := func(a, b clusterRow) int { return b.Created.Compare(a.Created) }
-	slices.SortFunc(d.Rows, newest)
-	slices.SortFunc(d.Stopped, newest)
-	d.Stopped = d.Stopped[:min(len(d.Stopped), recentStopped)]
+	newest := func(a, b *store.Cluster) int { return b.CreatedAt.Compare(a.CreatedAt) }
+	slices.SortFunc(live, newest)
+	slices.SortFunc(ended, newest)
+	ended = ended[:min(len(ended), recentStopped)]
+	if d.Live = len(live); !all {
+		live = live[:min(len(live), listPage)]
+	}
+	var spent map[string]*store.Totals
+	if d.Costs {
+		if spent, err = s.spent(ctx, u.Owner(), append(slices.Clip(live), ended...)); err != nil {
+			return clustersData{}, err
+		}
+	}
+	for _, list := range []struct {
+		from []*store.Cluster
+		to   *[]clusterRow
+	}{{live, &d.Rows}, {ended, &d.Stopped}} {
+		for _, c := range list.from {
+			r := rowOf(c, now)
+			if d.Costs {
+				s.withFacts(&r, c, spent[c.Name])
+			}
+			*list.to = append(*list.to, r)
+		}
+	}
 	return d, nil
 }
 
@@ -88,26 +198,63 @@ func (s *Server) clustersData(ctx context.Context, u *auth.User) (clustersData, 
 // kept by the user's cluster generation like the stream's: reloads and
 // new tabs between changes render nothing again.
 func (s *Server) clustersPage(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	var table string
-	gen, err := s.clusters.ClustersGeneration(r.Context(), u.Owner())
-	if err == nil {
-		table, err = s.frags.get(s.fragKey(u, gen), func() (string, error) { return s.clustersFragment(r.Context(), u) })
-	} else {
-		table, err = s.clustersFragment(r.Context(), u)
-	}
+	all := r.URL.Query().Get("all") == "1"
+	table, gen, err := s.clustersTable(r.Context(), u, -1, all)
 	if err != nil {
 		s.fail(w, r, u, err)
 		return
 	}
 	// The table is the console's own rendering, escaped as it was made.
-	s.render(w, r, http.StatusOK, "clusters", view{Title: "Clusters", User: u, Nav: "clusters", Data: template.HTML(table)}) //nolint:gosec
+	s.render(w, r, http.StatusOK, "clusters", view{Title: "Clusters", User: u, Nav: "clusters",
+		Data: clustersPageData{Table: template.HTML(table), Costs: s.create.loop != nil, ReadOnly: u.ReadOnly, //nolint:gosec
+			Stream: streamURL(gen, all)}})
+}
+
+// clustersPageData is the list's page: its table, rendered as the event
+// stream renders it, and what the text above it says.
+type clustersPageData struct {
+	Table           template.HTML
+	Costs, ReadOnly bool
+	Stream          string // its event stream's URL
+}
+
+// streamURL is the list's event stream: since the generation the page
+// shows (-1: unknown), all of the live clusters or a page of them.
+func streamURL(gen int64, all bool) string {
+	q := url.Values{}
+	if gen >= 0 {
+		q.Set("since", strconv.FormatInt(gen, 10))
+	}
+	if all {
+		q.Set("all", "1")
+	}
+	if len(q) == 0 {
+		return "/events"
+	}
+	return "/events?" + q.Encode()
+}
+
+// clustersTable is the user's clusters table, kept by generation gen
+// (-1: read it now), and the generation it shows (-1: unknown, rendered
+// afresh).
+func (s *Server) clustersTable(ctx context.Context, u *auth.User, gen int64, all bool) (string, int64, error) {
+	if gen < 0 {
+		g, err := s.clusters.ClustersGeneration(ctx, u.Owner())
+		if err != nil {
+			table, err := s.clustersFragment(ctx, u, all)
+			return table, -1, err
+		}
+		gen = g
+	}
+	table, err := s.frags.get(s.fragKey(u, gen, all), func() (string, error) { return s.clustersFragment(ctx, u, all) })
+	return table, gen, err
 }
 
 // fragKey is the key a user's clusters table is kept under: their
 // generation, and the time rounded to fragmentFresh, since the table
 // shows uptimes.
-func (s *Server) fragKey(u *auth.User, gen int64) fragKey {
-	return fragKey{owner: u.Owner(), readOnly: u.ReadOnly, gen: gen, at: time.Now().Truncate(fragmentFresh).Unix()}
+func (s *Server) fragKey(u *auth.User, gen int64, all bool) fragKey {
+	return fragKey{owner: u.Owner(), readOnly: u.ReadOnly, all: all, gen: gen, at: s.now().Truncate(fragmentFresh).Unix()}
 }
 
 // fragmentFresh is how long a rendered table is kept while nothing
@@ -116,13 +263,18 @@ func (s *Server) fragKey(u *auth.User, gen int64) fragKey {
 const fragmentFresh = 10 * time.Second
 
 // clustersFragment is the clusters table alone, for the event stream.
-func (s *Server) clustersFragment(ctx context.Context, u *auth.User) (string, error) {
-	d, err := s.clustersData(ctx, u)
+func (s *Server) clustersFragment(ctx context.Context, u *auth.User, all bool) (string, error) {
+	d, err := s.clustersData(ctx, u, all)
 	if err != nil {
 		return "", err
 	}
+	return s.fragment("clusters", "table", u, d)
+}
+
+// fragment is one template of a page's set, rendered for u's stream.
+func (s *Server) fragment(page, tmpl string, u *auth.User, data any) (string, error) {
 	var buf bytes.Buffer
-	if err := s.pages["clusters"].ExecuteTemplate(&buf, "table", view{User: u, Data: d}); err != nil {
+	if err := s.pages[page].ExecuteTemplate(&buf, tmpl, view{User: u, Data: data}); err != nil {
 		return "", fmt.Errorf("console: %w", err)
 	}
 	return buf.String(), nil
@@ -132,61 +284,217 @@ type clusterData struct {
 	clusterRow
 	Provider string
 	Events   []store.Event
+	Members  []memberRow
+	Software software
 	Logs     string
 	LogLines int
+	Tail     int
+	Tails    []int
 	ReadOnly bool
 	// What to paste into Python to connect.
 	GatewaySnippet, DistributedSnippet string
 }
 
-// logTail is how many lines of the logs the cluster page shows.
-const logTail = 200
+// memberRow is a scheduler or worker as the usage ledger keeps it.
+type memberRow struct {
+	Name, State, Machine string
+	Started              time.Time
+	Ran, Cost            string
+}
+
+// software is what a cluster runs, and, when a member refused to run it,
+// how its software differs from the client's.
+type software struct {
+	Env, Image    string
+	Client        [][2]string // the client's versions it was checked against
+	AllowMismatch bool
+	Refused       string    // who refused ("the scheduler runs other software than the client")
+	Diff          []diffRow // package by package
+}
+
+type diffRow struct{ Package, Client, Image string }
+
+// logTail is how many lines of each member's log the cluster page shows
+// unless asked (?tail=); maxTail bounds what may be asked.
+const (
+	logTail = 200
+	maxTail = 5000
+)
+
+var tailChoices = []int{100, 200, 1000, maxTail}
+
+// clusterFacts is the cluster's page but its logs: what its stream
+// renders anew when the cluster changes.
+func (s *Server) clusterFacts(ctx context.Context, u *auth.User, name string) (clusterData, error) {
+	c, err := s.clusters.Get(ctx, u.Owner(), name)
+	if err != nil {
+		return clusterData{}, err
+	}
+	if c.Owner != u.Owner() {
+		return clusterData{}, fmt.Errorf("console: the loop answered another user's cluster %s", name)
+	}
+	events, err := s.clusters.Events(ctx, u.Owner(), name)
+	if err != nil {
+		return clusterData{}, err
+	}
+	d := clusterData{clusterRow: rowOf(c, time.Now()), Provider: c.Provider, Events: events, ReadOnly: u.ReadOnly,
+		Software: softwareOf(c)}
+	if s.create.ledger != nil {
+		ivs, err := s.create.ledger.Intervals(ctx, store.LedgerFilter{Owner: u.Owner(), Cluster: c.Name})
+		if err != nil {
+			return clusterData{}, err
+		}
+		var t store.Totals
+		for _, i := range ivs {
+			t.Add(i)
+			d.Members = append(d.Members, memberOf(i))
+		}
+		s.withFacts(&d.clusterRow, c, &t)
+	}
+	return d, nil
+}
+
+// memberOf is a member's row from its ledger interval.
+func memberOf(i store.Interval) memberRow {
+	m := memberRow{Name: i.Member, State: "stopped", Started: i.Start, Ran: humanDuration(i.Stop.Sub(i.Start)),
+		Machine: machine(quota.Size{VCPUs: i.VCPUs, MemoryGiB: i.MemoryGiB, GPUs: i.GPUs, GPUType: i.GPUType,
+			InstanceType: i.InstanceType, PriceHour: i.PriceHour})}
+	if i.Open {
+		m.State = "running"
+	}
+	if i.PriceHour > 0 {
+		m.Cost = usd(i.PriceHour * i.Seconds() / 3600)
+	}
+	return m
+}
+
+// softwareOf is what the cluster runs, from its options, and the table
+// of differences a member that refused it left in the cluster's reason.
+func softwareOf(c *store.Cluster) software {
+	o, err := clusteropts.Decode([]byte(c.Options))
+	if err != nil {
+		return software{}
+	}
+	sw := software{Env: o.Env, Image: o.Image, AllowMismatch: o.AllowMismatch}
+	for _, k := range slices.Sorted(maps.Keys(o.ClientEnv)) {
+		sw.Client = append(sw.Client, [2]string{k, o.ClientEnv[k]})
+	}
+	if report, ok := images.MismatchIn(c.Reason); ok {
+		sw.Refused, _, _ = strings.Cut(c.Reason, ":\n")
+		sw.Diff = diffTable(report)
+	}
+	return sw
+}
+
+// diffTable reads a table of differences ("package  client  image" and a
+// row per package, aligned in columns, as the launcher and the gateway
+// print it) by the header's columns: a version may hold spaces.
+func diffTable(text string) []diffRow {
+	lines := strings.Split(text, "\n")
+	head := -1
+	for i, l := range lines {
+		if strings.Join(strings.Fields(l), " ") == "package client image" {
+			head = i
+			break
+		}
+	}
+	if head < 0 {
+		return nil
+	}
+	h := []rune(lines[head])
+	ci := runeIndex(h, "client", 0)
+	ii := runeIndex(h, "image", ci+len("client"))
+	var out []diffRow
+	for _, l := range lines[head+1:] {
+		r := []rune(l)
+		if strings.TrimSpace(l) == "" {
+			break
+		}
+		if len(r) <= ii {
+			out = append(out, diffRow{Package: strings.TrimSpace(l)})
+			continue
+		}
+		out = append(out, diffRow{Package: strings.TrimSpace(string(r[:ci])), Client: strings.TrimSpace(string(r[ci:ii])),
+			Image: strings.TrimSpace(string(r[ii:]))})
+	}
+	return out
+}
+
+// runeIndex is where word starts in r, at from or after, in runes.
+func runeIndex(r []rune, word string, from int) int {
+	if i := strings.Index(string(r[from:]), word); i >= 0 {
+		return from + len([]rune(string(r[from:])[:i]))
+	}
+	return len(r)
+}
 
 func (s *Server) clusterPage(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	name := r.PathValue("name")
-	c, err := s.clusters.Get(r.Context(), u.Owner(), name)
+	tail := logTail
+	if t := r.URL.Query().Get("tail"); t != "" {
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 1 || n > maxTail {
+			s.errorPage(w, r, u, http.StatusUnprocessableEntity, "Bad tail",
+				fmt.Sprintf("tail must be a whole number of lines from 1 to %d, not %q.", maxTail, t))
+			return
+		}
+		tail = n
+	}
+	d, err := s.clusterFacts(r.Context(), u, name)
 	if err != nil {
 		s.fail(w, r, u, err)
 		return
 	}
-	events, err := s.clusters.Events(r.Context(), u.Owner(), name)
-	if err != nil {
-		s.fail(w, r, u, err)
-		return
-	}
-	d := clusterData{clusterRow: rowOf(c, time.Now()), Provider: c.Provider, Events: events, ReadOnly: u.ReadOnly}
+	d.Tail, d.Tails = tail, tailChoices
 	var logs bytes.Buffer
-	if err := s.clusters.Logs(r.Context(), u.Owner(), name, logTail, &logs); err != nil {
-		d.Logs = "(the logs cannot be read: " + err.Error() + ")"
+	if err := s.clusters.Logs(r.Context(), u.Owner(), name, tail, &logs); err != nil {
+		if _, msg, ok := s.cfg.Explain(r, err); ok {
+			d.Logs = "(the logs cannot be read: " + msg + ")"
+		}
 	} else {
 		d.Logs = logs.String()
 		d.LogLines = strings.Count(d.Logs, "\n")
 	}
-	d.GatewaySnippet, d.DistributedSnippet = snippets(s.cfg.PublicURL, c.Name, u.Name)
-	s.render(w, r, http.StatusOK, "cluster", view{Title: c.Name, User: u, Nav: "clusters", Data: d})
+	d.GatewaySnippet, d.DistributedSnippet = snippets(s.cfg.PublicURL, d.Name, u.Name)
+	s.render(w, r, http.StatusOK, "cluster", view{Title: d.Name, User: u, Nav: "clusters", Data: d})
+}
+
+// clusterFragment is a cluster's page but its controls, snippets and
+// logs, for the page's event stream.
+func (s *Server) clusterFragment(ctx context.Context, u *auth.User, name string) (string, error) {
+	d, err := s.clusterFacts(ctx, u, name)
+	if err != nil {
+		return "", err
+	}
+	return s.fragment("cluster", "live", u, d)
 }
 
 // snippets are the Python that connects to the cluster: through
 // dask_gateway with an API token, and with plain distributed using the
-// credentials the CLI keeps (gateway new-cluster prints the same).
+// credentials the CLI keeps (gateway show and new-cluster write them and
+// print the same).
 func snippets(publicURL, name, user string) (gateway, distributed string) {
 	host := strings.TrimPrefix(strings.TrimPrefix(publicURL, "https://"), "http://")
 	gateway = fmt.Sprintf(`from dask_gateway import Gateway, BasicAuth
 # an API token: gateway token create --name notebook
 gateway = Gateway(%q, auth=BasicAuth(%q, "gw_..."))
 client = gateway.connect(%q).get_client()`, publicURL, user, name)
-	distributed = fmt.Sprintf(`# gateway show %[1]s writes the cluster's TLS credentials (tls.crt, tls.key) under ~/.config/gateway/clusters/%[1]s/
+	distributed = fmt.Sprintf(`# gateway show %[1]s writes the cluster's TLS credentials where the CLI keeps them
+import os
 from distributed import Client
 from distributed.security import Security
+
+creds = os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "gateway", "clusters", %[1]q)
 
 class GatewaySecurity(Security):
     def get_connection_args(self, role):
         args = super().get_connection_args(role)
-        args["server_hostname"] = "daskgateway-%[1]s"  # the gateway routes by TLS server name
+        args["server_hostname"] = %[3]q  # the gateway routes by TLS server name
         return args
 
-security = GatewaySecurity(tls_ca_file="tls.crt", tls_client_cert="tls.crt", tls_client_key="tls.key", require_encryption=True)
-client = Client("tls://%[2]s", security=security)`, name, host)
+security = GatewaySecurity(tls_ca_file=os.path.join(creds, "tls.crt"), tls_client_cert=os.path.join(creds, "tls.crt"),
+                           tls_client_key=os.path.join(creds, "tls.key"), require_encryption=True)
+client = Client("tls://%[2]s", security=security)`, name, host, apitype.SNIPrefix+name)
 	return gateway, distributed
 }
 

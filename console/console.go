@@ -66,6 +66,11 @@ type Config struct {
 	// SignIn says whether browsers can sign in here (OIDC browser
 	// login): without it the console says how to get a session.
 	SignIn bool
+	// SignInAtOnce sends a browser without a session that asks for a page
+	// straight to LoginURL, rather than to the sign-in page and its
+	// button: with JupyterHub's sign-in, someone signed in to the hub then
+	// comes back signed in after one redirect, with nothing to click.
+	SignInAtOnce bool
 	// LoginURL is where a browser is sent to sign in, given the page to
 	// come back to.
 	LoginURL func(next string) string
@@ -89,6 +94,7 @@ type Server struct {
 	static   fs.FS
 	hub      *hub
 	frags    fragments
+	now      func() time.Time // the clock the kept tables are dated by
 	nav      []navItem
 
 	// Each section's own dependencies, set by its Set method (in its
@@ -134,7 +140,7 @@ func New(cfg Config, clusters Clusters, sessions Sessions, log *slog.Logger) (*S
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	s := &Server{cfg: cfg, clusters: clusters, sessions: sessions, log: log, mux: http.NewServeMux(), pages: pages, static: static}
+	s := &Server{cfg: cfg, clusters: clusters, sessions: sessions, log: log, mux: http.NewServeMux(), pages: pages, static: static, now: time.Now}
 	s.hub = newHub(clusters.ClustersGeneration, cfg.Generations, log)
 	s.nav = []navItem{{Key: "clusters", Title: "Clusters", Path: "/"}}
 	s.routes()
@@ -223,22 +229,30 @@ func (s *Server) page(h handler) http.HandlerFunc {
 // message, or with an error page.
 func (s *Server) action(h handler) http.HandlerFunc {
 	return s.page(func(w http.ResponseWriter, r *http.Request, u *auth.User) {
-		if reason := crosssite.Reason(r, s.cfg.PublicURL); reason != "" {
-			s.log.Info("console: cross-site request refused", "path", r.URL.Path, "reason", reason)
-			s.errorPage(w, r, u, http.StatusForbidden, "Refused", "This request did not come from the gateway's own pages ("+reason+"). Use the controls on the gateway's pages.")
-			return
+		if s.actionAllowed(w, r, u) {
+			h(w, r, u)
 		}
-		if u.ReadOnly {
-			s.errorPage(w, r, u, http.StatusForbidden, "Read-only session", "This browser session was started with a read-only token: it can look, not change anything.")
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		if err := r.ParseForm(); err != nil {
-			s.errorPage(w, r, u, http.StatusBadRequest, "Bad form", "The form could not be read: "+err.Error())
-			return
-		}
-		h(w, r, u)
 	})
+}
+
+// actionAllowed checks a form's POST as action does, and parses the form;
+// false: it has answered.
+func (s *Server) actionAllowed(w http.ResponseWriter, r *http.Request, u *auth.User) bool {
+	if reason := crosssite.Reason(r, s.cfg.PublicURL); reason != "" {
+		s.log.Info("console: cross-site request refused", "path", r.URL.Path, "reason", reason)
+		s.errorPage(w, r, u, http.StatusForbidden, "Refused", "This request did not come from the gateway's own pages ("+reason+"). Use the controls on the gateway's pages.")
+		return false
+	}
+	if u.ReadOnly {
+		s.errorPage(w, r, u, http.StatusForbidden, "Read-only session", "This browser session was started with a read-only token: it can look, not change anything.")
+		return false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		s.errorPage(w, r, u, http.StatusBadRequest, "Bad form", "The form could not be read: "+err.Error())
+		return false
+	}
+	return true
 }
 
 // maxForm bounds a console form: a few short fields.
@@ -253,6 +267,10 @@ func (s *Server) signedOut(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if r.Method != http.MethodGet || r.URL.Path == "/events" {
 		s.render(w, r, http.StatusUnauthorized, "error", view{Title: "Signed out", Data: errorData{Message: "Your session has ended: sign in again."}})
+		return
+	}
+	if s.cfg.SignIn && s.cfg.SignInAtOnce {
+		http.Redirect(w, r, s.cfg.LoginURL(r.URL.RequestURI()), http.StatusFound)
 		return
 	}
 	s.render(w, r, http.StatusOK, "signin", view{Title: "Sign in", Data: signinData{

@@ -3,6 +3,7 @@ package console
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -86,6 +87,42 @@ func TestSignedOut(t *testing.T) {
 	tc.sessions.Forget()
 	if a := ended.get("/"); !strings.Contains(a.Body, "Sign in to the gateway") {
 		t.Fatalf("ended session: %d\n%s", a.Status, a.Body)
+	}
+}
+
+// TestSignInAtOnce: with the hub's sign-in, a signed-out browser asking
+// for a page goes straight to sign in (no page, no button), and comes back
+// to the page; the event stream and forms still answer 401.
+func TestSignInAtOnce(t *testing.T) {
+	tc := newTestConsole(t, newFakeClusters(running("c1", "alice")), func(tc *testConsole) { tc.console.cfg.SignInAtOnce = true })
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tt := range []struct {
+		method, path string
+		status       int
+		location     string
+	}{
+		{"GET", "/c/c1?x=1", http.StatusFound, "/auth/login?next=%2Fc%2Fc1%3Fx%3D1"},
+		{"GET", "/", http.StatusFound, "/auth/login?next=%2F"},
+		{"GET", "/events", http.StatusUnauthorized, ""},
+		{"POST", "/c/c1/stop", http.StatusUnauthorized, ""},
+	} {
+		req, _ := http.NewRequest(tt.method, tc.srv.URL+tt.path, nil)
+		req.Header.Set("Accept", "text/html")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || resp.Header.Get("Location") != tt.location {
+			t.Errorf("%s %s signed out: %d to %q; want %d to %q", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Location"), tt.status, tt.location)
+		}
+	}
+	if len(tc.clusters.stopped) != 0 {
+		t.Fatalf("stopped %v", tc.clusters.stopped)
+	}
+	if a := tc.browser(alice).get("/c/c1"); a.Status != http.StatusOK {
+		t.Errorf("signed in: %d", a.Status)
 	}
 }
 
@@ -219,32 +256,51 @@ func expectEscaped(t *testing.T, path string, a answer) {
 func TestEventStream(t *testing.T) {
 	f := newFakeClusters(running("c1", "alice"), running("b1", "bob"))
 	tc := newTestConsole(t, f)
-	rd := openStream(t, tc.browser(alice))
+	rd := openListStream(t, tc.browser(alice))
 	// bob's change is not alice's news; hers is.
 	f.change("bob", func(m map[string]*store.Cluster) { m["b1"].DesiredWorkers = 9 })
 	f.change("alice", func(m map[string]*store.Cluster) { m["c2"] = running("c2", "alice") })
-	event, data := readEvent(t, rd)
-	if event != "clusters" || !strings.Contains(data, `href="/c/c2"`) || strings.Contains(data, "b1") {
-		t.Fatalf("event %q:\n%s", event, data)
+	// The stream first sends the table as it is; then as it changes.
+	readUntil(t, rd, func(event, data string) bool {
+		if event != "clusters" || strings.Contains(data, "b1") {
+			t.Fatalf("event %q:\n%s", event, data)
+		}
+		return strings.Contains(data, `href="/c/c2"`)
+	})
+}
+
+// readUntil reads events until done says so.
+func readUntil(t *testing.T, rd *bufio.Reader, done func(event, data string) bool) {
+	t.Helper()
+	for {
+		if event, data := readEvent(t, rd); done(event, data) {
+			return
+		}
 	}
 }
 
 // A user's open pages render a change once between them.
 func TestEventStreamRendersOnce(t *testing.T) {
 	f := newFakeClusters(running("c1", "alice"))
-	tc := newTestConsole(t, f)
+	// A clock that stands still: the tables are kept by the time rounded
+	// to fragmentFresh too, and a round number passing would render anew.
+	tc := newTestConsole(t, f, func(tc *testConsole) { tc.console.now = func() time.Time { return testTime } })
 	var streams []*bufio.Reader
 	for range 3 {
-		streams = append(streams, openStream(t, tc.browser(alice)))
+		streams = append(streams, openListStream(t, tc.browser(alice)))
 	}
 	f.mu.Lock()
 	before := f.lists
 	f.mu.Unlock()
 	f.change("alice", func(m map[string]*store.Cluster) { m["c2"] = running("c2", "alice") })
-	for i, rd := range streams {
-		if event, data := readEvent(t, rd); event != "clusters" || !strings.Contains(data, "c2") {
-			t.Fatalf("stream %d: %q\n%s", i, event, data)
-		}
+	for _, rd := range streams {
+		// A watch's first read may tell of the table as it was, first.
+		readUntil(t, rd, func(event, data string) bool {
+			if event != "clusters" {
+				t.Fatalf("event %q:\n%s", event, data)
+			}
+			return strings.Contains(data, "c2")
+		})
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -253,11 +309,30 @@ func TestEventStreamRendersOnce(t *testing.T) {
 	}
 }
 
-// openStream opens the event stream as b and reads past its first
-// (retry) line, so that the stream is subscribed.
-func openStream(t *testing.T, b *browser) *bufio.Reader {
+// openListStream opens the list's event stream as b and reads past its
+// first (retry) line and the page as it is, so that the stream is
+// subscribed and has rendered what it starts with.
+func openListStream(t *testing.T, b *browser) *bufio.Reader {
 	t.Helper()
-	return openStreamAt(t, b, "/events")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", b.tc.srv.URL+"/events", nil)
+	resp, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	rd := bufio.NewReader(resp.Body)
+	if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "retry:") {
+		t.Fatalf("stream's first line %q: %v", line, err)
+	}
+	if event, _ := readEvent(t, rd); event != "clusters" {
+		t.Fatalf("the stream starts with %q, want the clusters as they are", event)
+	}
+	return rd
 }
 
 // readEvent reads one server-sent event (comments skipped).
@@ -278,5 +353,61 @@ func readEvent(t *testing.T, rd *bufio.Reader) (event, data string) {
 		case strings.HasPrefix(line, "data: "):
 			lines = append(lines, strings.TrimPrefix(line, "data: "))
 		}
+	}
+}
+
+// The list shows the newest page of a user's live clusters, and all of
+// them when asked.
+func TestClustersListPages(t *testing.T) {
+	var cls []*store.Cluster
+	for i := range listPage + 5 {
+		c := running(fmt.Sprintf("c%03d", i), "alice")
+		c.CreatedAt = testTime.Add(time.Duration(i) * time.Minute)
+		cls = append(cls, c)
+	}
+	tc := newTestConsole(t, newFakeClusters(cls...))
+	b := tc.browser(alice)
+	a := b.get("/")
+	if n := strings.Count(a.Body, "<tr data-cluster="); n != listPage {
+		t.Fatalf("the list shows %d clusters, want %d", n, listPage)
+	}
+	last := fmt.Sprintf("c%03d", listPage+4)
+	if !strings.Contains(a.Body, `href="/c/`+last+`"`) || strings.Contains(a.Body, `href="/c/c000"`) ||
+		!strings.Contains(a.Body, fmt.Sprintf("The newest %d of your %d running clusters", listPage, listPage+5)) ||
+		!strings.Contains(a.Body, `href="/?all=1"`) {
+		t.Fatalf("the first page: newest first, and a way to all:\n%s", a.Body)
+	}
+	a = b.get("/?all=1")
+	if n := strings.Count(a.Body, "<tr data-cluster="); n != listPage+5 || strings.Contains(a.Body, `href="/?all=1"`) ||
+		!strings.Contains(a.Body, `data-stream="/events?all=1&amp;since=`) {
+		t.Fatalf("?all=1 shows %d clusters, want %d, with its own stream:\n%s", n, listPage+5, a.Body)
+	}
+}
+
+// A page's stream starts with the table only if it changed since the
+// page was made: a large list is not sent twice for every page opened.
+func TestStreamSince(t *testing.T) {
+	f := newFakeClusters(running("c1", "alice"))
+	tc := newTestConsole(t, f)
+	page := tc.browser(alice).get("/")
+	if !strings.Contains(page.Body, `data-stream="/events?since=0"`) {
+		t.Fatalf("the page names no generation for its stream:\n%s", page.Body)
+	}
+	// Unchanged: the first event is the change that comes next.
+	_, rd := openStream(t, tc.browser(alice), "/events?since=0")
+	if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "retry:") {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	f.change("alice", func(m map[string]*store.Cluster) { m["c2"] = running("c2", "alice") })
+	readUntil(t, rd, func(event, data string) bool {
+		if !strings.Contains(data, "c2") {
+			t.Fatalf("the stream sent the table as it was first:\n%s", data)
+		}
+		return true
+	})
+	// Changed since: it starts with the table as it is now.
+	_, rd = openStream(t, tc.browser(alice), "/events?since=0")
+	if event, data := readEvent(t, rd); event != "clusters" || !strings.Contains(data, "c2") {
+		t.Fatalf("a stale page's stream starts with %q:\n%s", event, data)
 	}
 }

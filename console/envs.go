@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -68,8 +67,6 @@ const (
 	// (and sends again at each change); the whole log is a link away.
 	buildLogTail = 400
 )
-
-func whoOf(u *auth.User) quota.Who { return quota.Who{ID: u.Owner(), Name: u.Name, Groups: u.Groups} }
 
 // buildRow is a build as the pages show it.
 type buildRow struct {
@@ -240,47 +237,37 @@ func (s *Server) buildLog(w http.ResponseWriter, r *http.Request, u *auth.User) 
 	_, _ = w.Write(log)
 }
 
-// buildFragment is the live part of a build's page, for its stream.
-func (s *Server) buildFragment(r *http.Request, u *auth.User, hash string) (string, error) {
-	d, err := s.buildData(r, u, hash)
-	if err != nil {
-		return "", err
-	}
-	return s.fragment("build", "build", view{User: u, Data: d})
+// buildFragment is the live part of a build's page at a generation, for
+// its stream: rendered once per change whoever watches it (only those
+// who asked for the build may: buildStream).
+func (s *Server) buildFragment(r *http.Request, u *auth.User, hash string, gen int64) (string, error) {
+	return s.envs.frags.get(fragKey{owner: hash, gen: gen}, func() (string, error) {
+		d, err := s.buildData(r, u, hash)
+		if err != nil {
+			return "", err
+		}
+		return s.fragment("build", "build", u, d)
+	})
 }
 
-// buildEvents is a build page's stream (/events?build=HASH&gen=G): an
-// event "build" with the page's live part whenever the build or its log
-// changes, and at once if it changed since the page's generation G.
-func (s *Server) buildEvents(w http.ResponseWriter, r *http.Request, u *auth.User) {
+// buildStream checks that a build's page may have its stream: the build
+// is one the user asked for (else the API's answer: not found). It
+// returns the build's whole hash and its generation now.
+func (s *Server) buildStream(w http.ResponseWriter, r *http.Request, u *auth.User, hash string) (string, int64, bool) {
 	if s.envs.envs == nil {
 		http.Error(w, envsOff, http.StatusNotFound)
-		return
+		return "", 0, false
 	}
-	st, err := s.envs.envs.Status(r.Context(), whoOf(u), r.URL.Query().Get("build"))
+	st, err := s.envs.envs.Status(r.Context(), whoOf(u), hash)
+	var gen int64
+	if err == nil {
+		gen, err = s.envs.envs.BuildGeneration(r.Context(), st.Hash)
+	}
 	if err != nil {
 		if status, msg, ok := s.cfg.Explain(r, err); ok {
 			http.Error(w, msg, status)
 		}
-		return
+		return "", 0, false
 	}
-	ch, done, gen, ok := s.envs.builds.subscribe(st.Hash)
-	if !ok {
-		http.Error(w, "the gateway is stopping", http.StatusServiceUnavailable)
-		return
-	}
-	defer done()
-	// Read once here, not by the watch: the page may be older than it.
-	now, err := s.envs.envs.BuildGeneration(r.Context(), st.Hash)
-	changed := err == nil && fmt.Sprint(now) != r.URL.Query().Get("gen")
-	s.stream(w, r, ch, changed, func(context.Context) (string, string, error) {
-		g := gen()
-		if changed {
-			g, changed = now, false
-		}
-		// Kept by build and generation: whoever may see the build sees
-		// the same part.
-		frag, err := s.envs.frags.get(fragKey{owner: st.Hash, gen: g}, func() (string, error) { return s.buildFragment(r, u, st.Hash) })
-		return "build", frag, err
-	})
+	return st.Hash, gen, true
 }

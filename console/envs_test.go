@@ -226,12 +226,12 @@ func TestBuildPage(t *testing.T) {
 	}{
 		{"ready", alice, "/environments/" + hashReady, http.StatusOK,
 			[]string{"<h1>Environment <code>" + hashReady[:16], "reg.example/envs:env-aaaa", "finding wheels for 1 package", "1 reused (3.0 MiB), 1 uploaded (12 B) of 2",
-				"step: pushed", `href="/environments/` + hashReady + `/log"`, "<dt>Took</dt><dd>1m</dd>", "everyone (published as team)", `data-event="build"`},
+				"step: pushed", `href="/environments/` + hashReady + `/log"`, "<dt>Took</dt><dd>1m</dd>", "everyone (published as team)", `data-on="build"`},
 			[]string{"Running for"}},
 		{"by the prefix the CLI shows", alice, "/environments/" + hashReady[:16], http.StatusOK, []string{"<code class=\"hash\">" + hashReady + "</code>"}, nil},
 		{"building, its log's last lines", alice, "/environments/" + hashBuilding, http.StatusOK,
 			[]string{"Running for", fmt.Sprintf("line %d\n", buildLogTail+49), fmt.Sprintf("last %d lines", buildLogTail), "the whole log",
-				"/events?build=" + hashBuilding + "&amp;gen=2"},
+				"/events?build=" + hashBuilding + "&amp;since=2"},
 			[]string{"line 49\n"}},
 		{"found, not built: no log", alice, "/environments/" + nolog, http.StatusOK,
 			[]string{"the image existed: nothing was built", "no build log of " + nolog + " yet", "none: the image existed"}, []string{`<pre class="logs"`}},
@@ -308,7 +308,7 @@ func TestEnvironmentsErrors(t *testing.T) {
 func TestBuildStream(t *testing.T) {
 	f := envFixture()
 	tc := envConsole(t, f)
-	base := "/events?build=" + hashBuilding + "&gen="
+	base := "/events?build=" + hashBuilding + "&since="
 	rd := openStreamAt(t, tc.browser(alice), base+"0")
 	event, data := readEvent(t, rd)
 	if event != "build" || !strings.Contains(data, "fetching 3 wheels") {
@@ -352,7 +352,7 @@ func TestBuildPageRacingItsBuild(t *testing.T) {
 	}
 	f.mu.Unlock()
 	a := tc.browser(alice).get("/environments/" + hashBuilding)
-	m := regexp.MustCompile(`data-stream="(/events\?build=[0-9a-f]+&amp;gen=\d+)"`).FindStringSubmatch(a.Body)
+	m := regexp.MustCompile(`data-stream="(/events\?build=[0-9a-f]+&amp;since=\d+)"`).FindStringSubmatch(a.Body)
 	if a.Status != http.StatusOK || m == nil || !strings.Contains(a.Body, `data-state="building"`) {
 		t.Fatalf("the page: %d\n%s", a.Status, a.Body)
 	}
@@ -366,18 +366,10 @@ func TestBuildPageRacingItsBuild(t *testing.T) {
 // first (retry) line, so that the stream is subscribed.
 func openStreamAt(t *testing.T, b *browser, path string) *bufio.Reader {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, "GET", b.tc.srv.URL+path, nil)
-	resp, err := b.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
+	resp, rd := openStream(t, b, path)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("%s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	rd := bufio.NewReader(resp.Body)
 	if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "retry:") {
 		t.Fatalf("stream's first line %q: %v", line, err)
 	}
@@ -399,7 +391,7 @@ func TestEnvironmentsHostileValuesEscaped(t *testing.T) {
 		expectEscaped(t, path, b.get(path))
 	}
 	// The stream's part is escaped as the page is.
-	rd := openStreamAt(t, b, "/events?build="+h+"&gen=0")
+	rd := openStreamAt(t, b, "/events?build="+h+"&since=0")
 	if _, data := readEvent(t, rd); strings.Contains(data, "<img src=x") || strings.Contains(data, "<script>alert") || !strings.Contains(data, "&lt;img") {
 		t.Errorf("the stream renders a hostile value as HTML:\n%s", data)
 	}

@@ -2,9 +2,11 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -81,7 +83,11 @@ func (h *hub) run(ctx context.Context, owner string, w *watch) {
 	defer h.wg.Done()
 	t := time.NewTicker(h.every)
 	defer t.Stop()
-	last, err := h.gen(ctx, owner)
+	// The first tick tells the streams whatever it reads: a change made
+	// between a page's rendering and a first read would otherwise wait
+	// for the next change.
+	var last int64
+	err := errFirstRead
 	for {
 		select {
 		case <-ctx.Done():
@@ -119,6 +125,8 @@ func (h *hub) close() {
 	h.wg.Wait()
 }
 
+var errFirstRead = errors.New("console: the generation was not compared yet")
+
 // keepAlive is how often a quiet stream sends a comment, so that proxies
 // in between do not close it as idle.
 const keepAlive = 25 * time.Second
@@ -129,32 +137,72 @@ const writeBound = 30 * time.Second
 
 // events is the page's event stream (text/event-stream): on each change
 // of the user's clusters, an event "clusters" with the clusters table
-// rendered anew, which console.js puts in place. A build's page asks for
-// its build instead (?build=HASH, buildEvents).
+// rendered anew, which console.js puts in place. A cluster's page asks
+// for its cluster (?cluster=NAME): its events are "cluster", the page's
+// facts rendered anew, and, while the page follows the logs (&follow=1),
+// "logs-reset" with the logs' last lines (&tail=, as the page showed
+// them) and then "logs" with each read's new lines. A build's page asks
+// for its build (?build=HASH, buildStream): its event is "build", the
+// page's live part rendered anew.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	if r.URL.Query().Has("build") {
-		s.buildEvents(w, r, u)
-		return
+	q := r.URL.Query()
+	name := q.Get("cluster")
+	// next renders the page's update, given the generation the hub told
+	// (-1 at the start: read it then).
+	all := q.Get("all") == "1"
+	next := func(ctx context.Context, gen int64) (string, string, error) {
+		frag, _, err := s.clustersTable(ctx, u, gen, all)
+		return "clusters", frag, err
 	}
-	ch, done, gen, ok := s.hub.subscribe(u.Owner())
+	// shown is the generation of the list the page shows (-1: unknown).
+	// The page says which it was made at (?since=): the stream starts
+	// with the table only if it has moved since, and sends it again only
+	// when it moves (a large list is not sent twice for every page
+	// opened, nor again when a new watch's first read finds nothing new).
+	shown := int64(-1)
+	watches, key := s.hub, u.Owner()
+	switch {
+	case q.Has("build"):
+		hash, g, ok := s.buildStream(w, r, u, q.Get("build"))
+		if !ok {
+			return
+		}
+		watches, key, shown = s.envs.builds, hash, g
+		next = func(_ context.Context, gen int64) (string, string, error) {
+			frag, err := s.buildFragment(r, u, hash, gen)
+			return "build", frag, err
+		}
+	case name == "":
+		if g, err := s.clusters.ClustersGeneration(r.Context(), u.Owner()); err == nil {
+			shown = g
+		}
+	}
+	since, err := strconv.ParseInt(q.Get("since"), 10, 64)
+	fresh := err == nil && shown >= 0 && since == shown
+	var logs *logStream
+	if name != "" {
+		if !s.clusterStream(w, r, u, name) {
+			return
+		}
+		next = func(ctx context.Context, _ int64) (string, string, error) {
+			frag, err := s.clusterFragment(ctx, u, name)
+			return "cluster", frag, err
+		}
+		if q.Get("follow") != "" {
+			var ok bool
+			if logs, ok = s.followLogs(w, r, u, name, q.Get("tail")); !ok {
+				return
+			}
+			defer logs.close()
+		}
+	}
+	rc := http.NewResponseController(w)
+	ch, done, gen, ok := watches.subscribe(key)
 	if !ok {
 		http.Error(w, "the gateway is stopping", http.StatusServiceUnavailable)
 		return
 	}
 	defer done()
-	s.stream(w, r, ch, false, func(ctx context.Context) (string, string, error) {
-		frag, err := s.frags.get(s.fragKey(u, gen()), func() (string, error) {
-			return s.clustersFragment(ctx, u)
-		})
-		return "clusters", frag, err
-	})
-}
-
-// stream serves an event stream: each time ch tells of a change (and
-// once at the start, if now), the event next renders, until the page
-// goes away, its session ends, or the console closes.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, ch <-chan struct{}, now bool, next func(ctx context.Context) (event, data string, err error)) {
-	rc := http.NewResponseController(w)
 	// The stream outlives the server's read timeout (which would end its
 	// context) and write timeout; each write has a bound of its own.
 	_ = rc.SetReadDeadline(time.Time{})
@@ -171,14 +219,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, ch <-chan struct
 	if !send([]byte("retry: 3000\n\n")) {
 		return
 	}
+	// The page as it is now: it may have changed since it was rendered,
+	// before this stream was told of changes.
+	if !fresh {
+		if event, frag, err := next(r.Context(), shown); err == nil && !send(sseEvent(event, frag)) {
+			return
+		}
+	}
 	ping := time.NewTicker(keepAlive)
 	defer ping.Stop()
-	changed := ch
-	if now {
-		told := make(chan struct{}, 1)
-		told <- struct{}{}
-		changed = told
-	}
 	for {
 		select {
 		case <-r.Context().Done():
@@ -189,45 +238,48 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, ch <-chan struct
 			if !send([]byte(": keep-alive\n\n")) {
 				return
 			}
-		case <-changed:
-			changed = ch
+		case <-logs.tick():
+			if ev := logs.read(r.Context()); ev != nil && !send(ev) {
+				return
+			}
+		case <-ch:
 			// A session ended elsewhere stops its streams at the next change.
 			if _, err := s.user(r); err != nil {
 				send([]byte("event: signedout\ndata: \n\n"))
 				return
 			}
-			event, data, err := next(r.Context())
+			g := gen()
+			if name == "" && shown >= 0 && g == shown {
+				continue // already shown
+			}
+			shown = g
+			event, frag, err := next(r.Context(), g)
 			if err != nil {
-				s.log.Debug("console: rendering a page's update for its stream", "event", event, "err", err)
+				s.log.Debug("console: rendering a page's update for a stream", "event", event, "err", err)
 				continue
 			}
-			if !send(sseEvent(event, data)) {
+			if !send(sseEvent(event, frag)) {
 				return
 			}
 		}
 	}
 }
 
-// fragment executes one template of a page's set (a part its stream
-// sends) to a string.
-func (s *Server) fragment(page, tmpl string, v view) (string, error) {
-	var buf strings.Builder
-	if err := s.pages[page].ExecuteTemplate(&buf, tmpl, v); err != nil {
-		return "", fmt.Errorf("console: %w", err)
-	}
-	return buf.String(), nil
-}
-
-// sseEvent frames data (HTML) as one event: each line its own "data:".
+// sseEvent frames data (HTML or text) as one event: each line its own
+// "data:". A carriage return ends a line in the stream's framing as a
+// newline does, so it ends one here too: a log line or a cluster's
+// reason cannot add fields (an event name) of its own.
 func sseEvent(name, data string) []byte {
 	var b strings.Builder
 	b.WriteString("event: " + name + "\n")
-	for _, line := range strings.Split(data, "\n") {
-		b.WriteString("data: " + strings.TrimSuffix(line, "\r") + "\n")
+	for _, line := range strings.Split(sseLines.Replace(data), "\n") {
+		b.WriteString("data: " + line + "\n")
 	}
 	b.WriteString("\n")
 	return []byte(b.String())
 }
+
+var sseLines = strings.NewReplacer("\r\n", "\n", "\r", "\n")
 
 // fragments keeps the clusters table last rendered for each user (and
 // read-only or not), by generation: a user's open pages are told of a
@@ -241,6 +293,7 @@ type fragments struct {
 type fragKey struct {
 	owner    string
 	readOnly bool
+	all      bool // the whole list, not its first page
 	gen      int64
 	at       int64 // see Server.fragKey
 }
@@ -254,7 +307,7 @@ func (f *fragments) get(k fragKey, render func() (string, error)) (string, error
 	if ok {
 		return html, nil
 	}
-	v, err, _ := f.flight.Do(fmt.Sprintf("%q %t %d %d", k.owner, k.readOnly, k.gen, k.at), func() (any, error) {
+	v, err, _ := f.flight.Do(fmt.Sprintf("%q %t %t %d %d", k.owner, k.readOnly, k.all, k.gen, k.at), func() (any, error) {
 		html, err := render()
 		if err != nil {
 			return "", err
@@ -275,7 +328,7 @@ func (f *fragments) keep(k fragKey, html string) {
 		f.last = map[fragKey]string{}
 	}
 	for old := range f.last {
-		if old.owner == k.owner && old.readOnly == k.readOnly {
+		if old.owner == k.owner && old.readOnly == k.readOnly && old.all == k.all {
 			delete(f.last, old)
 		}
 	}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/auth/authtest"
+	"github.com/gatewayhq/gateway/clusteropts"
 	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -26,11 +28,13 @@ import (
 // the real loop behind them is driven by the browser suite
 // (integration/console_browser_test.go).
 
-// errNotFound and errInvalid stand in for the loop's errors; explain
-// answers them as the API's mapping does.
+// errNotFound, errInvalid and errConflict stand in for the loop's
+// errors; explain answers them, and the quota service's, as the API's
+// mapping does (quota.ErrInvalid's message without its sentinel's words).
 var (
 	errNotFound = errors.New("not found")
 	errInvalid  = errors.New("invalid")
+	errConflict = errors.New("conflict")
 )
 
 func explain(r *http.Request, err error) (int, string, bool) {
@@ -40,7 +44,9 @@ func explain(r *http.Request, err error) (int, string, bool) {
 	case errors.Is(err, errNotFound):
 		return http.StatusNotFound, err.Error(), true
 	case errors.Is(err, errInvalid):
-		return http.StatusUnprocessableEntity, err.Error(), true
+		return http.StatusUnprocessableEntity, strings.TrimPrefix(err.Error(), errInvalid.Error()+": "), true
+	case errors.Is(err, quota.ErrExceeded):
+		return http.StatusForbidden, err.Error(), true
 	case errors.Is(err, store.ErrNotFound):
 		// The API's mapping says which run (benchmark runs are the only
 		// store records the console looks up by a user's word).
@@ -48,6 +54,12 @@ func explain(r *http.Request, err error) (int, string, bool) {
 	case errors.Is(err, auth.ErrTokenRequest):
 		// As the API's mapping: 422 with the message less the sentinel's.
 		return http.StatusUnprocessableEntity, strings.TrimPrefix(err.Error(), auth.ErrTokenRequest.Error()+": "), true
+	case errors.Is(err, errConflict):
+		return http.StatusConflict, err.Error(), true
+	case errors.Is(err, quota.ErrInvalid):
+		return http.StatusUnprocessableEntity, strings.TrimPrefix(err.Error(), quota.ErrInvalid.Error()+": "), true
+	case errors.Is(err, quota.ErrNoEntry):
+		return http.StatusNotFound, err.Error(), true
 	}
 	return http.StatusInternalServerError, "internal error", true
 }
@@ -62,11 +74,40 @@ type fakeClusters struct {
 	stopped  []string
 	scaled   map[string]int
 	lists    int // List calls
+
+	// The cluster pages' part of the loop (ClusterLoop).
+	spec    []clusteropts.Field
+	specErr error
+	created []map[string]json.RawMessage // what Create was asked, in order
+	checked int                          // CheckCreate calls
+	idle    map[string]time.Duration     // IdleLeft, by cluster
+	tails   []int                        // the tail of each Logs call
 }
+
+// fakeSpec is options as the loop publishes them (scheduler.Limits.Spec's
+// kinds): each kind of input the form makes.
+func fakeSpec() []clusteropts.Field {
+	return []clusteropts.Field{
+		{Field: "workers", Label: "Workers at start", Default: 0, Spec: map[string]any{"type": "int", "min": 0, "max": 5}},
+		{Field: "worker_memory", Label: "Memory per worker (GiB)", Default: 2.0, Spec: map[string]any{"type": "float", "min": 0.25, "max": 16.0}},
+		{Field: "idle_timeout", Label: "Stop after idle for (seconds; 0: never)", Default: 1200, Spec: map[string]any{"type": "int", "min": 0, "max": 3600}},
+		{Field: "image", Label: "Container image", Default: "", Spec: map[string]any{"type": "string"}},
+		{Field: "client_env", Label: "The client's versions", Default: map[string]string{}, Spec: map[string]any{"type": "mapping"}},
+		{Field: "gpu_type", Label: "GPU model", Default: "", Spec: map[string]any{"type": "select", "options": []string{"", "t4", "a10g"}}},
+		{Field: "spot", Label: "Workers on spot capacity", Default: false, Spec: map[string]any{"type": "bool"}},
+	}
+}
+
+// Prices of the fake's machines, per hour.
+const (
+	fakeSchedulerPrice = 0.25
+	fakeWorkerPrice    = 0.5
+	fakeMaxWorkers     = 3 // the quota's max_workers_per_cluster
+)
 
 func newFakeClusters(cls ...*store.Cluster) *fakeClusters {
 	f := &fakeClusters{clusters: map[string]*store.Cluster{}, events: map[string][]store.Event{}, logs: map[string]string{},
-		gen: map[string]int64{}, scaled: map[string]int{}}
+		gen: map[string]int64{}, scaled: map[string]int{}, spec: fakeSpec(), idle: map[string]time.Duration{}}
 	for _, c := range cls {
 		f.clusters[c.Name] = c
 	}
@@ -115,12 +156,13 @@ func (f *fakeClusters) Events(_ context.Context, owner, name string) ([]store.Ev
 	return f.events[name], nil
 }
 
-func (f *fakeClusters) Logs(_ context.Context, owner, name string, _ int, w io.Writer) error {
+func (f *fakeClusters) Logs(_ context.Context, owner, name string, tail int, w io.Writer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, err := f.owned(owner, name); err != nil {
 		return err
 	}
+	f.tails = append(f.tails, tail)
 	_, err := io.WriteString(w, f.logs[name])
 	return err
 }
@@ -155,6 +197,72 @@ func (f *fakeClusters) ClustersGeneration(_ context.Context, owner string) (int6
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.gen[owner], nil
+}
+
+func (f *fakeClusters) OptionSpec(context.Context, quota.Who) ([]clusteropts.Field, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.spec, f.specErr
+}
+
+// admit is the fake loop's check: the options known to its spec, workers
+// a whole number up to 5 (the API's words), at most fakeMaxWorkers by
+// the quota.
+func (f *fakeClusters) admit(raw map[string]json.RawMessage) (quota.Shape, int, error) {
+	known := map[string]bool{}
+	for _, o := range f.spec {
+		known[o.Field] = true
+	}
+	for k := range raw {
+		if !known[k] {
+			return quota.Shape{}, 0, fmt.Errorf("%w: unknown option(s) %s", errInvalid, k)
+		}
+	}
+	n := 0
+	if v, ok := raw["workers"]; ok {
+		if err := json.Unmarshal(v, &n); err != nil || n < 0 || n > 5 {
+			return quota.Shape{}, 0, fmt.Errorf("%w: workers must be a whole number from 0 to 5, got %s", errInvalid, v)
+		}
+	}
+	shape := quota.Shape{Provider: "fake", Scheduler: quota.Size{VCPUs: 2, MemoryGiB: 4, InstanceType: "m5.large", PriceHour: fakeSchedulerPrice},
+		Worker: quota.Size{VCPUs: 1, MemoryGiB: 2, PriceHour: fakeWorkerPrice}}
+	if n > fakeMaxWorkers {
+		return shape, n, &quota.ExceededError{Limit: "max_workers_per_cluster", Source: "user:alice (stored)",
+			Msg: fmt.Sprintf("%d workers is over your limit of %d workers per cluster (max_workers_per_cluster, from user:alice (stored))", n, fakeMaxWorkers)}
+	}
+	return shape, n, nil
+}
+
+func (f *fakeClusters) CheckCreate(_ context.Context, _ quota.Who, raw map[string]json.RawMessage) (quota.Shape, int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.checked++
+	return f.admit(raw)
+}
+
+func (f *fakeClusters) Create(_ context.Context, who quota.Who, raw map[string]json.RawMessage) (*store.Cluster, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	shape, n, err := f.admit(raw)
+	if err != nil {
+		return nil, err
+	}
+	f.created = append(f.created, raw)
+	opts, _ := json.Marshal(raw)
+	sh, _ := json.Marshal(shape)
+	c := &store.Cluster{Name: fmt.Sprintf("new%d", len(f.created)), Owner: who.ID, OwnerName: who.Name, Status: store.Pending, Phase: "queued",
+		Provider: "fake", Options: string(opts), Shape: string(sh), DesiredWorkers: n, CreatedAt: time.Now()}
+	f.clusters[c.Name] = c
+	f.gen[who.ID]++
+	cp := *c
+	return &cp, nil
+}
+
+func (f *fakeClusters) IdleLeft(c *store.Cluster) (time.Duration, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.idle[c.Name]
+	return d, ok
 }
 
 // change runs fn on the clusters and moves owner's generation.
@@ -198,6 +306,14 @@ func newTestConsole(t *testing.T, f *fakeClusters, setup ...func(*testConsole)) 
 		c.Close()
 		tc.srv.Close()
 	})
+	return tc
+}
+
+// clusterPages adds the cluster pages' section (SetClusterPages), over
+// the fake loop and the real store's ledger, before the test's first
+// request.
+func (tc *testConsole) clusterPages() *testConsole {
+	tc.console.SetClusterPages(tc.clusters, tc.db)
 	return tc
 }
 

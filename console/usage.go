@@ -65,7 +65,7 @@ type usageData struct {
 	Total        figures
 	Budgets      []budgetRow
 	Days         []dayRow
-	Chart        chart
+	Chart        dayChartView
 	Clusters     []clusterUse
 	Running      bool // a cluster still runs: its figures grow
 	Limits       []limitRow

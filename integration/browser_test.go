@@ -88,18 +88,23 @@ func newBrowser(t *testing.T, chromium string) *browser {
 }
 
 // artifactDir is where a test's screenshots go: under
-// GATEWAY_TEST_ARTIFACTS when set, else a temporary directory. They are
-// kept (and their place logged) only when the test fails.
+// GATEWAY_TEST_ARTIFACTS when set (kept: scripts/test.sh sets it, and
+// prints where), else a temporary directory, kept (and its place logged)
+// only when the test fails.
 func artifactDir(t *testing.T) string {
 	t.Helper()
 	name := regexp.MustCompile(`[^A-Za-z0-9_.-]+`).ReplaceAllString(t.Name(), "_")
 	var dir string
 	if root := os.Getenv("GATEWAY_TEST_ARTIFACTS"); root != "" {
-		dir = filepath.Join(root, name)
-		_ = os.RemoveAll(dir)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(root, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		// One folder a browser: a test with two (two users) keeps both.
+		d, err := os.MkdirTemp(root, name+"-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = d
 	} else {
 		d, err := os.MkdirTemp("", "gateway-browser-"+name+"-")
 		if err != nil {
@@ -107,12 +112,15 @@ func artifactDir(t *testing.T) string {
 		}
 		dir = d
 	}
+	kept := os.Getenv("GATEWAY_TEST_ARTIFACTS") != ""
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("screenshots of each step: %s", dir)
 			return
 		}
-		_ = os.RemoveAll(dir)
+		if !kept {
+			_ = os.RemoveAll(dir)
+		}
 	})
 	return dir
 }

@@ -23,7 +23,7 @@ func TestConsoleAccount(t *testing.T) {
 	g := startBrowserGateway(t)
 	b := newBrowser(t, g.chromium)
 	csp := watchCSP(t, b)
-	g.consoleSignIn(t, b, "dev")
+	g.consoleSignIn(t, b, "/", "dev")
 
 	// Usage, from the navigation.
 	status := b.click("open Usage", chromedp.CSS(`nav a[href="/usage"]`))

@@ -29,22 +29,20 @@ import (
 //go:embed testdata/axe-core/axe.min.js
 var axeSource string
 
-// consoleSignIn signs the browser in as user from the console's sign-in
-// page and checks it lands on the clusters list.
-func (g *browserGateway) consoleSignIn(t *testing.T, b *browser, user string) {
+// consoleSignIn opens a console page signed out, follows its sign-in
+// link to the dev issuer, picks user there, and checks the browser comes
+// back to the page, signed in as user.
+func (g *browserGateway) consoleSignIn(t *testing.T, b *browser, path, user string) {
 	t.Helper()
-	if status := b.open("open the console signed out", g.e.url+"/"); status != http.StatusOK {
-		t.Fatalf("console: HTTP %d: %+v", status, b.page())
+	if status := b.open("open "+path+" signed out", g.e.url+path); status != http.StatusOK || b.page().H1 != "Sign in to the gateway" {
+		t.Fatalf("%s signed out: HTTP %d: %+v", path, status, b.page())
 	}
-	if p := b.page(); p.H1 != "Sign in to the gateway" {
-		t.Fatalf("signed out, the console shows %q: %s", p.H1, p.Text)
-	}
-	b.click("click Sign in", `a.button`)
+	b.click("click Sign in", chromedp.CSS(`a.button`))
 	g.expectIssuerLogin(t, b, user)
 	status := b.click("pick "+user+" on the issuer's page", chromedp.CSS(`button[name=username][value=`+user+`]`))
 	p := b.page()
-	if u, _ := url.Parse(p.URL); status != http.StatusOK || u.Path != "/" || p.H1 != "Your clusters" || !strings.Contains(p.Text, user) {
-		t.Fatalf("after signing in as %s: HTTP %d at %s: %q\n%s", user, status, p.URL, p.H1, p.Text)
+	if u, _ := url.Parse(p.URL); u.Path != path || !strings.Contains(p.Text, user) {
+		t.Fatalf("after signing in as %s: HTTP %d at %s, want %s signed in:\n%s", user, status, p.URL, path, p.Text)
 	}
 }
 
@@ -166,9 +164,12 @@ func TestConsoleBrowser(t *testing.T) {
 	csp := watchCSP(t, b)
 	b.open("open the console signed out", g.e.url+"/")
 	checkAccessibility(t, b, "the sign-in page")
-	g.consoleSignIn(t, b, "dev")
+	g.consoleSignIn(t, b, "/", "dev")
 	checkAccessibility(t, b, "the clusters list")
 	p := b.page()
+	if p.H1 != "Your clusters" {
+		t.Fatalf("signed in, / shows %q", p.H1)
+	}
 	if !strings.Contains(p.Text, g.devCluster) || strings.Contains(p.Text, g.dev2Cluster) {
 		t.Fatalf("dev's list: want %s and not dev2's %s:\n%s", g.devCluster, g.dev2Cluster, p.Text)
 	}

@@ -47,6 +47,13 @@ type Shape struct {
 	Scheduler Size   `json:"scheduler"`
 }
 
+// PriceHour is the estimated cost per hour (USD) of a cluster of this
+// shape with n workers: its scheduler and workers at the prices recorded
+// for them (none where the gateway has no price).
+func (s Shape) PriceHour(n int) float64 {
+	return s.Scheduler.PriceHour + float64(n)*s.Worker.PriceHour
+}
+
 // InUse is what a user's live clusters hold.
 type InUse struct {
 	Clusters   int

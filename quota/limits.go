@@ -169,6 +169,8 @@ type field struct {
 	clear     func(*Limits)
 	// moreGenerous reports whether a's value allows more than b's.
 	moreGenerous func(a, b *Limits) bool
+	// text writes the value as ParseText reads it.
+	text func(*Limits) string
 }
 
 // scalarField is a limit held by pointer (an Amount or a Duration), where
@@ -183,6 +185,7 @@ func scalarField[T Amount | Duration](name, doc string, p func(*Limits) **T) fie
 		},
 		clear:        func(l *Limits) { *p(l) = nil },
 		moreGenerous: func(a, b *Limits) bool { return **p(a) > **p(b) },
+		text:         func(l *Limits) string { return fmt.Sprint(**p(l)) },
 	}
 }
 
@@ -196,6 +199,7 @@ func listField(name, doc string, p func(*Limits) *[]string) field {
 			// Only used to pick one source to name; lists are unioned.
 			return allowsAll(*p(a)) || (!allowsAll(*p(b)) && len(*p(a)) > len(*p(b)))
 		},
+		text: func(l *Limits) string { return strings.Join(*p(l), ",") },
 	}
 }
 

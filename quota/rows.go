@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"encoding/json"
 	"maps"
 	"slices"
 	"strconv"
@@ -17,73 +16,50 @@ type Row struct {
 	Name, Value, Source string
 }
 
-// Rows lists the limits l sets, in FieldNames order, one row per GPU type.
+// Rows lists the limits l sets, in FieldNames order, written as
+// ParseText reads them, one row per GPU type.
 func (l Limits) Rows() []Row {
-	b, _ := json.Marshal(l)
-	var m map[string]json.RawMessage
-	_ = json.Unmarshal(b, &m)
+	text := l.Text()
 	var out []Row
-	names := FieldNames()
-	for k := range m {
-		if !slices.Contains(names, k) {
-			names = append(names, k) // a limit newer than the reader's list
-		}
-	}
-	for _, name := range names {
-		raw, ok := m[name]
-		if !ok {
+	for _, name := range FieldNames() {
+		if name == gpuTypeField {
+			for _, t := range slices.Sorted(maps.Keys(l.MaxGPUsByType)) {
+				out = append(out, Row{Name: gpuTypeField + "." + t, Value: l.MaxGPUsByType[t].String()})
+			}
 			continue
 		}
-		if name == gpuTypeField {
-			var byType map[string]json.RawMessage
-			if json.Unmarshal(raw, &byType) == nil {
-				for _, t := range slices.Sorted(maps.Keys(byType)) {
-					out = append(out, Row{Name: gpuTypeField + "." + t, Value: rawValue(byType[t])})
-				}
-				continue
-			}
+		if v, ok := text[name]; ok {
+			out = append(out, Row{Name: name, Value: v})
 		}
-		out = append(out, Row{Name: name, Value: rawValue(raw)})
 	}
 	return out
 }
 
 // Rows lists every limit of the effective set, those that limit nothing
-// too ("unlimited", or "any" for an allow-list), with where each came from.
+// too ("unlimited", or "any" for an allow-list), with where each came
+// from (Sources; "" when nothing limits it).
 func (e Effective) Rows() []Row {
-	set := map[string]string{}
-	for _, r := range e.Limits.Rows() {
-		set[r.Name] = r.Value
-	}
+	text := e.Limits.Text()
 	var out []Row
 	for _, name := range FieldNames() {
 		if name == gpuTypeField {
 			types := slices.Sorted(maps.Keys(e.Limits.MaxGPUsByType))
 			if len(types) == 0 {
-				out = append(out, Row{Name: name, Value: Unset(name)})
+				out = append(out, Row{Name: name, Value: KindGPUMap.UnsetValue()})
 			}
 			for _, t := range types {
 				key := gpuTypeField + "." + t
-				out = append(out, Row{Name: key, Value: set[key], Source: e.Sources[key]})
+				out = append(out, Row{Name: key, Value: e.Limits.MaxGPUsByType[t].String(), Source: e.Sources[key]})
 			}
 			continue
 		}
-		v, ok := set[name]
+		v, ok := text[name]
 		if !ok {
-			v = Unset(name)
+			v = KindOf(name).UnsetValue()
 		}
 		out = append(out, Row{Name: name, Value: v, Source: e.Sources[name]})
 	}
 	return out
-}
-
-// Unset is how a limit that nobody sets reads: an allow-list allows
-// "any", anything else is "unlimited".
-func Unset(name string) string {
-	if strings.HasPrefix(name, "allowed_") {
-		return "any"
-	}
-	return "unlimited"
 }
 
 // Of says how much of a limit the live clusters hold ("", false when the
@@ -104,17 +80,4 @@ func (u InUse) Of(limit string) (string, bool) {
 		return strconv.Itoa(u.GPUsByType[typ]), true
 	}
 	return "", false
-}
-
-// rawValue shows a JSON limit value: strings bare, lists comma-separated.
-func rawValue(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var list []string
-	if json.Unmarshal(raw, &list) == nil {
-		return strings.Join(list, ",")
-	}
-	return string(raw)
 }

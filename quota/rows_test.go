@@ -42,7 +42,7 @@ func TestEffectiveRows(t *testing.T) {
 	if len(order) != len(FieldNames())+1 || order[0] != FieldNames()[0] {
 		t.Errorf("rows %v", order)
 	}
-	if rows := (Effective{}).Rows(); len(rows) != len(FieldNames()) || rows[0] != (Row{Name: FieldNames()[0], Value: Unset(FieldNames()[0])}) {
+	if rows := (Effective{}).Rows(); len(rows) != len(FieldNames()) || rows[0] != (Row{Name: FieldNames()[0], Value: KindOf(FieldNames()[0]).UnsetValue()}) {
 		t.Errorf("nothing set: %+v", rows)
 	}
 }

@@ -48,6 +48,9 @@ type Store interface {
 	UpdateCluster(ctx context.Context, name string, fn store.UpdateFunc) (*store.Cluster, error)
 	Events(ctx context.Context, cluster string) ([]store.Event, error)
 	AdmitCluster(ctx context.Context, c *store.Cluster, monthStart time.Time, admit store.AdmitFunc) error
+	// OwnerState is what AdmitCluster's check is given, read without
+	// admitting anything (CheckCreate).
+	OwnerState(ctx context.Context, owner string, monthStart time.Time) (store.Usage, store.Totals, error)
 	UpdateOwned(ctx context.Context, name string, monthStart time.Time, fn store.OwnedUpdateFunc) (*store.Cluster, error)
 	RecordLedger(ctx context.Context, cluster string, entries ...store.LedgerEntry) error
 	OpenMembers(ctx context.Context, cluster string) (map[string]time.Time, error)
@@ -376,37 +379,11 @@ func ValidName(s string) bool {
 // Create validates the options, admits the cluster against the user's
 // quota and records it PENDING. The reconcile loop does the rest.
 func (c *Core) Create(ctx context.Context, who Who, raw map[string]json.RawMessage) (*store.Cluster, error) {
-	opts, err := c.cfg.Limits.ParseOptions(raw)
+	a, err := c.admission(ctx, who, raw)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Env != "" && c.cfg.Envs == nil {
-		return nil, fmt.Errorf("%w: this gateway builds no environments: give an image instead of env", ErrInvalid)
-	}
-	eff, err := c.effective(ctx, who)
-	if err != nil {
-		return nil, err
-	}
-	if m := eff.Limits.MaxIdleTimeout; m != nil && *m != quota.UnlimitedDuration {
-		if v, given := raw["idle_timeout"]; !given || string(v) == "null" {
-			// The gateway's default is not the user's choice: bring it
-			// within the user's maximum rather than refuse.
-			if maxSec := int(time.Duration(*m) / time.Second); opts.IdleTimeout == 0 || opts.IdleTimeout > maxSec {
-				opts.IdleTimeout = maxSec
-			}
-		}
-	}
-	if m := eff.Limits.MaxLifetime; m != nil && *m != quota.UnlimitedDuration {
-		opts.MaxLifetime = int(time.Duration(*m) / time.Second)
-	}
-	sched, worker, err := c.machines(ctx, opts, eff)
-	if err != nil {
-		return nil, err
-	}
-	shape := c.shape(sched, worker)
-	if err := eff.CheckShape(shape, opts.Workers, time.Duration(opts.IdleTimeout)*time.Second); err != nil {
-		return nil, err
-	}
+	opts, shape := a.opts, a.shape
 	// After the quota's checks: looking into an image may pull it, which a
 	// request the quota refuses must not cost.
 	if err := c.resolveSoftware(ctx, who, &opts); err != nil {
@@ -426,9 +403,7 @@ func (c *Core) Create(ctx context.Context, who Who, raw map[string]json.RawMessa
 			Provider: c.provider.Name(), Options: string(optJSON), Shape: string(shapeJSON), DesiredWorkers: opts.Workers,
 			TLSCert: pair.CertPEM, TLSKey: pair.KeyPEM, CreatedAt: c.now(),
 		}
-		err = c.store.AdmitCluster(ctx, cl, monthStart, func(live store.Usage, month store.Totals) error {
-			return eff.Admit(quota.InUseOf(live), monthOf(monthStart, month), shape, opts.Workers)
-		})
+		err = c.store.AdmitCluster(ctx, cl, monthStart, a.admit(monthStart))
 		if errors.Is(err, store.ErrExists) && attempt < 3 {
 			continue
 		}
@@ -444,6 +419,80 @@ func (c *Core) Create(ctx context.Context, who Who, raw map[string]json.RawMessa
 		c.queue.Add(name)
 		return cl, nil
 	}
+}
+
+// admission is what Create decides of a request before it records the
+// cluster: the options as they will be stored, the owner's quota, and the
+// cluster's shape.
+type admission struct {
+	opts  Options
+	eff   quota.Effective
+	shape quota.Shape
+}
+
+// admission checks a request as Create does before it records anything:
+// the options, and the owner's quota on the cluster itself (where it
+// runs, its machines, its workers, its idle timeout). A refusal of the
+// cluster's shape comes with the admission made so far (its shape).
+func (c *Core) admission(ctx context.Context, who Who, raw map[string]json.RawMessage) (admission, error) {
+	opts, err := c.cfg.Limits.ParseOptions(raw)
+	if err != nil {
+		return admission{}, err
+	}
+	if opts.Env != "" && c.cfg.Envs == nil {
+		return admission{}, fmt.Errorf("%w: this gateway builds no environments: give an image instead of env", ErrInvalid)
+	}
+	eff, err := c.effective(ctx, who)
+	if err != nil {
+		return admission{}, err
+	}
+	if m := eff.Limits.MaxIdleTimeout; m != nil && *m != quota.UnlimitedDuration {
+		if v, given := raw["idle_timeout"]; !given || string(v) == "null" {
+			// The gateway's default is not the user's choice: bring it
+			// within the user's maximum rather than refuse.
+			if maxSec := int(time.Duration(*m) / time.Second); opts.IdleTimeout == 0 || opts.IdleTimeout > maxSec {
+				opts.IdleTimeout = maxSec
+			}
+		}
+	}
+	if m := eff.Limits.MaxLifetime; m != nil && *m != quota.UnlimitedDuration {
+		opts.MaxLifetime = int(time.Duration(*m) / time.Second)
+	}
+	sched, worker, err := c.machines(ctx, opts, eff)
+	if err != nil {
+		return admission{}, err
+	}
+	a := admission{opts: opts, eff: eff, shape: c.shape(sched, worker)}
+	return a, eff.CheckShape(a.shape, opts.Workers, time.Duration(opts.IdleTimeout)*time.Second)
+}
+
+// admit is the admission's check against what the owner's live clusters
+// hold and this month's use, as the store reads them.
+func (a admission) admit(monthStart time.Time) store.AdmitFunc {
+	return func(live store.Usage, month store.Totals) error {
+		return a.eff.Admit(quota.InUseOf(live), monthOf(monthStart, month), a.shape, a.opts.Workers)
+	}
+}
+
+// CheckCreate is Create without the cluster: the request checked as
+// Create checks it, against what the owner's live clusters hold and this
+// month's use (read without the owner's lock: a request made meanwhile
+// may still take the room). It returns the shape the cluster would have
+// and the workers it would start with (the shape also when a quota
+// refuses it), and Create's refusal, if any. The console shows the cost
+// and the quota that would refuse before the form is sent. The software
+// is not looked into: that may pull an image.
+func (c *Core) CheckCreate(ctx context.Context, who Who, raw map[string]json.RawMessage) (quota.Shape, int, error) {
+	a, err := c.admission(ctx, who, raw)
+	if err != nil {
+		return a.shape, a.opts.Workers, err
+	}
+	monthStart := quota.MonthStart(c.now())
+	live, month, err := c.store.OwnerState(ctx, who.ID, monthStart)
+	if err != nil {
+		return a.shape, a.opts.Workers, fmt.Errorf("scheduler: %w", err)
+	}
+	return a.shape, a.opts.Workers, a.admit(monthStart)(live, month)
 }
 
 // Get returns the owner's cluster. Another user's cluster is reported as not

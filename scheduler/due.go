@@ -85,3 +85,28 @@ func (c *Core) nextExpiry(cl *store.Cluster, o Options, now, last time.Time, see
 	}
 	return at
 }
+
+// IdleLeft is how long the running cluster may stay idle before the loop
+// stops it, on this replica's idle clock. ok is false when the cluster
+// has no idle timeout or is not running, or when this replica keeps no
+// idle clock for it (another replica runs it, or its scheduler was not
+// asked yet): the console then shows the timeout alone.
+func (c *Core) IdleLeft(cl *store.Cluster) (left time.Duration, ok bool) {
+	if cl.Status != store.Running {
+		return 0, false
+	}
+	o, err := optionsOf(cl)
+	if err != nil || o.IdleTimeout <= 0 {
+		return 0, false
+	}
+	c.mu.Lock()
+	now, last := c.now(), c.lastBusy(cl.Name)
+	if s := c.clusters.settledOf(cl.Name); s != nil && s.watch != nil && s.watch.Busy() {
+		last = now // its stream says busy all along (as popExpired reads it)
+	}
+	c.mu.Unlock()
+	if last.IsZero() {
+		return 0, false
+	}
+	return max(0, time.Duration(o.IdleTimeout)*time.Second-now.Sub(last)), true
+}

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/clusteropts"
+	"github.com/gatewayhq/gateway/quota"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -53,12 +55,7 @@ type Limits struct {
 }
 
 // OptionField is one entry of GET /api/v1/options.
-type OptionField struct {
-	Field   string         `json:"field"`
-	Label   string         `json:"label"`
-	Default any            `json:"default"`
-	Spec    map[string]any `json:"spec"`
-}
+type OptionField = clusteropts.Field
 
 const minWorkerMemory = 0.25 // GiB: below this a Dask worker pauses at once
 
@@ -81,6 +78,36 @@ func (l Limits) maxIdle() int {
 // Defaults are used for fields a request leaves out, within the limits.
 func (l Limits) Defaults() Options {
 	return Options{Workers: 0, WorkerThreads: 1, WorkerMemory: math.Min(2, l.MaxWorkerMemory), IdleTimeout: int(l.DefaultIdleTimeout / time.Second)}
+}
+
+// Within is the limits as they bind a user whose quota is eff: the
+// quota's tighter bounds show in the options published to that user
+// (Spec), so that clients offer only what will be admitted. A default
+// idle timeout over the quota's maximum comes down to it, as Create
+// brings it down.
+func (l Limits) Within(eff quota.Effective) Limits {
+	if m := eff.Limits.MaxWorkersPerCluster; m != nil && float64(*m) < float64(l.MaxWorkers) {
+		l.MaxWorkers = int(*m)
+	}
+	if m := eff.Limits.MaxIdleTimeout; m != nil && *m != quota.UnlimitedDuration {
+		if d := time.Duration(*m); l.MaxIdleTimeout == 0 || d < l.MaxIdleTimeout {
+			l.MaxIdleTimeout = d
+		}
+		if l.DefaultIdleTimeout == 0 || l.DefaultIdleTimeout > l.MaxIdleTimeout {
+			l.DefaultIdleTimeout = l.MaxIdleTimeout
+		}
+	}
+	return l
+}
+
+// OptionSpec is the options published to who (GET /api/v1/options): the
+// limits within who's quota.
+func (c *Core) OptionSpec(ctx context.Context, who Who) ([]OptionField, error) {
+	eff, err := c.effective(ctx, who)
+	if err != nil {
+		return nil, err
+	}
+	return c.cfg.Limits.Within(eff).Spec(), nil
 }
 
 // Spec describes the options for the dask-gateway client.

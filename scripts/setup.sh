@@ -27,6 +27,11 @@ fi
 if [ "$(id -u)" -eq 0 ] && ! command -v chromium >/dev/null; then
 	missing+=(chromium)
 fi
+# The JupyterHub tests run Debian's jupyterhub (3.0) on loopback: installed
+# as root like Chromium, skipped with a message elsewhere when missing.
+if [ "$(id -u)" -eq 0 ] && ! command -v jupyterhub >/dev/null; then
+	missing+=(jupyterhub)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
 	exit 0
 fi

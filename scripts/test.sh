@@ -53,6 +53,8 @@ if [ "$(id -u)" -eq 0 ]; then
 	export GATEWAY_TEST_REQUIRE_SANDBOX=1
 	# scripts/setup.sh installed Chromium: the browser tests must run.
 	export GATEWAY_TEST_REQUIRE_BROWSER=1
+	# ... and jupyterhub: the JupyterHub tests must run too.
+	export GATEWAY_TEST_REQUIRE_JUPYTERHUB=1
 	scripts/docker.sh
 	GATEWAY_TEST_DASK_IMAGE=$(scripts/testimage.sh)
 	export GATEWAY_TEST_DASK_IMAGE GATEWAY_TEST_REQUIRE_DOCKER=1
@@ -68,6 +70,9 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 testlog="$(mktemp -d)/testlog"
+# The browser tests keep a screenshot (and the HTML) of every step here.
+export GATEWAY_TEST_ARTIFACTS="${GATEWAY_TEST_ARTIFACTS:-$(dirname "$testlog")/artifacts}"
+echo "test artifacts (the browser tests' screenshots): $GATEWAY_TEST_ARTIFACTS" >&2
 go build -o "$testlog" ./internal/cmd/testlog
 
 # The tests that skip under the race detector (allocation counts, which

@@ -134,9 +134,10 @@ func TestDevRefusesOtherHosts(t *testing.T) {
 	}
 }
 
-// TestServeAnswersAnyHost: outside dev the gateway is reached by its public
-// name, through load balancers: the dev check must not apply.
-func TestServeAnswersAnyHost(t *testing.T) {
+// startIdP serves the development issuer, as an OIDC provider of a
+// gateway serve, until the test ends.
+func startIdP(t *testing.T) *httptest.Server {
+	t.Helper()
 	idp := httptest.NewUnstartedServer(nil)
 	iss, err := devissuer.New(devissuer.Config{Issuer: "http://" + idp.Listener.Addr().String(), ClientID: "gateway", Users: DevUsers()})
 	if err != nil {
@@ -145,7 +146,13 @@ func TestServeAnswersAnyHost(t *testing.T) {
 	idp.Config.Handler = iss.Handler()
 	idp.Start()
 	t.Cleanup(idp.Close)
+	return idp
+}
 
+// TestServeAnswersAnyHost: outside dev the gateway is reached by its public
+// name, through load balancers: the dev check must not apply.
+func TestServeAnswersAnyHost(t *testing.T) {
+	idp := startIdP(t)
 	v := ConfigSchema().New()
 	v.Set("listen", "127.0.0.1:0")
 	v.Set("public_url", "http://gateway.example:8000")

@@ -184,11 +184,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		g.PublicURL = u.String()
 	}
 
-	authn, oidcAuth, access, err := g.setupAuth(ctx)
+	as, err := g.setupAuth(ctx)
 	if err != nil {
 		return nil, err
 	}
-	authn = g.wrapBenchAuth(authn)
+	access := as.access
+	authn := g.wrapBenchAuth(as.authn)
 	// Shared through the store: replicas behind one load balancer must
 	// accept each other's browser sessions.
 	key, err := g.store.SharedKey(ctx, "session-key", 32)
@@ -228,8 +229,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	if err := apiSrv.SetAPICookie(cookieKey, strings.HasPrefix(g.PublicURL, "https://")); err != nil {
 		return nil, err
 	}
-	browser := g.browserLogin(oidcAuth)
-	apiSrv.SetBrowserLogin(browser)
+	browser := g.browserLogin(as)
+	if browser != nil {
+		apiSrv.SetBrowserLogin(browser)
+	}
 	if g.envs != nil {
 		apiSrv.SetEnvs(g.envs)
 	}
@@ -237,15 +240,17 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	g.proxy.SetPublicURL(g.PublicURL)
 	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(dashboardAuth(authn, sessions, limiter)))
 	// The console has the rest of the paths: the root, for browsers.
-	g.console, err = console.New(console.Config{PublicURL: g.PublicURL, Version: version, SignIn: browser != nil,
+	g.console, err = console.New(console.Config{PublicURL: g.PublicURL, Version: version, SignIn: browser != nil, SignInAtOnce: browser != nil && browser.Hub != nil,
 		LoginURL: api.LoginURL, Explain: api.Explain}, g.core, sessions, log)
 	if err != nil {
 		return nil, err
 	}
+	g.console.SetClusterPages(g.core, g.store)
 	// The account pages use what the API's token, session, quota and
 	// usage endpoints use.
 	g.console.SetAccount(console.Account{Tokens: g.store, Sessions: g.store, Quotas: quotas, Records: g.store,
 		Forget: apiSrv.Forget, OnExceed: string(quotas.OnExceed())})
+	g.console.SetAdmin(g.core, quotas, g.store)
 	// The same environment service and results store the API has; a
 	// gateway that builds no environments says so in the section.
 	var consoleEnvs console.Envs

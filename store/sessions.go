@@ -18,7 +18,9 @@ type Session struct {
 	Owner     string // the owning identity (auth.User.Owner)
 	OwnerName string // its display name when the session was made
 	// Via says how the session began: "login" (the browser signed in with
-	// the identity provider) or "link" (a dashboard link).
+	// the identity provider), "link" (a dashboard link), "jupyterhub" (it
+	// signed in with JupyterHub) or "jupyterhub-link" (a dashboard link made
+	// with a JupyterHub token).
 	Via string
 	// TokenID is the API token whose dashboard link made the session; the
 	// session ends with it.

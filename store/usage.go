@@ -191,6 +191,21 @@ func (s *DB) OwnerUsage(ctx context.Context, owner string) (Usage, error) {
 	return u, nil
 }
 
+// OwnerState is what the owner's live clusters hold and the owner's
+// ledger totals since monthStart: what an admission checks (AdmitCluster),
+// read without taking the owner's lock, for a check that admits nothing.
+func (s *DB) OwnerState(ctx context.Context, owner string, monthStart time.Time) (Usage, Totals, error) {
+	u, err := s.ownerUsage(ctx, s.db, owner)
+	if err != nil {
+		return Usage{}, Totals{}, fmt.Errorf("store: usage of %s: %w", owner, err)
+	}
+	month, err := s.sumTotals(ctx, s.db, owner, monthStart, s.now())
+	if err != nil {
+		return Usage{}, Totals{}, fmt.Errorf("store: usage of %s: %w", owner, err)
+	}
+	return u, month, nil
+}
+
 // CountUsage counts what the owner's live clusters hold from the clusters
 // themselves, as the summary should say (checks and tests).
 func (s *DB) CountUsage(ctx context.Context, owner string) (Usage, error) {

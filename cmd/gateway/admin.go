@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -19,6 +16,7 @@ import (
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/client"
 	"github.com/gatewayhq/gateway/quota"
+	"github.com/gatewayhq/gateway/report"
 )
 
 // format reads --output for the commands of this file, which also take
@@ -77,110 +75,9 @@ Others get "admin only" from the gateway.
 
 // --- quota entries -------------------------------------------------------
 
-type limitKind int
-
-const (
-	kindUnknown  limitKind = iota
-	kindCount              // a whole number or "unlimited"
-	kindAmount             // a number or "unlimited"
-	kindDuration           // "2h" or "unlimited"
-	kindList               // names; ["*"] allows any
-	kindGPUMap             // GPU type -> count
-)
-
-// kindOf says how the CLI reads and shows each limit of quota.FieldNames.
-func kindOf(name string) limitKind {
-	switch name {
-	case "max_clusters", "max_workers_per_cluster", "max_gpus", "max_builds":
-		return kindCount
-	case "max_vcpus", "max_memory_gib", "monthly_vcpu_hours", "monthly_gpu_hours":
-		return kindAmount
-	case "max_idle_timeout", "max_lifetime":
-		return kindDuration
-	case "allowed_instance_types", "allowed_providers", "allowed_regions":
-		return kindList
-	case "max_gpus_by_type":
-		return kindGPUMap
-	}
-	return kindUnknown
-}
-
-func (k limitKind) hint() string {
-	switch k {
-	case kindCount:
-		return "N or unlimited"
-	case kindAmount:
-		return "number or unlimited"
-	case kindDuration:
-		return "duration (2h) or unlimited"
-	case kindList:
-		return "comma-separated"
-	case kindGPUMap:
-		return "e.g. a100=2,t4=4"
-	}
-	return "value"
-}
-
-// unsetValue is how a limit that applies nothing reads.
-func (k limitKind) unsetValue() string {
-	if k == kindList {
-		return "any"
-	}
-	return "unlimited"
-}
-
 func flagOf(field string) string { return strings.ReplaceAll(field, "_", "-") }
 
 const gpuTypes = "max_gpus_by_type"
-
-// parseCount reads a whole number or "unlimited".
-func parseCount(s string) (quota.Amount, error) {
-	a, err := quota.ParseAmount(s)
-	if err != nil || (!a.IsUnlimited() && float64(a) != math.Trunc(float64(a))) {
-		return 0, fmt.Errorf("want a whole number of at least 0 or \"unlimited\", got %q", strings.TrimSpace(s))
-	}
-	return a, nil
-}
-
-// parseLimitValue reads one flag's value as the JSON value of its limit.
-func parseLimitValue(field, s string) (any, error) {
-	switch kindOf(field) {
-	case kindCount:
-		return parseCount(s)
-	case kindAmount:
-		return quota.ParseAmount(s)
-	case kindDuration:
-		return quota.ParseDuration(s)
-	case kindList:
-		var names []string
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p == "" {
-				return nil, fmt.Errorf("want a list of names such as a,b (\"*\" allows any), got %q; to drop the limit: gateway admin quota unset SUBJECT %s", s, field)
-			}
-			names = append(names, p)
-		}
-		return names, nil
-	case kindGPUMap:
-		m := map[string]quota.Amount{}
-		for _, p := range strings.Split(s, ",") {
-			typ, n, ok := strings.Cut(strings.TrimSpace(p), "=")
-			typ = strings.TrimSpace(typ)
-			if !ok || typ == "" {
-				return nil, fmt.Errorf("want type=count pairs such as a100=2,t4=4, got %q", p)
-			}
-			if _, dup := m[typ]; dup {
-				return nil, fmt.Errorf("GPU type %s is given twice", typ)
-			}
-			a, err := parseCount(n)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", typ, err)
-			}
-			m[typ] = a
-		}
-		return m, nil
-	}
-	return nil, fmt.Errorf("the CLI does not know how to read limit %s; use a newer gateway CLI", field)
-}
 
 // quotaPatch builds the limits to set from flag values keyed by limit
 // name. Every bad value is reported, each naming its flag.
@@ -192,41 +89,15 @@ func quotaPatch(given map[string]string) (quota.Limits, error) {
 		}
 		return quota.Limits{}, fmt.Errorf("nothing to set: give at least one of %s", strings.Join(flags, ", "))
 	}
-	obj := map[string]any{}
-	var problems []string
-	for _, name := range quota.FieldNames() {
-		s, ok := given[name]
-		if !ok {
-			continue
-		}
-		v, err := parseLimitValue(name, s)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("--%s: %v", flagOf(name), err))
-			continue
-		}
-		obj[name] = v
-	}
-	var unknown []string
-	for name := range given {
-		if !slices.Contains(quota.FieldNames(), name) {
-			unknown = append(unknown, name)
-		}
-	}
-	sort.Strings(unknown)
-	for _, name := range unknown {
-		problems = append(problems, "unknown limit "+name)
-	}
-	if len(problems) > 0 {
-		return quota.Limits{}, errors.New(strings.Join(problems, "; "))
-	}
-	b, err := json.Marshal(obj)
+	l, err := quota.ParseText(given, func(name string) string { return "--" + flagOf(name) })
 	if err != nil {
-		return quota.Limits{}, fmt.Errorf("encode limits: %w", err)
-	}
-	// The server's own strict reading: list names, GPU types.
-	l, err := quota.ParseLimits(b)
-	if err != nil {
-		return quota.Limits{}, fmt.Errorf("limits: %w", err)
+		msg := strings.TrimPrefix(err.Error(), quota.ErrInvalid.Error()+": ")
+		for _, name := range quota.FieldNames() {
+			if v, ok := given[name]; ok && quota.KindOf(name) == quota.KindList && strings.TrimSpace(v) == "" {
+				msg += "; to drop the limit: gateway admin quota unset SUBJECT " + name
+			}
+		}
+		return quota.Limits{}, errors.New(msg)
 	}
 	return l, nil
 }
@@ -335,16 +206,6 @@ func printEntry(w io.Writer, e apitype.QuotaEntryJSON) error {
 	return tw.Flush()
 }
 
-// effectiveRows lists every limit of an effective set, those that apply
-// nothing too, each with its source ("-" when none applies).
-func effectiveRows(l quota.Limits, sources map[string]string) []quota.Row {
-	rows := quota.Effective{Limits: l, Sources: sources}.Rows()
-	for i := range rows {
-		rows[i].Source = orDash(rows[i].Source)
-	}
-	return rows
-}
-
 // printQuotaDetail writes an entry and, for a user, what applies to them.
 func printQuotaDetail(w io.Writer, d *client.QuotaDetail) error {
 	if err := printEntry(w, d.Entry); err != nil {
@@ -362,8 +223,8 @@ func printQuotaDetail(w io.Writer, d *client.QuotaDetail) error {
 	fmt.Fprintf(w, "\nWhat applies to %s, with %s (groups from %s):\n\n", name, groups, from)
 	tw := newTabWriter(w)
 	fmt.Fprintln(tw, "LIMIT\tVALUE\tSOURCE")
-	for _, r := range effectiveRows(d.Effective.Limits, d.Effective.Sources) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, r.Value, r.Source)
+	for _, r := range (quota.Effective{Limits: d.Effective.Limits, Sources: d.Effective.Sources}).Rows() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, r.Value, orDash(r.Source))
 	}
 	return tw.Flush()
 }
@@ -500,7 +361,7 @@ To remove a limit again: gateway admin quota unset SUBJECT LIMIT.`,
 	for _, d := range quota.FieldDocs() {
 		v := new(string)
 		values[d[0]] = v
-		cmd.Flags().StringVar(v, flagOf(d[0]), "", d[1]+" ("+kindOf(d[0]).hint()+")")
+		cmd.Flags().StringVar(v, flagOf(d[0]), "", d[1]+" ("+quota.KindOf(d[0]).Hint()+")")
 	}
 	return cmd
 }
@@ -745,54 +606,6 @@ gateway's own report, for spreadsheets and scripts; costs are estimates.`,
 
 // --- audit ---------------------------------------------------------------
 
-// compactJSON shows a JSON value on one line; null and absent show "-".
-func compactJSON(raw json.RawMessage) string {
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		return "-"
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return string(raw)
-	}
-	return b.String()
-}
-
-// change shows an audited change compactly: for two objects only the keys
-// that differ ("max_vcpus: 8 -> 16"), otherwise before -> after.
-func change(before, after json.RawMessage) string {
-	obj := func(raw json.RawMessage) (map[string]json.RawMessage, bool) {
-		t := bytes.TrimSpace(raw)
-		if len(t) == 0 || string(t) == "null" {
-			return map[string]json.RawMessage{}, true
-		}
-		var m map[string]json.RawMessage
-		return m, json.Unmarshal(t, &m) == nil && m != nil
-	}
-	b, okB := obj(before)
-	a, okA := obj(after)
-	if !okA || !okB {
-		return compactJSON(before) + " -> " + compactJSON(after)
-	}
-	keys := map[string]bool{}
-	for k := range b {
-		keys[k] = true
-	}
-	for k := range a {
-		keys[k] = true
-	}
-	var parts []string
-	for _, k := range sortedKeys(keys) {
-		x, y := compactJSON(b[k]), compactJSON(a[k])
-		if x != y {
-			parts = append(parts, k+": "+x+" -> "+y)
-		}
-	}
-	if len(parts) == 0 {
-		return "(no change)"
-	}
-	return strings.Join(parts, ", ")
-}
-
 func printAudit(w io.Writer, entries []apitype.AuditJSON) error {
 	if len(entries) == 0 {
 		fmt.Fprintln(w, "No audit entries")
@@ -801,7 +614,7 @@ func printAudit(w io.Writer, entries []apitype.AuditJSON) error {
 	tw := newTabWriter(w)
 	fmt.Fprintln(tw, "TIME\tACTOR\tACTION\tTARGET\tBEFORE -> AFTER")
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.RFC3339), orDash(e.Actor), e.Action, e.Target, change(e.Before, e.After))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.RFC3339), orDash(e.Actor), e.Action, e.Target, report.Change(e.Before, e.After))
 	}
 	return tw.Flush()
 }

@@ -82,7 +82,7 @@ func TestQuotaPatch(t *testing.T) {
 func TestEveryLimitHasAFlag(t *testing.T) {
 	set := newAdminQuotaSetCmd(&globals{})
 	for _, name := range quota.FieldNames() {
-		if kindOf(name) == kindUnknown {
+		if quota.KindOf(name) == quota.KindUnknown {
 			t.Errorf("limit %s: the CLI does not know its kind", name)
 		}
 		if set.Flags().Lookup(flagOf(name)) == nil {
@@ -258,23 +258,6 @@ c1       ann   10.00   40.13  3.00   a100=1.00 t4=2.00  $12.35
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
-	}
-}
-
-func TestChange(t *testing.T) {
-	cases := []struct{ before, after, want string }{
-		{`null`, `{"max_vcpus":8}`, "max_vcpus: - -> 8"},
-		{`{"max_vcpus":8,"max_clusters":2}`, `{"max_vcpus":16,"max_clusters":2}`, "max_vcpus: 8 -> 16"},
-		{`{"max_gpus_by_type":{"a100":1}}`, `null`, `max_gpus_by_type: {"a100":1} -> -`},
-		{`{"status":"RUNNING","workers":2}`, `{"status":"STOPPING","workers":2}`, `status: "RUNNING" -> "STOPPING"`},
-		{`{"a":1}`, `{"a":1}`, "(no change)"},
-		{`[1]`, `null`, "[1] -> -"},
-		{``, `"x"`, `- -> "x"`},
-	}
-	for _, tc := range cases {
-		if got := change(json.RawMessage(tc.before), json.RawMessage(tc.after)); got != tc.want {
-			t.Errorf("change(%s, %s) = %q, want %q", tc.before, tc.after, got, tc.want)
-		}
 	}
 }
 

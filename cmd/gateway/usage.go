@@ -137,13 +137,13 @@ func printMyQuota(w io.Writer, q *client.MyQuotaInfo) error {
 	fmt.Fprintln(w)
 	tw := newTabWriter(w)
 	fmt.Fprintln(tw, "LIMIT\tVALUE\tIN USE\tSOURCE")
-	for _, r := range effectiveRows(q.Limits, q.Sources) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Value, orDash(inUseOf(q.InUse, r.Name)), r.Source)
+	for _, r := range (quota.Effective{Limits: q.Limits, Sources: q.Sources}).Rows() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Value, orDash(inUseOf(q.InUse, r.Name)), orDash(r.Source))
 	}
 	// GPU types in use that no limit names.
 	for _, typ := range sortedKeys(q.InUse.GPUsByType) {
 		if _, limited := q.Limits.MaxGPUsByType[typ]; !limited {
-			fmt.Fprintf(tw, "%s.%s\t%s\t%d\t-\n", gpuTypes, typ, kindGPUMap.unsetValue(), q.InUse.GPUsByType[typ])
+			fmt.Fprintf(tw, "%s.%s\t%s\t%d\t-\n", gpuTypes, typ, quota.KindGPUMap.UnsetValue(), q.InUse.GPUsByType[typ])
 		}
 	}
 	if err := tw.Flush(); err != nil {

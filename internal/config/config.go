@@ -71,6 +71,21 @@ type Config struct {
 			GroupsClaim    string        `mapstructure:"groups_claim" doc:"claim holding the user's groups"`
 			ClockSkew      time.Duration `mapstructure:"clock_skew" doc:"tolerated clock difference for exp, nbf and iat"`
 		} `mapstructure:"oidc"`
+		// JupyterHub makes a hub's users users of the gateway: their hub
+		// tokens (what dask-gateway's JupyterHubAuth sends) and, as the
+		// hub's OAuth client, their browser sign-in.
+		JupyterHub struct {
+			APIURL            string        `mapstructure:"api_url" doc:"the JupyterHub's REST API, e.g. http://hub:8081/hub/api: hub users' tokens are accepted, checked with the hub (empty: no JupyterHub)"`
+			APIToken          string        `mapstructure:"api_token" secret:"true" doc:"the api_token of the gateway's service on the hub (also its OAuth client secret)"`
+			CacheTTL          time.Duration `mapstructure:"cache_ttl" doc:"how long the hub's answer about a token, yes or no, is reused: a token revoked on the hub stops within it"`
+			Identity          string        `mapstructure:"identity" doc:"whose a hub user is: jupyterhub (jupyterhub:<name>, a user of its own) or oidc_subject (oidc:<name>: the hub's user names are the subjects of auth.oidc.issuer, the same users)"`
+			OAuthClientID     string        `mapstructure:"oauth_client_id" doc:"the oauth_client_id of the gateway's hub service (service-<name>): browsers sign in with the hub (empty: no hub sign-in)"`
+			OAuthRedirectURI  string        `mapstructure:"oauth_redirect_uri" doc:"the oauth_redirect_uri of the gateway's hub service (default: <public_url>/auth/jupyterhub/callback; its path must be that)"`
+			OAuthAuthorizeURL string        `mapstructure:"oauth_authorize_url" doc:"the hub's authorization page as browsers reach it, e.g. https://hub.example/hub/api/oauth2/authorize (default: <api_url>/oauth2/authorize)"`
+		} `mapstructure:"jupyterhub"`
+		// BrowserLogin picks the sign-in of browsers when both OIDC and a
+		// hub could do it.
+		BrowserLogin    string        `mapstructure:"browser_login" doc:"how browsers sign in: oidc or jupyterhub (default: jupyterhub when auth.jupyterhub.oauth_client_id is set, else oidc when there is an OIDC provider)"`
 		AdminGroups     []string      `mapstructure:"admin_groups" doc:"members of these groups are admins"`
 		AdminUsers      []string      `mapstructure:"admin_users" doc:"these users are admins"`
 		SessionTTL      time.Duration `mapstructure:"session_ttl" doc:"lifetime of a browser session (dashboards); sessions are kept in the store and end at logout or revocation"`
@@ -181,6 +196,72 @@ type Config struct {
 	} `mapstructure:"log"`
 }
 
+// Browser sign-ins (auth.browser_login).
+const (
+	BrowserLoginOIDC       = "oidc"
+	BrowserLoginJupyterHub = "jupyterhub"
+)
+
+// HubCallbackPath is where JupyterHub sends browsers back to the gateway.
+const HubCallbackPath = "/auth/jupyterhub/callback"
+
+// hubProblems checks auth.jupyterhub.* and auth.browser_login, and fills in
+// the sign-in the browsers get (empty: none, with a hub that is no OAuth
+// client and no OIDC provider).
+func (c *Config) hubProblems() []string {
+	var problems []string
+	h := &c.Auth.JupyterHub
+	if h.APIURL != "" {
+		if u, err := url.Parse(h.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, fmt.Sprintf("auth.jupyterhub.api_url %q must be the hub's http:// or https:// API URL, e.g. http://hub:8081/hub/api", h.APIURL))
+		}
+		if h.APIToken == "" {
+			problems = append(problems, "auth.jupyterhub.api_token must be the api_token of the gateway's service on the hub (see README, JupyterHub)")
+		}
+	} else if h.APIToken != "" || h.OAuthClientID != "" {
+		problems = append(problems, "auth.jupyterhub.api_url must name the hub's API for auth.jupyterhub.api_token and oauth_client_id to work")
+	}
+	if h.CacheTTL <= 0 || h.CacheTTL > 5*time.Minute {
+		problems = append(problems, "auth.jupyterhub.cache_ttl must be positive and at most 5m (e.g. 30s): a token revoked on the hub works until it ends")
+	}
+	if h.Identity != "jupyterhub" && h.Identity != "oidc_subject" {
+		problems = append(problems, fmt.Sprintf("auth.jupyterhub.identity %q must be jupyterhub or oidc_subject", h.Identity))
+	}
+	if h.OAuthClientID != "" && !strings.HasPrefix(h.OAuthClientID, "service-") {
+		problems = append(problems, fmt.Sprintf("auth.jupyterhub.oauth_client_id %q must start with service- (JupyterHub requires it of services)", h.OAuthClientID))
+	}
+	if h.OAuthRedirectURI != "" {
+		if u, err := url.Parse(h.OAuthRedirectURI); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != HubCallbackPath {
+			problems = append(problems, fmt.Sprintf("auth.jupyterhub.oauth_redirect_uri %q must be an http:// or https:// URL of the gateway ending in %s", h.OAuthRedirectURI, HubCallbackPath))
+		}
+	}
+	if h.OAuthAuthorizeURL != "" {
+		if u, err := url.Parse(h.OAuthAuthorizeURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, fmt.Sprintf("auth.jupyterhub.oauth_authorize_url %q must be an http:// or https:// URL", h.OAuthAuthorizeURL))
+		}
+	}
+	switch c.Auth.BrowserLogin {
+	case "":
+		switch {
+		case h.OAuthClientID != "":
+			c.Auth.BrowserLogin = BrowserLoginJupyterHub
+		case c.Auth.OIDC.Issuer != "" || c.Dev:
+			c.Auth.BrowserLogin = BrowserLoginOIDC
+		}
+	case BrowserLoginOIDC:
+		if c.Auth.OIDC.Issuer == "" && !c.Dev {
+			problems = append(problems, "auth.browser_login oidc needs auth.oidc.issuer")
+		}
+	case BrowserLoginJupyterHub:
+		if h.OAuthClientID == "" {
+			problems = append(problems, "auth.browser_login jupyterhub needs auth.jupyterhub.oauth_client_id (and api_url, api_token)")
+		}
+	default:
+		problems = append(problems, fmt.Sprintf("auth.browser_login %q must be oidc or jupyterhub", c.Auth.BrowserLogin))
+	}
+	return problems
+}
+
 // MinUserBodyMiB is the smallest api.max_user_body_mib that lets one
 // environment upload through: its code base64-encoded (4/3 of its size),
 // and up to 4 MiB of spec.
@@ -212,6 +293,14 @@ func defaults() map[string]any {
 		"auth.oidc.username_claims":               []string{"preferred_username", "email", "sub"},
 		"auth.oidc.groups_claim":                  "groups",
 		"auth.oidc.clock_skew":                    "30s",
+		"auth.jupyterhub.api_url":                 "",
+		"auth.jupyterhub.api_token":               "",
+		"auth.jupyterhub.cache_ttl":               "30s",
+		"auth.jupyterhub.identity":                "jupyterhub",
+		"auth.jupyterhub.oauth_client_id":         "",
+		"auth.jupyterhub.oauth_redirect_uri":      "",
+		"auth.jupyterhub.oauth_authorize_url":     "",
+		"auth.browser_login":                      "",
 		"auth.admin_groups":                       []string{},
 		"auth.admin_users":                        []string{},
 		"auth.session_ttl":                        "8h",
@@ -376,9 +465,10 @@ func (c *Config) finish(sections []Section) error {
 	if c.Cluster.MaxWorkers < 1 {
 		problems = append(problems, "cluster.max_workers must be at least 1")
 	}
-	if c.Auth.OIDC.Issuer == "" && !c.Dev {
-		problems = append(problems, "auth.oidc.issuer must name your OpenID Connect provider (gateway dev embeds one)")
+	if c.Auth.OIDC.Issuer == "" && !c.Dev && c.Auth.JupyterHub.APIURL == "" {
+		problems = append(problems, "auth.oidc.issuer must name your OpenID Connect provider, or auth.jupyterhub.api_url your JupyterHub (gateway dev embeds a provider)")
 	}
+	problems = append(problems, c.hubProblems()...)
 	if c.Auth.OIDC.ClientID == "" {
 		problems = append(problems, "auth.oidc.client_id must not be empty")
 	}

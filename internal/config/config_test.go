@@ -137,6 +137,75 @@ func TestInvalid(t *testing.T) {
 	}
 }
 
+// TestJupyterHubKeys: a hub stands in for the OIDC provider or beside it;
+// the browsers' sign-in follows what is there unless auth.browser_login
+// says; the service's token is a secret; and each mistake is named.
+func TestJupyterHubKeys(t *testing.T) {
+	hub := map[string]string{"GATEWAY_AUTH_JUPYTERHUB_API_URL": "http://hub:8081/hub/api", "GATEWAY_AUTH_JUPYTERHUB_API_TOKEN": "hub-service-secret"}
+	with := func(base map[string]string, kv ...string) map[string]string {
+		out := map[string]string{"GATEWAY_PROVIDERS_TOY_TRUST_USERS": "true"}
+		for k, v := range base {
+			out[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	oidc := map[string]string{"GATEWAY_AUTH_OIDC_ISSUER": "https://idp.example"}
+	cases := []struct {
+		name    string
+		env     map[string]string
+		login   string // the browsers' sign-in, when valid
+		problem string // else what the error says
+	}{
+		{"a hub alone", with(hub), "", ""},
+		{"a hub as the OAuth client", with(hub, "GATEWAY_AUTH_JUPYTERHUB_OAUTH_CLIENT_ID", "service-gateway"), BrowserLoginJupyterHub, ""},
+		{"a hub beside OIDC", with(hub, "GATEWAY_AUTH_OIDC_ISSUER", "https://idp.example"), BrowserLoginOIDC, ""},
+		{"both, OIDC's sign-in chosen", with(hub, "GATEWAY_AUTH_OIDC_ISSUER", "https://idp.example", "GATEWAY_AUTH_JUPYTERHUB_OAUTH_CLIENT_ID", "service-gateway", "GATEWAY_AUTH_BROWSER_LOGIN", "oidc"), BrowserLoginOIDC, ""},
+		{"neither", with(nil), "", "auth.oidc.issuer must name your OpenID Connect provider, or auth.jupyterhub.api_url"},
+		{"no service token", with(hub, "GATEWAY_AUTH_JUPYTERHUB_API_TOKEN", ""), "", "auth.jupyterhub.api_token must be the api_token"},
+		{"a token without a hub", with(oidc, "GATEWAY_AUTH_JUPYTERHUB_API_TOKEN", "x"), "", "auth.jupyterhub.api_url must name the hub's API"},
+		{"not a URL", with(hub, "GATEWAY_AUTH_JUPYTERHUB_API_URL", "hub:8081"), "", `auth.jupyterhub.api_url "hub:8081" must be`},
+		{"a client id JupyterHub refuses", with(hub, "GATEWAY_AUTH_JUPYTERHUB_OAUTH_CLIENT_ID", "gateway"), "", "must start with service-"},
+		{"a redirect elsewhere", with(hub, "GATEWAY_AUTH_JUPYTERHUB_OAUTH_REDIRECT_URI", "https://gw.example/callback"), "", "ending in /auth/jupyterhub/callback"},
+		{"a bad authorization URL", with(hub, "GATEWAY_AUTH_JUPYTERHUB_OAUTH_AUTHORIZE_URL", "/hub/api/oauth2/authorize"), "", "auth.jupyterhub.oauth_authorize_url"},
+		{"no cache", with(hub, "GATEWAY_AUTH_JUPYTERHUB_CACHE_TTL", "0s"), "", "auth.jupyterhub.cache_ttl must be positive and at most 5m"},
+		{"a long cache", with(hub, "GATEWAY_AUTH_JUPYTERHUB_CACHE_TTL", "1h"), "", "auth.jupyterhub.cache_ttl must be positive and at most 5m"},
+		{"an unknown identity", with(hub, "GATEWAY_AUTH_JUPYTERHUB_IDENTITY", "email"), "", `auth.jupyterhub.identity "email"`},
+		{"the hub's sign-in without a client", with(hub, "GATEWAY_AUTH_OIDC_ISSUER", "https://idp.example", "GATEWAY_AUTH_BROWSER_LOGIN", "jupyterhub"), "", "auth.browser_login jupyterhub needs auth.jupyterhub.oauth_client_id"},
+		{"OIDC's sign-in without OIDC", with(hub, "GATEWAY_AUTH_BROWSER_LOGIN", "oidc"), "", "auth.browser_login oidc needs auth.oidc.issuer"},
+		{"an unknown sign-in", with(hub, "GATEWAY_AUTH_BROWSER_LOGIN", "saml"), "", `auth.browser_login "saml" must be oidc or jupyterhub`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			c, err := schema().Load(schema().New(), "")
+			if tc.problem != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.problem) {
+					t.Fatalf("got %v, want an error saying %q", err, tc.problem)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Auth.BrowserLogin != tc.login {
+				t.Errorf("browser sign-in %q, want %q", c.Auth.BrowserLogin, tc.login)
+			}
+			if c.Auth.JupyterHub.CacheTTL != 30*time.Second || c.Auth.JupyterHub.Identity != "jupyterhub" {
+				t.Errorf("defaults: cache_ttl %s, identity %q", c.Auth.JupyterHub.CacheTTL, c.Auth.JupyterHub.Identity)
+			}
+			flat := strings.Join(flatten("", c.Redacted()), "\n")
+			if strings.Contains(flat, "hub-service-secret") || !strings.Contains(flat, "auth.jupyterhub.api_token=REDACTED") {
+				t.Errorf("the hub service's token is not redacted:\n%s", flat)
+			}
+		})
+	}
+}
+
 // TestDatabasePassword: a password from a secret store completes the URL,
 // URL-escaped, and is redacted like one written in it.
 func TestDatabasePassword(t *testing.T) {
