@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"strings"
@@ -409,5 +410,28 @@ func TestStreamSince(t *testing.T) {
 	_, rd = openStream(t, tc.browser(alice), "/events?since=0")
 	if event, data := readEvent(t, rd); event != "clusters" || !strings.Contains(data, "c2") {
 		t.Fatalf("a stale page's stream starts with %q:\n%s", event, data)
+	}
+}
+
+// The stylesheet's blocks close: a rule left inside an unclosed @media
+// block applies only at a phone's width (two merges once left every
+// rule after the account pages' there, uncolored charts included).
+func TestStylesheetBlocksClose(t *testing.T) {
+	css, err := fs.ReadFile(staticFS, "static/console.css")
+	if err != nil {
+		t.Fatal(err)
+	}
+	depth := 0
+	for i, line := range strings.Split(string(css), "\n") {
+		if depth == 1 && strings.HasPrefix(line, "/*") {
+			t.Errorf("line %d: a section's comment inside a block: %q", i+1, line)
+		}
+		depth += strings.Count(line, "{") - strings.Count(line, "}")
+		if depth < 0 || depth > 2 {
+			t.Fatalf("line %d: blocks %d deep: %q", i+1, depth, line)
+		}
+	}
+	if depth != 0 {
+		t.Errorf("%d blocks left open at the end", depth)
 	}
 }
