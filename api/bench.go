@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/bench"
+	"github.com/gatewayhq/gateway/bench/report"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -55,25 +55,8 @@ func (s *Server) benchEnabled(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func benchRunJSON(r *store.BenchRun) apitype.BenchRunJSON {
-	out := apitype.BenchRunJSON{ID: r.ID, Owner: r.Owner, OwnerName: r.OwnerName, Suite: r.Suite, Tests: r.Tests,
-		Shape: json.RawMessage(r.Shape), Provider: r.Provider, Region: r.Region, GatewayVersion: r.GatewayVersion,
-		Options: json.RawMessage(r.Options), ScheduleID: r.ScheduleID, Status: r.Status, Error: r.Error, StartedAt: r.StartedAt.UTC()}
-	if !r.FinishedAt.IsZero() {
-		f := r.FinishedAt.UTC()
-		out.FinishedAt = &f
-	}
-	for _, e := range r.Envs {
-		out.Envs = append(out.Envs, apitype.BenchEnvJSON(e))
-	}
-	return out
-}
-
-func benchSampleJSON(m store.BenchSample) apitype.BenchSampleJSON {
-	return apitype.BenchSampleJSON{RunID: m.RunID, Test: m.Test, Env: m.Env, Repeat: m.Repeat, WallSeconds: m.WallSeconds,
-		PeakManaged: m.PeakManaged, PeakUnmanaged: m.PeakUnmanaged, AvgManaged: m.AvgManaged, AvgUnmanaged: m.AvgUnmanaged,
-		Spilled: m.Spilled, Transferred: m.Transferred, CPUSeconds: m.CPUSeconds, Status: m.Status, Error: m.Error, At: m.At.UTC()}
-}
+// benchRunJSON is a run as the API answers it, without its samples.
+func benchRunJSON(r *store.BenchRun) apitype.BenchRunJSON { return report.RunOf(r, nil) }
 
 // storeMessage is a store error's message without its package prefix and
 // the sentinel that classifies it (the status code says that).
@@ -183,12 +166,7 @@ func (s *Server) getBenchRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := benchRunJSON(run)
-	out.Samples = make([]apitype.BenchSampleJSON, 0, len(samples))
-	for _, m := range samples {
-		out.Samples = append(out.Samples, benchSampleJSON(m))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, report.RunOf(run, samples))
 }
 
 // benchOwner is whose results a read covers: the caller's own; an admin
@@ -269,8 +247,7 @@ func (s *Server) benchHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]apitype.BenchPointJSON, 0, len(points))
 	for _, p := range points {
-		out = append(out, apitype.BenchPointJSON{BenchSampleJSON: benchSampleJSON(p.BenchSample), Owner: p.Owner, Suite: p.Suite,
-			EnvName: p.EnvName, EnvHash: p.EnvHash, RunStartedAt: p.StartedAt.UTC()})
+		out = append(out, report.PointOf(p))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

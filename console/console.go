@@ -179,7 +179,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Close ends the event streams' watches.
-func (s *Server) Close() { s.hub.close() }
+func (s *Server) Close() {
+	s.hub.close()
+	if s.envs.builds != nil {
+		s.envs.builds.close()
+	}
+}
 
 // csp allows the gateway's own scripts, styles, images and event stream,
 // nothing inline, no framing, and forms that post back here only.

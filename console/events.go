@@ -141,7 +141,9 @@ const writeBound = 30 * time.Second
 // for its cluster (?cluster=NAME): its events are "cluster", the page's
 // facts rendered anew, and, while the page follows the logs (&follow=1),
 // "logs-reset" with the logs' last lines (&tail=, as the page showed
-// them) and then "logs" with each read's new lines.
+// them) and then "logs" with each read's new lines. A build's page asks
+// for its build (?build=HASH, buildStream): its event is "build", the
+// page's live part rendered anew.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	q := r.URL.Query()
 	name := q.Get("cluster")
@@ -158,7 +160,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	// when it moves (a large list is not sent twice for every page
 	// opened, nor again when a new watch's first read finds nothing new).
 	shown := int64(-1)
-	if name == "" {
+	watches, key := s.hub, u.Owner()
+	switch {
+	case q.Has("build"):
+		hash, g, ok := s.buildStream(w, r, u, q.Get("build"))
+		if !ok {
+			return
+		}
+		watches, key, shown = s.envs.builds, hash, g
+		next = func(_ context.Context, gen int64) (string, string, error) {
+			frag, err := s.buildFragment(r, u, hash, gen)
+			return "build", frag, err
+		}
+	case name == "":
 		if g, err := s.clusters.ClustersGeneration(r.Context(), u.Owner()); err == nil {
 			shown = g
 		}
@@ -183,7 +197,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 		}
 	}
 	rc := http.NewResponseController(w)
-	ch, done, gen, ok := s.hub.subscribe(u.Owner())
+	ch, done, gen, ok := watches.subscribe(key)
 	if !ok {
 		http.Error(w, "the gateway is stopping", http.StatusServiceUnavailable)
 		return

@@ -37,7 +37,7 @@ var (
 	errConflict = errors.New("conflict")
 )
 
-func explain(_ *http.Request, err error) (int, string, bool) {
+func explain(r *http.Request, err error) (int, string, bool) {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return 0, "", false
@@ -47,6 +47,10 @@ func explain(_ *http.Request, err error) (int, string, bool) {
 		return http.StatusUnprocessableEntity, strings.TrimPrefix(err.Error(), errInvalid.Error()+": "), true
 	case errors.Is(err, quota.ErrExceeded):
 		return http.StatusForbidden, err.Error(), true
+	case errors.Is(err, store.ErrNotFound):
+		// The API's mapping says which run (benchmark runs are the only
+		// store records the console looks up by a user's word).
+		return http.StatusNotFound, "benchmark run " + r.PathValue("id") + " not found", true
 	case errors.Is(err, auth.ErrTokenRequest):
 		// As the API's mapping: 422 with the message less the sentinel's.
 		return http.StatusUnprocessableEntity, strings.TrimPrefix(err.Error(), auth.ErrTokenRequest.Error()+": "), true

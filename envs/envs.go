@@ -69,6 +69,8 @@ type Store interface {
 	NoteEnvAsker(ctx context.Context, hash, user string) error
 	EnvAsked(ctx context.Context, hash, user string) (bool, error)
 	EnvAskedHashes(ctx context.Context, user, prefix string, limit int) ([]string, error)
+	AskedEnvBuilds(ctx context.Context, user string, limit int) ([]*store.EnvBuild, error)
+	EnvBuildGeneration(ctx context.Context, hash string) (int64, error)
 	PublishEnv(ctx context.Context, p *store.PublishedEnv, by store.Actor) error
 	UnpublishEnv(ctx context.Context, name string, by store.Actor) error
 	PublishedEnvs(ctx context.Context) ([]store.PublishedEnv, error)
@@ -273,9 +275,16 @@ func (s *Service) row(st build.Status) *store.EnvBuild {
 }
 
 func statusJSON(st build.Status) apitype.EnvStatus {
-	out := apitype.EnvStatus{Hash: st.Hash, Image: st.Ref, Digest: st.Digest, State: string(st.State), Built: st.Built, Steps: st.Steps, Error: st.Error}
+	out := apitype.EnvStatus{Hash: st.Hash, Image: st.Ref, Digest: st.Digest, State: string(st.State), Built: st.Built, Steps: st.Steps, Error: st.Error,
+		StartedAt: st.Started.UTC(), FinishedAt: st.Finished.UTC()}
 	if st.State == build.StateReady {
 		out.Versions = images.ExpectedVersions(st.Contents)
+	}
+	for i := len(st.Steps) - 1; i >= 0; i-- {
+		if p, ok := build.ParsePushStep(st.Steps[i]); ok {
+			out.Layers = &apitype.EnvLayers{Layers: p.Layers, Reused: p.Reused, ReusedSize: p.ReusedSize, Uploaded: p.Uploaded, UploadedSize: p.UploadedSize}
+			break
+		}
 	}
 	return out
 }
@@ -493,6 +502,31 @@ func (s *Service) Status(ctx context.Context, who quota.Who, hash string) (apity
 		return apitype.EnvStatus{}, err
 	}
 	return statusJSON(s.status(b)), nil
+}
+
+// Builds are the builds of the environments who asked for, the most
+// recently asked first, at most limit: what the console lists.
+func (s *Service) Builds(ctx context.Context, who quota.Who, limit int) ([]apitype.EnvStatus, error) {
+	bs, err := s.store.AskedEnvBuilds(ctx, who.ID, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]apitype.EnvStatus, len(bs))
+	for i, b := range bs {
+		out[i] = statusJSON(s.status(b))
+	}
+	return out, nil
+}
+
+// BuildGeneration moves whenever the build of hash (a whole hash) or its
+// stored log changes, on any replica: the console's pages of a build
+// watch it. It does not say who may see the build (Status does).
+func (s *Service) BuildGeneration(ctx context.Context, hash string) (int64, error) {
+	g, err := s.store.EnvBuildGeneration(ctx, hash)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, fmt.Errorf("%w: %.64s", ErrNotFound, hash)
+	}
+	return g, err
 }
 
 // Logs implements api.Envs.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/images"
@@ -243,6 +244,70 @@ func TestServiceTenancyAndErrors(t *testing.T) {
 			t.Errorf("status without an engine: %v", err)
 		}
 	})
+}
+
+// TestServiceBuilds: a user's builds are those they asked for, newest
+// asked first, with their times and what the push did with the image's
+// layers; a build's generation moves as the builder reports it.
+func TestServiceBuilds(t *testing.T) {
+	ctx := context.Background()
+	db := sqliteStore(t)
+	fb := newFakeBuilder()
+	svc := newService(t, db, fb)
+	older := images.Spec{Python: "3.11", Platform: "linux/amd64", Packages: []images.Package{{Name: "dask", Version: "2024.8.0"}}}
+	newer := images.Spec{Python: "3.12", Platform: "linux/amd64", Packages: []images.Package{{Name: "dask", Version: "2024.9.0"}}}
+	bobs := images.Spec{Python: "3.10", Platform: "linux/amd64"}
+	a, err := svc.Ensure(ctx, alice, older, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := svc.Ensure(ctx, alice, newer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Ensure(ctx, bob, bobs, nil); err != nil {
+		t.Fatal(err)
+	}
+	g0, err := svc.BuildGeneration(ctx, a.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.mu.Lock()
+	st := fb.builds[a.Hash]
+	fb.mu.Unlock()
+	st.State, st.Steps = build.StateReady, append(st.Steps, "2 layers of the image: 1 reused (3.0 MiB), 1 uploaded (12 B), then the config and manifest")
+	st.Started, st.Finished = time.Now().Add(-time.Minute), time.Now()
+	fb.mu.Lock()
+	fb.builds[a.Hash] = st
+	fb.mu.Unlock()
+	svc.Updated(st)
+	if g, err := svc.BuildGeneration(ctx, a.Hash); err != nil || g == g0 {
+		t.Errorf("generation after an update: %d (before %d), %v", g, g0, err)
+	}
+
+	got, err := svc.Builds(ctx, alice, 10)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("alice's builds: %+v %v", got, err)
+	}
+	// Both were asked for within the same millisecond, or a after b.
+	byHash := map[string]apitype.EnvStatus{got[0].Hash: got[0], got[1].Hash: got[1]}
+	ready, building := byHash[a.Hash], byHash[b.Hash]
+	if ready.State != "ready" || building.State != "building" {
+		t.Fatalf("alice's builds: %+v", got)
+	}
+	want := &apitype.EnvLayers{Layers: 2, Reused: 1, ReusedSize: "3.0 MiB", Uploaded: 1, UploadedSize: "12 B"}
+	if !reflect.DeepEqual(ready.Layers, want) || ready.StartedAt.IsZero() || ready.FinishedAt.IsZero() || building.Layers != nil {
+		t.Errorf("the ready build: layers %+v, %v to %v; the building one: layers %+v", ready.Layers, ready.StartedAt, ready.FinishedAt, building.Layers)
+	}
+	if one, _ := svc.Builds(ctx, alice, 1); len(one) != 1 {
+		t.Errorf("limit 1: %d builds", len(one))
+	}
+	if got, _ := svc.Builds(ctx, bob, 10); len(got) != 1 || got[0].Hash == a.Hash || got[0].Hash == b.Hash {
+		t.Errorf("bob's builds: %+v", got)
+	}
+	if _, err := svc.BuildGeneration(ctx, strings.Repeat("0", 64)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("generation of no build: %v", err)
+	}
 }
 
 func TestNewErrors(t *testing.T) {

@@ -36,12 +36,7 @@ func TestLayersEnvironmentCluster(t *testing.T) {
 	image := testdocker.DaskImage(t)
 	rootfs := testdocker.Rootfs(t)
 
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
-	base := host + "/bases/dask:3.11"
-	copyToRegistry(t, image, base)
-
+	host, base := layersRegistry(t, image)
 	remoteWheel := testpypi.Wheel{Name: "gwremote", Version: "1.0", Files: map[string]string{
 		"gwremote/__init__.py": "def answer():\n    return 'computed by a function from a wheel'\n",
 	}}
@@ -51,35 +46,10 @@ func TestLayersEnvironmentCluster(t *testing.T) {
 	// The user's environment: the image's own Python, plus gwremote
 	// installed into a directory on its PYTHONPATH (inside the root file
 	// system the client's Python runs in).
-	work := t.TempDir()
-	siteName := fmt.Sprintf("gwtest-site-%d", time.Now().UnixNano())
-	site := filepath.Join(rootfs, siteName)
-	t.Cleanup(func() { _ = os.RemoveAll(site) })
-	unpackWheel(t, fn, data, site)
-	userPython := filepath.Join(work, "python3")
-	script := fmt.Sprintf("#!/bin/sh\nexec chroot %s /usr/bin/env PYTHONPATH=/%s /usr/bin/python3 \"$@\"\n", rootfs, siteName)
-	if err := os.WriteFile(userPython, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	userPython, site := wheelPython(t, rootfs, fn, data)
 
 	id := fmt.Sprintf("gw-test-%d", time.Now().UnixNano()%1_000_000_000)
-	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
-	doc := fmt.Sprintf(`provider: docker
-gateway_id: %s
-providers:
-  docker:
-    image: %s
-images:
-  builder: layers
-  repository: %s/envs
-  pip_index_url: %s
-  bases:
-    - python: "3.11"
-      image: %s
-`, id, image, host, ix.URL, base)
-	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := layersConfig(t, id, image, host, ix.URL, base)
 	e := newEnv(t, "GATEWAY_CONFIG="+cfg, "GATEWAY_CLUSTER_POLL_INTERVAL=300ms")
 	t.Cleanup(func() { removeContainers(t, pool, id) })
 	e.startGateway()
@@ -141,6 +111,62 @@ client.close()
 		t.Errorf("a cluster was started for an environment that cannot be built:\n%s", out)
 	}
 	e.gwOK("stop", name)
+}
+
+// layersRegistry starts a registry on loopback (stopped when the test
+// ends) holding the test image as a base for Python 3.11, and returns
+// the registry's host and the base's reference.
+func layersRegistry(t *testing.T, image string) (host, base string) {
+	t.Helper()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	host = strings.TrimPrefix(srv.URL, "http://")
+	base = host + "/bases/dask:3.11"
+	copyToRegistry(t, image, base)
+	return host, base
+}
+
+// wheelPython writes an interpreter for --python: the test image's own
+// Python under chroot, with a wheel installed into a directory of the
+// root file system on its PYTHONPATH (site: more packages may go there;
+// removed when the test ends).
+func wheelPython(t *testing.T, rootfs, fn string, data []byte) (python, site string) {
+	t.Helper()
+	siteName := fmt.Sprintf("gwtest-site-%d", time.Now().UnixNano())
+	site = filepath.Join(rootfs, siteName)
+	t.Cleanup(func() { _ = os.RemoveAll(site) })
+	unpackWheel(t, fn, data, site)
+	python = filepath.Join(t.TempDir(), "python3")
+	script := fmt.Sprintf("#!/bin/sh\nexec chroot %s /usr/bin/env PYTHONPATH=/%s /usr/bin/python3 \"$@\"\n", rootfs, siteName)
+	if err := os.WriteFile(python, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return python, site
+}
+
+// layersConfig writes the config of a gateway on the docker provider
+// that builds environments with the layers builder, from the index into
+// the registry at host, on base, and returns its path.
+func layersConfig(t *testing.T, id, image, host, indexURL, base string) string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
+	doc := fmt.Sprintf(`provider: docker
+gateway_id: %s
+providers:
+  docker:
+    image: %s
+images:
+  builder: layers
+  repository: %s/envs
+  pip_index_url: %s
+  bases:
+    - python: "3.11"
+      image: %s
+`, id, image, host, indexURL, base)
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // copyToRegistry copies an image from the engine to a registry, as an

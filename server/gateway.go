@@ -255,6 +255,16 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	g.console.SetAccount(console.Account{Tokens: g.store, Sessions: g.store, Quotas: quotas, Records: g.store,
 		Forget: apiSrv.Forget, OnExceed: string(quotas.OnExceed())})
 	g.console.SetAdmin(g.core, quotas, g.store)
+	// The same environment service and results store the API has; a
+	// gateway that builds no environments says so in the section.
+	var consoleEnvs console.Envs
+	if g.envs != nil {
+		consoleEnvs = g.envs
+	}
+	g.console.SetEnvs(consoleEnvs)
+	if err := g.console.SetBench(g.store); err != nil {
+		return nil, err
+	}
 	mux.Handle("/api/", apiSrv)
 	mux.Handle("/auth/", apiSrv)
 	mux.Handle("/", g.console)

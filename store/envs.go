@@ -305,6 +305,45 @@ func (s *DB) EnvAskedHashes(ctx context.Context, user, prefix string, limit int)
 	return s.hashes(ctx, `SELECT hash FROM env_askers WHERE user_id = ? AND substr(hash, 1, ?) = ? ORDER BY hash LIMIT ?`, prefix, limit, user)
 }
 
+// AskedEnvBuilds returns the stored builds of the environments user asked
+// for, the most recently asked first, at most limit of them.
+func (s *DB) AskedEnvBuilds(ctx context.Context, user string, limit int) ([]*EnvBuild, error) {
+	cols := "b." + strings.ReplaceAll(envBuildColumns, ", ", ", b.")
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT `+cols+` FROM env_askers a JOIN env_builds b ON b.hash = a.hash
+WHERE a.user_id = ? ORDER BY a.last_asked DESC, a.hash LIMIT ?`), user, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: environment builds of %s: %w", user, err)
+	}
+	defer rows.Close()
+	var out []*EnvBuild
+	for rows.Next() {
+		b, err := scanEnvBuild(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: environment builds of %s: %w", user, err)
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// EnvBuildGeneration moves whenever the build of hash, or its stored log,
+// changes (on any replica): watchers of a build read it rather than the
+// build. It is ErrNotFound for a hash with no build.
+func (s *DB) EnvBuildGeneration(ctx context.Context, hash string) (int64, error) {
+	var build, log int64
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT b.updated_at, COALESCE(l.updated_at, 0) FROM env_builds b
+LEFT JOIN env_build_logs l ON l.hash = b.hash WHERE b.hash = ?`), hash).Scan(&build, &log)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("store: environment build %.16s: %w", hash, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: environment build %.16s: %w", hash, err)
+	}
+	// Both are times in milliseconds that only grow: their sum moves when
+	// either does.
+	return build + log, nil
+}
+
 // PublishedEnv is an environment an admin published at run time.
 type PublishedEnv struct {
 	Name        string

@@ -265,6 +265,80 @@ func TestEnvLogsAndAskers(t *testing.T) {
 	})
 }
 
+// TestAskedEnvBuilds: a user's builds are those of the environments they
+// asked for, most recently asked first, within the limit; a build's
+// generation moves with its status and with its log, and is not found
+// for a hash with no build.
+func TestAskedEnvBuilds(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, url string) {
+		db, clk := openTestDB(t, url)
+		ctx := context.Background()
+		ha, hb, hc := envHash('a'), envHash('b'), envHash('c')
+		for _, h := range []string{ha, hb, hc} {
+			if won, _, err := db.ClaimEnvBuild(ctx, h, "reg/env:"+h[:4], "r-1", time.Minute); err != nil || !won {
+				t.Fatalf("claim %.4s: %v %v", h, won, err)
+			}
+		}
+		// alice asks for a, then b, then a again; bob for c; nobody asked
+		// for d, which has no build either.
+		for _, a := range []struct{ hash, user string }{{ha, "alice"}, {hb, "alice"}, {hc, "bob"}, {ha, "alice"}, {envHash('d'), "alice"}} {
+			clk.Advance(time.Second)
+			if err := db.NoteEnvAsker(ctx, a.hash, a.user); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hashes := func(bs []*store.EnvBuild) []string {
+			var out []string
+			for _, b := range bs {
+				out = append(out, b.Hash[:1])
+			}
+			return out
+		}
+		for _, c := range []struct {
+			user  string
+			limit int
+			want  []string
+		}{{"alice", 10, []string{"a", "b"}}, {"alice", 1, []string{"a"}}, {"bob", 10, []string{"c"}}, {"carol", 10, nil}} {
+			got, err := db.AskedEnvBuilds(ctx, c.user, c.limit)
+			if err != nil || !slices.Equal(hashes(got), c.want) {
+				t.Errorf("AskedEnvBuilds(%s, %d) = %v %v, want %v", c.user, c.limit, hashes(got), err, c.want)
+			}
+		}
+		if got, _ := db.AskedEnvBuilds(ctx, "bob", 10); len(got) != 1 || got[0].Ref != "reg/env:cccc" || got[0].State != store.EnvBuilding {
+			t.Errorf("bob's build: %+v", got)
+		}
+
+		gen := func() int64 {
+			t.Helper()
+			g, err := db.EnvBuildGeneration(ctx, ha)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g
+		}
+		g0 := gen()
+		clk.Advance(time.Second)
+		if err := db.UpdateEnvBuild(ctx, &store.EnvBuild{Hash: ha, State: store.EnvBuilding, Steps: []string{"step"}, Holder: "r-1"}); err != nil {
+			t.Fatal(err)
+		}
+		g1 := gen()
+		clk.Advance(time.Second)
+		if err := db.PutEnvLog(ctx, ha, []byte("a line\n")); err != nil {
+			t.Fatal(err)
+		}
+		g2 := gen()
+		if g1 == g0 || g2 == g1 {
+			t.Errorf("generations %d, %d, %d: want a move at the update and at the log", g0, g1, g2)
+		}
+		if g := gen(); g != g2 {
+			t.Errorf("generation moved with nothing changed: %d, then %d", g2, g)
+		}
+		if _, err := db.EnvBuildGeneration(ctx, envHash('d')); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("generation of a hash with no build: %v", err)
+		}
+	})
+}
+
 // TestPublishedEnvs: publishing and unpublishing are stored, listed by
 // name, refused when taken or absent, and audited.
 func TestPublishedEnvs(t *testing.T) {

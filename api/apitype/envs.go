@@ -1,6 +1,10 @@
 package apitype
 
-import "github.com/gatewayhq/gateway/images"
+import (
+	"time"
+
+	"github.com/gatewayhq/gateway/images"
+)
 
 // EnvStatus is what the environment routes answer.
 type EnvStatus struct {
@@ -17,6 +21,25 @@ type EnvStatus struct {
 	Error string   `json:"error,omitempty"`
 	// Versions are the image's versions of the checked packages.
 	Versions map[string]string `json:"versions,omitempty"`
+	// StartedAt and FinishedAt are the build's (FinishedAt zero while it
+	// runs).
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Layers is what pushing the image to its registry did with its
+	// layers; nil when the build pushed nothing (the image is kept in
+	// the engine, or existed).
+	Layers *EnvLayers `json:"layers,omitempty"`
+}
+
+// EnvLayers is what pushing an environment's image did with its layers:
+// those its registry had already (reused, from an earlier build or a
+// base) and those uploaded, with their sizes as people read them.
+type EnvLayers struct {
+	Layers       int    `json:"layers"`
+	Reused       int    `json:"reused"`
+	ReusedSize   string `json:"reused_size"`
+	Uploaded     int    `json:"uploaded"`
+	UploadedSize string `json:"uploaded_size"`
 }
 
 // EnvRequest asks for the image of an environment. Code holds the user

@@ -4,10 +4,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
-	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -16,8 +13,8 @@ import (
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/bench"
+	"github.com/gatewayhq/gateway/bench/report"
 	"github.com/gatewayhq/gateway/client"
-	"github.com/gatewayhq/gateway/stats"
 )
 
 // addBenchResultsCmds adds gateway bench history, report and check.
@@ -70,8 +67,8 @@ results; admins see everyone's (--owner to pick one user).
 			fmt.Fprintln(tw, "STARTED\tRUN\tENV\tREPEAT\tSTATUS\tWALL\tPEAK MEM\tSPILLED\tSENT\tCPU")
 			for _, p := range pts {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1fs\n", p.RunStartedAt.Local().Format("2006-01-02 15:04"), p.RunID,
-					envLabel(p), p.Repeat, p.Status, seconds(p.WallSeconds), bytesIEC(p.PeakManaged+p.PeakUnmanaged), bytesIEC(p.Spilled),
-					bytesIEC(p.Transferred), p.CPUSeconds)
+					envLabel(p), p.Repeat, p.Status, report.Seconds(p.WallSeconds), report.Bytes(p.PeakManaged+p.PeakUnmanaged), report.Bytes(p.Spilled),
+					report.Bytes(p.Transferred), p.CPUSeconds)
 			}
 			return tw.Flush()
 		},
@@ -113,197 +110,11 @@ func writeHistoryCSV(w io.Writer, pts []apitype.BenchPointJSON) error {
 	return cw.Error()
 }
 
-func seconds(s float64) string {
-	switch {
-	case s < 1:
-		return fmt.Sprintf("%.0fms", s*1000)
-	case s < 100:
-		return fmt.Sprintf("%.2fs", s)
-	}
-	return fmt.Sprintf("%.0fs", s)
-}
-
-func bytesIEC(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
-}
-
-// describedJSON is the summary of one environment's successful samples.
-type describedJSON struct {
-	N      int     `json:"n"`
-	Mean   float64 `json:"mean"`
-	Median float64 `json:"median"`
-	SD     float64 `json:"sd"`
-}
-
-// benchTestReport is one test's comparison in a report.
-type benchTestReport struct {
-	Test    string         `json:"test"`
-	Verdict string         `json:"verdict"` // faster, slower, no significant change, too noisy to tell; "" with one environment
-	Reason  string         `json:"reason"`
-	P       *float64       `json:"p"`
-	Change  *float64       `json:"change"` // median(B)/median(A) − 1
-	Lo      *float64       `json:"lo"`     // bootstrap 95 % interval of change
-	Hi      *float64       `json:"hi"`
-	Noise   *float64       `json:"noise"` // A/A band; null when not measured
-	A       *describedJSON `json:"a"`
-	B       *describedJSON `json:"b"`
-	A2      *describedJSON `json:"a2"`
-	Failed  int            `json:"failed"`           // samples that failed or timed out
-	Errors  []string       `json:"errors,omitempty"` // their distinct errors, shortened
-
-	values map[string][]float64 // ok wall times by label, for the charts
-}
-
-// benchReportJSON is gateway bench report -o json.
-type benchReportJSON struct {
-	Run       apitype.BenchRunJSON `json:"run"`
-	Baseline  string               `json:"baseline"`  // the label compared against: A
-	Candidate string               `json:"candidate"` // B, or A2 for an A/A-only run, or ""
-	Threshold float64              `json:"threshold"`
-	Alpha     float64              `json:"alpha"`
-	Tests     []benchTestReport    `json:"tests"`
-}
-
-func ptr(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
-}
-
-func describe(d stats.Described) *describedJSON {
-	if d.N == 0 {
-		return nil
-	}
-	sd := d.SD
-	if math.IsNaN(sd) {
-		sd = 0
-	}
-	return &describedJSON{N: d.N, Mean: d.Mean, Median: d.Median, SD: sd}
-}
-
-// buildReport compares a run's environments test by test: A against B,
-// with A2 as the A/A set; a run of A and A2 only compares A with A2.
-func buildReport(run apitype.BenchRunJSON, threshold float64) benchReportJSON {
-	has := map[string]bool{}
-	for _, e := range run.Envs {
-		has[e.Label] = true
-	}
-	rep := benchReportJSON{Run: run, Baseline: "A", Threshold: threshold, Alpha: 0.05, Tests: []benchTestReport{}}
-	switch {
-	case has["B"]:
-		rep.Candidate = "B"
-	case has["A2"]:
-		rep.Candidate = "A2"
-	}
-	rep.Run.Samples = nil
-	byTest := map[string]*benchTestReport{}
-	var names []string
-	for _, s := range run.Samples {
-		t := byTest[s.Test]
-		if t == nil {
-			t = &benchTestReport{Test: s.Test, values: map[string][]float64{}}
-			byTest[s.Test] = t
-			names = append(names, s.Test)
-		}
-		if s.Status != "ok" {
-			t.Failed++
-			msg := s.Status
-			if s.Error != "" {
-				msg = shorten(s.Error, 160)
-			}
-			if len(t.Errors) < 5 && !contains(t.Errors, msg) {
-				t.Errors = append(t.Errors, msg)
-			}
-			continue
-		}
-		t.values[s.Env] = append(t.values[s.Env], s.WallSeconds)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		t := byTest[name]
-		a, b, a2 := t.values["A"], t.values[rep.Candidate], t.values["A2"]
-		t.A, t.A2 = describe(stats.Describe(a)), describe(stats.Describe(a2))
-		if rep.Candidate == "A2" {
-			t.A2 = nil
-			a2 = nil
-		}
-		if rep.Candidate != "" {
-			h := fnv.New64a()
-			h.Write([]byte(name))
-			c := stats.Compare(a, b, a2, stats.CompareOptions{Threshold: threshold, Alpha: rep.Alpha, Seed: h.Sum64()})
-			t.B = describe(c.B)
-			t.Verdict, t.Reason = c.Verdict, c.Reason
-			t.P, t.Change, t.Lo, t.Hi, t.Noise = ptr(c.P), ptr(c.Change), ptr(c.Lo), ptr(c.Hi), ptr(c.Noise)
-		} else {
-			t.Reason = "one environment: nothing to compare"
-		}
-		rep.Tests = append(rep.Tests, *t)
-	}
-	return rep
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len([]rune(s)) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
-}
-
-func pct(v *float64) string {
-	if v == nil {
-		return "–"
-	}
-	return fmt.Sprintf("%+.1f%%", *v*100)
-}
-
-func pval(v *float64) string {
-	if v == nil {
-		return "–"
-	}
-	if *v < 0.0001 {
-		return "<0.0001"
-	}
-	return fmt.Sprintf("%.4f", *v)
-}
-
-func summary(d *describedJSON) string {
-	if d == nil {
-		return "–"
-	}
-	return fmt.Sprintf("%s ± %s (mean %s, n=%d)", seconds(d.Median), seconds(d.SD), seconds(d.Mean), d.N)
-}
-
-const verdictRule = `Verdict: a change must be significant (Mann–Whitney p < 0.05) and larger than
-both the threshold and the A/A band to count as faster or slower. p < 0.05 with
-a change inside the A/A band, or too few successful samples (< 3 a side), or no
-significant change while the A/A band is wider than the threshold: too noisy to
-tell. Otherwise: no significant change.`
-
-func printReport(w io.Writer, rep benchReportJSON) error {
+func printReport(w io.Writer, rep report.Report) error {
 	r := rep.Run
 	fmt.Fprintf(w, "Run %s: suite %s, %s", r.ID, r.Suite, r.Status)
 	if r.Error != "" {
-		fmt.Fprintf(w, " (%s)", shorten(r.Error, 200))
+		fmt.Fprintf(w, " (%s)", report.Shorten(r.Error, 200))
 	}
 	fmt.Fprintf(w, ", started %s\n", r.StartedAt.Local().Format("2006-01-02 15:04"))
 	for _, e := range r.Envs {
@@ -311,7 +122,7 @@ func printReport(w io.Writer, rep benchReportJSON) error {
 		if len(hash) > 12 {
 			hash = hash[:12]
 		}
-		fmt.Fprintf(w, "  %-2s %s %s %s\n", e.Label, e.Name, hash, packageList(e.Packages))
+		fmt.Fprintf(w, "  %-2s %s %s %s\n", e.Label, e.Name, hash, report.Packages(e.Packages))
 	}
 	where := strings.TrimSpace(r.Provider + " " + r.Region)
 	if where == "" {
@@ -328,13 +139,13 @@ func printReport(w io.Writer, rep benchReportJSON) error {
 	for _, t := range rep.Tests {
 		interval := "–"
 		if t.Lo != nil && t.Hi != nil {
-			interval = fmt.Sprintf("[%s, %s]", pct(t.Lo), pct(t.Hi))
+			interval = fmt.Sprintf("[%s, %s]", report.Pct(t.Lo), report.Pct(t.Hi))
 		}
 		band := "–"
 		if t.Noise != nil {
 			band = fmt.Sprintf("±%.1f%%", *t.Noise*100)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", t.Test, summary(t.A), summary(t.B), pct(t.Change), interval, pval(t.P), band,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", t.Test, report.Summary(t.A), report.Summary(t.B), report.Pct(t.Change), interval, report.PValue(t.P), band,
 			benchDash(t.Verdict), t.Failed)
 	}
 	if err := tw.Flush(); err != nil {
@@ -345,7 +156,7 @@ func printReport(w io.Writer, rep benchReportJSON) error {
 			fmt.Fprintf(w, "  %s: %s\n", t.Test, e)
 		}
 	}
-	fmt.Fprintf(w, "\nThreshold %.0f%%. %s\n", rep.Threshold*100, verdictRule)
+	fmt.Fprintf(w, "\nThreshold %.0f%%. %s\n", rep.Threshold*100, report.Rule)
 	return nil
 }
 
@@ -354,19 +165,6 @@ func benchDash(s string) string {
 		return "–"
 	}
 	return s
-}
-
-func packageList(p map[string]string) string {
-	keys := make([]string, 0, len(p))
-	for k := range p {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var parts []string
-	for _, k := range keys {
-		parts = append(parts, k+" "+p[k])
-	}
-	return strings.Join(parts, ", ")
 }
 
 func newBenchReportCmd(g *globals) *cobra.Command {
@@ -379,7 +177,7 @@ deviation of the wall time of successful samples, the relative change of
 medians (B/A − 1), a Mann–Whitney U p-value, a bootstrap 95 % interval of the
 change, the A/A noise band when the run measured one (--null), and a verdict.
 
-` + verdictRule + `
+` + report.Rule + `
 
 --html FILE also writes one self-contained HTML file (no network needed to
 view it) with bars and error bars per test and each test's history.`,
@@ -389,7 +187,7 @@ view it) with bars and error bars per test and each test's history.`,
 			if err != nil {
 				return err
 			}
-			th := 0.10
+			th := report.DefaultThreshold
 			if threshold != "" {
 				if th, err = bench.ParseThreshold(threshold); err != nil {
 					return fmt.Errorf("--threshold: %w", err)
@@ -399,7 +197,7 @@ view it) with bars and error bars per test and each test's history.`,
 			if err != nil {
 				return err
 			}
-			rep := buildReport(run, th)
+			rep := report.Build(run, th)
 			if htmlFile != "" {
 				hist := map[string][]apitype.BenchPointJSON{}
 				for _, t := range rep.Tests {
@@ -477,7 +275,7 @@ there are any, so that cron or CI can act on it:
 			var list []string
 			for _, f := range res.Findings {
 				if f.Regressed {
-					list = append(list, fmt.Sprintf("%s %s (p=%s)", f.Test, pct(f.Change), pval(f.P)))
+					list = append(list, fmt.Sprintf("%s %s (p=%s)", f.Test, report.Pct(f.Change), report.PValue(f.P)))
 				}
 			}
 			return fmt.Errorf("%w on %s: %s", errRegressions, env, strings.Join(list, "; "))
@@ -509,10 +307,10 @@ func printCheck(w io.Writer, res apitype.BenchCheckJSON) error {
 			if v == nil {
 				return fmt.Sprintf("– (n=%d)", n)
 			}
-			return fmt.Sprintf("%s (n=%d)", seconds(*v), n)
+			return fmt.Sprintf("%s (n=%d)", report.Seconds(*v), n)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Suite, f.Test, f.Run, med(f.BaselineMedian, f.Baseline), med(f.LatestMedian, f.Latest),
-			pct(f.Change), pval(f.P), result)
+			report.Pct(f.Change), report.PValue(f.P), result)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/bench/report"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -132,7 +133,7 @@ func TestBenchReportCLI(t *testing.T) {
 		}
 	}
 
-	var rep benchReportJSON
+	var rep report.Report
 	if err := json.Unmarshal([]byte(tg.mustRun(t, "ann", "bench", "report", id, "-o", "json")), &rep); err != nil {
 		t.Fatal(err)
 	}

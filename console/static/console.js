@@ -3,7 +3,8 @@
 // stream (one per page) and each element with data-on="EVENT" takes the
 // HTML that event carries (rendered and escaped by the gateway, as the
 // page itself was); a cluster's logs may follow (new lines appended as
-// text); the new-cluster form's estimate follows its options.
+// text), as a build's page follows its build; the new-cluster form's
+// estimate follows its options.
 "use strict";
 // human is a duration in seconds as the gateway writes it: 45s, 12m,
 // 3h05m, 2d04h.
@@ -27,6 +28,8 @@ function tick() {
 document.addEventListener("DOMContentLoaded", function () {
   tick();
   setInterval(tick, 5000);
+  // A build's log opens at its end, where its news is.
+  document.querySelectorAll("pre[data-tail]").forEach(function (log) { log.scrollTop = log.scrollHeight; });
   stream();
   estimate();
 });
@@ -44,7 +47,12 @@ function stream() {
         // this element has the focus; the next event brings the news.
         var f = document.activeElement;
         if (f && el.contains(f) && /^(INPUT|SELECT|TEXTAREA)$/.test(f.tagName)) return;
+        // A log read at its end (a build's) stays at its end.
+        var tail = el.querySelector("pre[data-tail]");
+        var end = !tail || tail.scrollTop + tail.clientHeight >= tail.scrollHeight - 4;
         el.innerHTML = ev.data;
+        tail = el.querySelector("pre[data-tail]");
+        if (tail && end) tail.scrollTop = tail.scrollHeight;
         el.setAttribute("data-updated", String(Date.now()));
       });
     };
@@ -61,6 +69,7 @@ function stream() {
     es = new EventSource(url);
     es.addEventListener("clusters", put("clusters"));
     es.addEventListener("cluster", put("cluster"));
+    es.addEventListener("build", put("build"));
     es.addEventListener("logs-reset", function (ev) {
       logs.textContent = ev.data ? ev.data + "\n" : "";
       logs.scrollTop = logs.scrollHeight;

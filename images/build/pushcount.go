@@ -3,6 +3,8 @@ package build
 import (
 	"fmt"
 	"net/http"
+	"regexp"
+	"strconv"
 	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -45,6 +47,31 @@ type pushSummary struct {
 func (s pushSummary) String() string {
 	return fmt.Sprintf("%s of the image: %d reused (%s), %d uploaded (%s), then the config and manifest",
 		plural(s.Layers, "layer"), s.Layers-s.Uploaded, size(s.ReusedBytes), s.Uploaded, size(s.UploadedBytes))
+}
+
+// PushStep is what a build's push did with its image's layers, read
+// back from the step that says it (pushSummary.String): how many the
+// registry had already (reused) and how many were uploaded, with their
+// sizes as the step writes them.
+type PushStep struct {
+	Layers, Reused, Uploaded int
+	ReusedSize, UploadedSize string
+}
+
+var rePushStep = regexp.MustCompile(`^(\d+) layers? of the image: (\d+) reused \(([^()]*)\), (\d+) uploaded \(([^()]*)\), then the config and manifest$`)
+
+// ParsePushStep reads a build's step; ok is false for any step but the
+// one a push writes.
+func ParsePushStep(step string) (p PushStep, ok bool) {
+	m := rePushStep.FindStringSubmatch(step)
+	if m == nil {
+		return PushStep{}, false
+	}
+	p.Layers, _ = strconv.Atoi(m[1])
+	p.Reused, _ = strconv.Atoi(m[2])
+	p.Uploaded, _ = strconv.Atoi(m[4])
+	p.ReusedSize, p.UploadedSize = m[3], m[5]
+	return p, true
 }
 
 // summary counts img's layers the push uploaded and those the registry

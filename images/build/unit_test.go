@@ -343,3 +343,25 @@ func TestLayersAbove(t *testing.T) {
 		})
 	}
 }
+
+// The step a push writes reads back as what it says (the console shows
+// a build's reused and uploaded layers from it); no other step does.
+func TestParsePushStep(t *testing.T) {
+	for _, tt := range []struct {
+		sum  pushSummary
+		want PushStep
+	}{
+		{pushSummary{Layers: 8, Uploaded: 7, UploadedBytes: 40 << 20, ReusedBytes: 3 << 10}, PushStep{Layers: 8, Reused: 1, Uploaded: 7, ReusedSize: "3.0 KiB", UploadedSize: "40.0 MiB"}},
+		{pushSummary{Layers: 1, Uploaded: 0, ReusedBytes: 12}, PushStep{Layers: 1, Reused: 1, ReusedSize: "12 B", UploadedSize: "0 B"}},
+	} {
+		got, ok := ParsePushStep(tt.sum.String())
+		if !ok || got != tt.want {
+			t.Errorf("ParsePushStep(%q) = %+v, %v; want %+v", tt.sum.String(), got, ok, tt.want)
+		}
+	}
+	for _, step := range []string{"pushed 12.1 MiB of 40.0 MiB", "fetching 2 wheels", "", "8 layers of the image: 1 reused (3 KiB), 7 uploaded (40 MiB)"} {
+		if got, ok := ParsePushStep(step); ok {
+			t.Errorf("ParsePushStep(%q) = %+v, want not a push step", step, got)
+		}
+	}
+}
