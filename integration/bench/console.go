@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"regexp"
 	"runtime"
 	"strings"
@@ -55,20 +54,7 @@ func (p *pageTimes) take() []time.Duration {
 }
 
 func benchConsole(ctx context.Context, o Options) ([]Result, error) {
-	out, err := benchConsoleOn(ctx, o, "", "")
-	if err != nil {
-		return out, err
-	}
-	pg := os.Getenv(cpPostgresEnv)
-	if pg == "" {
-		pg = os.Getenv("GATEWAY_TEST_POSTGRES_URL")
-	}
-	if pg == "" {
-		o.Log.Info("console: no PostgreSQL figures (set " + cpPostgresEnv + ")")
-		return out, nil
-	}
-	more, err := benchConsoleOn(ctx, o, pg, " [PostgreSQL]")
-	return append(out, more...), err
+	return onBothDatabases(ctx, o, "console", benchConsoleOn)
 }
 
 func benchConsoleOn(ctx context.Context, o Options, pgURL, suffix string) ([]Result, error) {

@@ -104,7 +104,15 @@ const (
 // GATEWAY_TEST_POSTGRES_URL) names a database; the run makes a schema of
 // its own there and drops it at the end.
 func benchAPI(ctx context.Context, o Options) ([]Result, error) {
-	out, err := benchAPIOn(ctx, o, "", "")
+	return onBothDatabases(ctx, o, "api", benchAPIOn)
+}
+
+// onBothDatabases runs a figure on SQLite (pgURL ""), then on PostgreSQL
+// when cpPostgresEnv or GATEWAY_TEST_POSTGRES_URL names one, with suffix
+// ending every case's name there.
+func onBothDatabases(ctx context.Context, o Options, name string,
+	run func(ctx context.Context, o Options, pgURL, suffix string) ([]Result, error)) ([]Result, error) {
+	out, err := run(ctx, o, "", "")
 	if err != nil {
 		return out, err
 	}
@@ -113,10 +121,10 @@ func benchAPI(ctx context.Context, o Options) ([]Result, error) {
 		pg = os.Getenv("GATEWAY_TEST_POSTGRES_URL")
 	}
 	if pg == "" {
-		o.Log.Info("api: no PostgreSQL figures (set " + cpPostgresEnv + ")")
+		o.Log.Info(name + ": no PostgreSQL figures (set " + cpPostgresEnv + ")")
 		return out, nil
 	}
-	more, err := benchAPIOn(ctx, o, pg, " [PostgreSQL]")
+	more, err := run(ctx, o, pg, " [PostgreSQL]")
 	return append(out, more...), err
 }
 
