@@ -434,6 +434,13 @@ func (s *Server) SetZoneMachineTypes(zone string, types []MachineType) {
 	s.machineTypes[zone] = slices.Clone(types)
 }
 
+// SetZoneAcceleratorTypes replaces the GPUs one zone offers.
+func (s *Server) SetZoneAcceleratorTypes(zone string, types []AcceleratorType) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.accelTypes[zone] = slices.Clone(types)
+}
+
 // Instances returns a copy of every instance, sorted by name.
 func (s *Server) Instances() []Instance {
 	s.mu.Lock()
