@@ -77,7 +77,7 @@ func Write(w http.ResponseWriter, r *http.Request, e Error) {
 }
 
 var page = template.Must(template.New("error").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>{{.Title}} - gateway</title></head>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} - gateway</title></head>
 <body style="font-family: sans-serif; max-width: 40em; margin: 4em auto">
 <h1>{{.Title}}</h1>
 <p id="message">{{.Message}}</p>
