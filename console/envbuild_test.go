@@ -39,16 +39,7 @@ func (b *browser) postMultipart(path string, fields map[string]string, name, fil
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	req.Header.Set("Origin", b.tc.srv.URL)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		b.tc.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return answer{Status: resp.StatusCode, Header: resp.Header, Body: string(raw)}
+	return b.send(req, header)
 }
 
 const formRequirements = "dask==2024.8.0\ndistributed==2024.8.0\n"
