@@ -92,6 +92,8 @@ type Config struct {
 		GroupsMaxAge    time.Duration `mapstructure:"groups_max_age" doc:"how long the groups of a user's last OIDC login count for their API tokens and browser sessions; after it they keep no group-derived admin or quota until the next login"`
 		FailedPerMinute int           `mapstructure:"failed_per_minute" doc:"failed authentications allowed per client address per minute before 429"`
 		DevIssuerListen string        `mapstructure:"dev_issuer_listen" doc:"loopback address of the development OIDC issuer that gateway dev embeds"`
+		// DevTokenLifetime is short in tests of renewal.
+		DevTokenLifetime time.Duration `mapstructure:"dev_token_lifetime" doc:"how long the development issuer's ID and access tokens last (gateway dev; the CLI renews them with their refresh token)"`
 	} `mapstructure:"auth"`
 
 	Provider string `mapstructure:"provider" doc:"backend for new clusters (Schema.Docs lists the registered ones)"`
@@ -369,6 +371,7 @@ func defaults() map[string]any {
 		"bench.python":                            "",
 		"bench.schedule_interval":                 "30s",
 		"bench.run_lease":                         "3m",
+		"auth.dev_token_lifetime":                 "10m",
 	}
 }
 
@@ -568,6 +571,9 @@ func (c *Config) finish(sections []Section) error {
 	}
 	if c.Bench.ScheduleInterval < time.Second {
 		problems = append(problems, "bench.schedule_interval must be at least 1s")
+	}
+	if c.Auth.DevTokenLifetime < 10*time.Second {
+		problems = append(problems, "auth.dev_token_lifetime must be at least 10s")
 	}
 	if c.Bench.RunLease < 3*time.Second {
 		problems = append(problems, "bench.run_lease must be at least 3s (its client renews it every third of it)")
