@@ -57,6 +57,13 @@ type Options struct {
 	Env           string            `json:"env,omitempty"`
 	ClientEnv     map[string]string `json:"client_env,omitempty"`
 	AllowMismatch bool              `json:"allow_mismatch,omitempty"`
+
+	// Environ are environment variables set in the scheduler's and every
+	// worker's process, on every backend: Dask config values among them
+	// (DaskConfigVar names them), so that two clusters of one environment
+	// may differ by configuration alone. CheckEnviron says which are
+	// allowed. The values are the owner's: they are not logged.
+	Environ map[string]string `json:"environ,omitempty"`
 }
 
 // WorkerMemoryBytes is WorkerMemory in bytes, as backends limit memory.

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"io"
 	"net/netip"
+	"sort"
 	"strings"
 	"time"
 
@@ -103,6 +104,11 @@ type ClusterSpec struct {
 	// member with other software stops at once with a table of the
 	// differences. Empty skips the check.
 	EnvExpect string
+	// Env are the owner's environment variables for every member
+	// (clusteropts.Options.Environ, checked by clusteropts.CheckEnviron):
+	// Dask config values among them. Set before the backend's own, which
+	// win. Never logged: the values are the owner's.
+	Env map[string]string
 
 	// Scheduler and Worker are the members' machines; Region is where the
 	// cluster runs ("" for the backend's default); Spot asks for workers
@@ -241,4 +247,15 @@ type StartPacer interface {
 // running so that a restarted gateway re-adopts them.
 type Closer interface {
 	Close(ctx context.Context, leave bool) error
+}
+
+// EnvList is a ClusterSpec's Env as NAME=value entries, sorted by name, as
+// processes and containers take them.
+func EnvList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -118,6 +118,7 @@ func (l Limits) Spec() []OptionField {
 		{Field: "worker_threads", Label: "Threads per worker", Default: d.WorkerThreads, Spec: map[string]any{"type": "int", "min": 1, "max": l.MaxWorkerThreads}},
 		{Field: "worker_memory", Label: "Memory per worker (GiB)", Default: d.WorkerMemory, Spec: map[string]any{"type": "float", "min": minWorkerMemory, "max": l.MaxWorkerMemory}},
 		{Field: "idle_timeout", Label: "Stop after idle for (seconds; 0: never)", Default: d.IdleTimeout, Spec: map[string]any{"type": "int", "min": l.minIdle(), "max": l.maxIdle()}},
+		{Field: "environ", Label: "Environment variables of the scheduler and workers (Dask config: DASK_SECTION__KEY)", Default: map[string]string{}, Spec: map[string]any{"type": "mapping"}},
 	}
 	if l.Images {
 		out = append(out,
@@ -252,6 +253,13 @@ func (l Limits) ParseOptions(raw map[string]json.RawMessage) (Options, error) {
 			problems = append(problems, err.Error()+" seconds")
 		}
 		o.IdleTimeout = n
+	}
+	if v, ok := raw["environ"]; ok {
+		if err := json.Unmarshal(v, &o.Environ); err != nil {
+			problems = append(problems, "environ must map variable names to string values, such as {\"DASK_DISTRIBUTED__WORKER__MEMORY__TARGET\": \"0.1\"}")
+		} else {
+			problems = append(problems, clusteropts.CheckEnviron(o.Environ)...)
+		}
 	}
 	problems = append(problems, l.parseMachine(raw, &o)...)
 	problems = append(problems, parseSoftware(raw, &o)...)

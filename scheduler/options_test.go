@@ -43,6 +43,16 @@ func TestParseOptions(t *testing.T) {
 		{name: "all set", in: map[string]string{"workers": "3", "worker_threads": "2", "worker_memory": "4.5"},
 			want: scheduler.Options{Workers: 3, WorkerThreads: 2, WorkerMemory: 4.5}},
 
+		// environ: on every backend, names checked, reserved ones refused
+		{name: "environ", in: map[string]string{"environ": `{"DASK_DISTRIBUTED__WORKER__MEMORY__TARGET": "0.1", "MY_FLAG": ""}`},
+			want: scheduler.Options{WorkerThreads: 1, WorkerMemory: 2, Environ: map[string]string{"DASK_DISTRIBUTED__WORKER__MEMORY__TARGET": "0.1", "MY_FLAG": ""}}},
+		{name: "environ not a mapping", in: map[string]string{"environ": `["A=1"]`}, errs: []string{"environ must map variable names to string values"}},
+		{name: "environ number value", in: map[string]string{"environ": `{"A": 1}`}, errs: []string{"environ must map variable names to string values"}},
+		{name: "environ bad name", in: map[string]string{"environ": `{"1A": "x", "A-B": "y"}`}, errs: []string{`environ variable "1A": a name is letters`, `environ variable "A-B"`}},
+		{name: "environ reserved", in: map[string]string{"environ": `{"LD_PRELOAD": "/tmp/x.so", "path": "/tmp", "GATEWAY_OWNER_ID": "x", "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": "/x", "PYTHONSTARTUP": "/x"}`},
+			errs: []string{"LD_PRELOAD is reserved", "path is reserved", "GATEWAY_OWNER_ID is reserved", "DASK_DISTRIBUTED__COMM__TLS__CA_FILE is reserved", "PYTHONSTARTUP is reserved"}},
+		{name: "environ multi-line value", in: map[string]string{"environ": `{"A": "x\ny"}`}, errs: []string{"environ variable A: the value holds a line break"}},
+
 		// workers: whole numbers in [0, MaxWorkers]
 		{name: "workers min", in: map[string]string{"workers": "0"}, want: def},
 		{name: "workers max", in: map[string]string{"workers": "10"}, want: scheduler.Options{Workers: 10, WorkerThreads: 1, WorkerMemory: 2}},
@@ -89,15 +99,15 @@ func TestParseOptions(t *testing.T) {
 
 		// unknown options name the known ones
 		{name: "unknown", in: map[string]string{"image": `"evil"`},
-			errs: []string{"unknown option(s) image; known options are idle_timeout, worker_memory, worker_threads, workers"}},
+			errs: []string{"unknown option(s) image; known options are environ, idle_timeout, worker_memory, worker_threads, workers"}},
 		{name: "unknown several, sorted", in: map[string]string{"zeta": "1", "cores": "1", "workers": "1"},
-			errs: []string{"unknown option(s) cores, zeta; known options are idle_timeout, worker_memory, worker_threads, workers"}},
+			errs: []string{"unknown option(s) cores, zeta; known options are environ, idle_timeout, worker_memory, worker_threads, workers"}},
 		{name: "names are case sensitive", in: map[string]string{"Workers": "1"},
 			errs: []string{"unknown option(s) Workers;"}},
 
 		// every problem at once, in a stable order
 		{name: "several problems", in: map[string]string{"workers": "11", "worker_threads": "0", "worker_memory": `"x"`, "zzz": "1"},
-			errs: []string{"invalid request: unknown option(s) zzz; known options are idle_timeout, worker_memory, worker_threads, workers; " +
+			errs: []string{"invalid request: unknown option(s) zzz; known options are environ, idle_timeout, worker_memory, worker_threads, workers; " +
 				"workers must be between 0 and 10, got 11; worker_threads must be between 1 and 4, got 0; " +
 				`worker_memory must be a number of GiB, got "x"`}},
 		{name: "two bad values", in: map[string]string{"workers": "-1", "worker_memory": "100"},
@@ -154,8 +164,8 @@ func TestLimitsSpec(t *testing.T) {
 				{"idle_timeout", "int", def.IdleTimeout, map[bool]int{true: 60, false: 0}[l.MaxIdleTimeout > 0],
 					map[bool]int{true: int(l.MaxIdleTimeout / time.Second), false: 365 * 24 * 3600}[l.MaxIdleTimeout > 0]},
 			}
-			if len(spec) != len(want) {
-				t.Fatalf("%d fields, want %d", len(spec), len(want))
+			if len(spec) != len(want)+1 || spec[len(want)].Field != "environ" || spec[len(want)].Spec["type"] != "mapping" {
+				t.Fatalf("%d fields (%+v), want %d and environ, a mapping, on every backend", len(spec), spec, len(want))
 			}
 			for i, w := range want {
 				f := spec[i]
@@ -166,7 +176,7 @@ func TestLimitsSpec(t *testing.T) {
 			}
 
 			// The advertised bounds are the ones ParseOptions enforces.
-			for _, f := range spec {
+			for _, f := range spec[:len(want)] {
 				lo, hi := fmt.Sprint(f.Spec["min"]), fmt.Sprint(f.Spec["max"])
 				var below, above string
 				if f.Spec["type"] == "int" {
@@ -197,7 +207,7 @@ func TestLimitsSpec(t *testing.T) {
 			if err := json.Unmarshal(b, &back); err != nil {
 				t.Fatal(err)
 			}
-			for i, f := range back {
+			for i, f := range back[:len(want)] {
 				s, _ := f["spec"].(map[string]any)
 				if f["field"] != want[i].field || f["label"] == "" || f["default"] == nil || s["type"] != want[i].typ ||
 					s["min"] == nil || s["max"] == nil {

@@ -37,6 +37,7 @@ func (c *Core) spec(cl *store.Cluster) (providers.ClusterSpec, error) {
 		Spot:            o.Spot,
 		Image:           o.Image,
 		EnvExpect:       envExpect(o),
+		Env:             o.Environ,
 	}, nil
 }
 

@@ -343,7 +343,8 @@ func (p *Provider) containerConfig(spec providers.ClusterSpec, member string, ro
 // containerConfigIn is containerConfig with the cluster's networking mode
 // (NetworkCluster or NetworkHost).
 func (p *Provider) containerConfigIn(mode string, spec providers.ClusterSpec, member string, role providers.Role, img string, daskArgs []string) (*container.Config, *container.HostConfig) {
-	env := []string{"PYTHONUNBUFFERED=1"}
+	// The owner's variables first: the gateway's, later, win.
+	env := append(providers.EnvList(spec.Env), "PYTHONUNBUFFERED=1")
 	if role == providers.RoleScheduler {
 		// The dashboard is served over TLS with the cluster's certificate,
 		// which the gateway verifies (pki.MemberTLS): nothing but that

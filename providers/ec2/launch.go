@@ -261,6 +261,7 @@ func (p *Provider) script(spec providers.ClusterSpec, member string, role provid
 		GPU:       m.GPUs > 0 || p.hasGPUs(instanceType),
 		Python:    p.cfg.Python,
 		Expect:    spec.EnvExpect,
+		Env:       providers.EnvList(spec.Env),
 	}
 	s.ECRHost, s.ECRRegion = ecrImage(s.Image)
 	if role == providers.RoleScheduler {

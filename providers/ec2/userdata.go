@@ -55,6 +55,9 @@ type memberScript struct {
 	// Expect is the client's versions (images.ExpectEnv), or "" for no
 	// check; checked to be one line (expectLine).
 	Expect string
+	// Env are the owner's variables (providers.EnvList), one line each
+	// (clusteropts.CheckEnviron), before the gateway's in the env file.
+	Env []string
 	// ECRHost and ECRRegion are set when Image is in an ECR registry:
 	// Docker logs in there with the instance profile before pulling.
 	ECRHost   string
@@ -92,6 +95,12 @@ func userData(s memberScript) (string, error) {
 		// Written as one line of Docker's --env-file: JSON from
 		// images.ExpectValue never has these.
 		return "", fmt.Errorf("ec2 provider: the environment's expected versions of %s are not one line of JSON", s.Member)
+	}
+	for _, kv := range s.Env {
+		if strings.ContainsAny(kv, "\n\r\x00") {
+			name, _, _ := strings.Cut(kv, "=")
+			return "", fmt.Errorf("ec2 provider: environ variable %s of %s is not one line", name, s.Member)
+		}
 	}
 	var b bytes.Buffer
 	if err := scriptTemplate.Execute(&b, s); err != nil {
@@ -246,7 +255,7 @@ test -s "$DIR/tls.key"
 cat > "$DIR/launcher.py" <<'{{launcherEOF}}'
 {{launcher}}
 {{launcherEOF}}
-printf '%s\n' PYTHONUNBUFFERED=1{{if .Expect}} {{q (printf "%s=%s" expectEnv .Expect)}}{{end}} > "$DIR/member.env"
+printf '%s\n' {{range .Env}}{{q .}} {{end}}PYTHONUNBUFFERED=1{{if .Expect}} {{q (printf "%s=%s" expectEnv .Expect)}}{{end}} > "$DIR/member.env"
 
 {{- if .ECRHost}}
 # The image is in ECR: Docker logs in with the instance profile, which needs

@@ -97,8 +97,12 @@ const maxOverrides = 8192
 // ECS's 8192 characters (checkSpec).
 func overrides(spec providers.ClusterSpec, cmd []string) *ecstypes.TaskOverride {
 	o := ecstypes.ContainerOverride{Name: aws.String(containerName), Command: cmd}
+	for _, kv := range providers.EnvList(spec.Env) {
+		k, v, _ := strings.Cut(kv, "=")
+		o.Environment = append(o.Environment, ecstypes.KeyValuePair{Name: aws.String(k), Value: aws.String(v)})
+	}
 	if spec.EnvExpect != "" {
-		o.Environment = []ecstypes.KeyValuePair{{Name: aws.String(images.ExpectEnv), Value: aws.String(spec.EnvExpect)}}
+		o.Environment = append(o.Environment, ecstypes.KeyValuePair{Name: aws.String(images.ExpectEnv), Value: aws.String(spec.EnvExpect)})
 	}
 	return &ecstypes.TaskOverride{ContainerOverrides: []ecstypes.ContainerOverride{o}}
 }
@@ -131,6 +135,15 @@ func (p *Provider) checkSpec(spec providers.ClusterSpec) error {
 	// addresses, numbers): 2 KiB of it leaves the versions the rest.
 	if len(spec.EnvExpect) > maxOverrides-2048 {
 		return fmt.Errorf("fargate provider: the client's package versions take %d characters, more than a task's overrides can carry (ECS allows %d in all)", len(spec.EnvExpect), maxOverrides)
+	}
+	// The owner's variables ride in the same overrides (each with its
+	// JSON: {"name":"","value":""}, 22 characters, plus escapes).
+	envLen := len(spec.EnvExpect)
+	for k, v := range spec.Env {
+		envLen += len(k) + len(v) + 22
+	}
+	if envLen > maxOverrides-2048 {
+		return fmt.Errorf("fargate provider: the environ option and the client's package versions take %d characters, more than a task's overrides can carry (ECS allows %d in all): set fewer or shorter variables", envLen, maxOverrides)
 	}
 	return nil
 }

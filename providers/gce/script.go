@@ -25,6 +25,9 @@ type scriptParams struct {
 	Memory    int64  // worker: bytes, 0 for Dask's default
 	Python    string // the interpreter in the image that runs the launcher
 	Expect    string // the client's versions (images.ExpectEnv), "" for none
+	// Env are the owner's variables (providers.EnvList), each one
+	// shell-quoted argument of docker run's -e, before the gateway's.
+	Env []string
 }
 
 // launcherEOF ends the here-document that carries the launcher; the
@@ -171,12 +174,20 @@ ISOLATION=(--cap-drop SETUID --cap-drop SETGID --cap-drop NET_RAW --security-opt
 	} else {
 		w("DASHBOARD_TLS=()\n")
 	}
+	w("OWNER_ENV=(")
+	for i, kv := range sp.Env {
+		if i > 0 {
+			w(" ")
+		}
+		w("-e %s", shellQuote(kv))
+	}
+	w(")\n")
 	if sp.Expect != "" {
 		w("EXPECT=(-e %s)\n", shellQuote(images.ExpectEnv+"="+sp.Expect))
 	} else {
 		w("EXPECT=()\n")
 	}
-	w("docker run -d --name dask --network host --restart no \"${ISOLATION[@]}\" ${DASHBOARD_TLS[@]+\"${DASHBOARD_TLS[@]}\"} ${GPU_ARGS[@]+\"${GPU_ARGS[@]}\"} ${EXPECT[@]+\"${EXPECT[@]}\"} -e PYTHONUNBUFFERED=1 -v \"$DIR:/etc/dask-tls:ro\" --entrypoint %s \"$IMAGE\" \\\n  /etc/dask-tls/launcher.py ", shellQuote(sp.Python))
+	w("docker run -d --name dask --network host --restart no \"${ISOLATION[@]}\" ${OWNER_ENV[@]+\"${OWNER_ENV[@]}\"} ${DASHBOARD_TLS[@]+\"${DASHBOARD_TLS[@]}\"} ${GPU_ARGS[@]+\"${GPU_ARGS[@]}\"} ${EXPECT[@]+\"${EXPECT[@]}\"} -e PYTHONUNBUFFERED=1 -v \"$DIR:/etc/dask-tls:ro\" --entrypoint %s \"$IMAGE\" \\\n  /etc/dask-tls/launcher.py ", shellQuote(sp.Python))
 	if sp.Role == providers.RoleScheduler {
 		w("scheduler --host \"$IP\" --port %d --protocol tls $TLS --dashboard-address \":%d\"", SchedulerPort, DashboardPort)
 		if sp.Prefix != "" {

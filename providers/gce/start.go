@@ -444,7 +444,7 @@ func (p *Provider) instance(l launch, c candidate, zone string, spot bool) *comp
 		Project: p.cfg.Project, SecretID: secretID(spec.Name), Image: container, Role: l.role, Member: l.member,
 		GPU: c.gpu, Scheduler: l.schedulerAddress, Prefix: spec.DashboardPrefix,
 		Threads: spec.WorkerThreads, Memory: spec.WorkerMemory,
-		Python: p.cfg.Python, Expect: spec.EnvExpect,
+		Python: p.cfg.Python, Expect: spec.EnvExpect, Env: providers.EnvList(spec.Env),
 	})
 	md := []*computepb.Items{
 		{Key: ptr("startup-script"), Value: ptr(script)},

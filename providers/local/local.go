@@ -296,7 +296,8 @@ func (p *Provider) spawn(ctx context.Context, spec providers.ClusterSpec, name s
 		c := exec.Command(args[0], args[1:]...)
 		c.Dir = dir
 		c.Stdout, c.Stderr = logf, logf
-		c.Env = append(childEnv(os.Environ(), p.cfg.GatewayID, spec.Name+"/"+name), env...)
+		// The owner's variables first: the gateway's, later, win.
+		c.Env = append(append(childEnv(os.Environ(), p.cfg.GatewayID, spec.Name+"/"+name), providers.EnvList(spec.Env)...), env...)
 		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		return c
 	})
