@@ -392,3 +392,29 @@ func TestLauncherReachesTheGateway(t *testing.T) {
 		t.Errorf("scheduler = %+v\nwant stopped with the table:\n%s", m, printed)
 	}
 }
+
+// TestUserDataOwnerEnv: the owner's variables (the environ option) reach
+// member.env word for word, before the gateway's, whatever a shell or
+// Docker's env file would make of their characters.
+func TestUserDataOwnerEnv(t *testing.T) {
+	p := &Provider{cfg: Config{Region: "eu-west-1", GatewayID: "gw1", Image: DefaultImage}.withDefaults()}
+	hostile := `it's "$HOME" $(touch /tmp/x) ` + "`id`" + ` \n; #`
+	for _, role := range []providers.Role{providers.RoleScheduler, providers.RoleWorker} {
+		s := spec("c1")
+		s.Env = map[string]string{"DASK_DISTRIBUTED__WORKER__MEMORY__TARGET": "0.1", "MY_VAR": hostile, "EMPTY": ""}
+		b64, err := userData(p.script(s, "worker-0", role, "10.0.1.12:8786", "m6i.large", s.Scheduler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, env := runFileLines(t, decodeScript(t, b64))
+		want := "DASK_DISTRIBUTED__WORKER__MEMORY__TARGET=0.1\nEMPTY=\nMY_VAR=" + hostile + "\nPYTHONUNBUFFERED=1\n"
+		if env != want {
+			t.Errorf("%s: member.env = %q, want %q", role, env, want)
+		}
+	}
+	s := spec("c1")
+	s.Env = map[string]string{"A": "x\ny"}
+	if _, err := userData(p.script(s, "scheduler", providers.RoleScheduler, "", "m6i.large", s.Scheduler)); err == nil || !strings.Contains(err.Error(), "environ variable A") {
+		t.Errorf("a two-line value: err = %v, want one naming the variable", err)
+	}
+}

@@ -3,6 +3,7 @@ package fargate_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -193,4 +194,55 @@ func TestMismatchExitFailsTheMember(t *testing.T) {
 			t.Errorf("scheduler = %+v; an exit other than 97 is no mismatch", s)
 		}
 	})
+}
+
+// TestOwnerEnvInTheOverride: the owner's variables (the environ option)
+// travel in each launch's override, next to the client's versions, and
+// never into the shared task definition; too many for ECS's overrides are
+// refused before any request.
+func TestOwnerEnvInTheOverride(t *testing.T) {
+	ctx := context.Background()
+	f := fargatetest.New(t)
+	p, _ := newProvider(t, f)
+	spec := testSpec("c-env", "ann")
+	spec.Env = map[string]string{"DASK_DISTRIBUTED__WORKER__MEMORY__TARGET": "0.1", "MY_VAR": `a "quoted" value`}
+	spec.EnvExpect = `{"dask":"2024.8.0"}`
+	if err := p.StartScheduler(ctx, spec); err != nil {
+		t.Fatalf("StartScheduler: %v", err)
+	}
+	sched := schedulerUp(t, p, "c-env")
+	if err := p.StartWorker(ctx, spec, "worker-0", sched.Address); err != nil {
+		t.Fatalf("StartWorker: %v", err)
+	}
+	for _, member := range []string{"scheduler", "worker-0"} {
+		task, ok := f.TaskOf("c-env", member)
+		if !ok {
+			t.Fatalf("%s: no task", member)
+		}
+		for k, v := range spec.Env {
+			if got := task.Environment[k]; got != v {
+				t.Errorf("%s: override %s = %q, want %q", member, k, got, v)
+			}
+		}
+		if task.Environment[images.ExpectEnv] != spec.EnvExpect {
+			t.Errorf("%s: the client's versions lost next to the owner's variables", member)
+		}
+	}
+	for _, d := range f.TaskDefinitions() {
+		if b, _ := json.Marshal(d); strings.Contains(string(b), "MY_VAR") {
+			t.Errorf("the owner's variables are in a shared task definition: %s", b)
+		}
+	}
+
+	big := testSpec("c-big", "ann")
+	big.Env = map[string]string{}
+	for i := range 8 {
+		big.Env[fmt.Sprintf("V%d", i)] = strings.Repeat("x", 1000)
+	}
+	if err := p.StartScheduler(ctx, big); err == nil || !strings.Contains(err.Error(), "environ") {
+		t.Errorf("8 KB of variables: err = %v, want a refusal naming the environ option", err)
+	}
+	if _, ok := f.TaskOf("c-big", "scheduler"); ok {
+		t.Error("a refused cluster's scheduler was launched")
+	}
 }

@@ -247,3 +247,41 @@ func TestLauncherReachesTheGatewayGCE(t *testing.T) {
 		t.Errorf("worker-0 = %+v\nwant stopped with the table:\n%s", w, printed)
 	}
 }
+
+// TestStartupScriptOwnerEnv: the owner's variables (the environ option)
+// reach docker run as -e arguments word for word, whatever a shell would
+// make of their characters, and the container is started with them.
+func TestStartupScriptOwnerEnv(t *testing.T) {
+	e := newEnv(t, nil)
+	spec := testSpec(t, "owner-env", "ann")
+	hostile := `it's "$HOME" $(touch /tmp/x) ` + "`id`" + ` ; #`
+	spec.Env = map[string]string{"DASK_DISTRIBUTED__WORKER__MEMORY__TARGET": "0.1", "MY_VAR": hostile}
+	if err := e.p.StartScheduler(e.ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	in := e.insertFor("gw-owner-env-scheduler")
+	script, _ := in.MetadataValue("startup-script")
+	line := ""
+	for _, l := range strings.Split(script, "\n") {
+		if strings.HasPrefix(l, "OWNER_ENV=(") {
+			line = l
+		}
+	}
+	if line == "" || !strings.Contains(script, `${OWNER_ENV[@]+"${OWNER_ENV[@]}"}`) {
+		t.Fatalf("the script does not pass OWNER_ENV to docker run:\n%s", script)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("bash", "-euc", line+"\n"+`printf '%s|' "${OWNER_ENV[@]}" > "$DIR/env"`)
+	cmd.Env = append(os.Environ(), "DIR="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bash: %v\n%s", err, out)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "-e|DASK_DISTRIBUTED__WORKER__MEMORY__TARGET=0.1|-e|MY_VAR=" + hostile + "|"
+	if string(got) != want {
+		t.Errorf("OWNER_ENV = %q, want %q", got, want)
+	}
+}
