@@ -48,6 +48,15 @@ type benchFlags struct {
 	startTimeout  time.Duration
 	buildTimeout  time.Duration
 	allowMismatch bool
+	// config are the sets' configuration on top of their environment
+	// (--a-dask-config, --a-env-var, and B's): A and B may then run one
+	// environment, on every provider.
+	config [2]setConfig
+}
+
+// setConfig is one set's configuration flags, as given.
+type setConfig struct {
+	dask, vars []string
 }
 
 func (b *benchFlags) add(cmd *cobra.Command) {
@@ -66,6 +75,63 @@ func (b *benchFlags) add(cmd *cobra.Command) {
 	f.DurationVar(&b.startTimeout, "start-timeout", 10*time.Minute, "how long to wait for the clusters and their workers")
 	f.DurationVar(&b.buildTimeout, "build-timeout", 30*time.Minute, "how long to wait for an environment's image build")
 	f.BoolVar(&b.allowMismatch, "allow-mismatch", false, "run even if an image's software differs from the client's Python")
+	for i, l := range []string{"a", "b"} {
+		f.StringArrayVar(&b.config[i].dask, l+"-dask-config", nil, "a Dask config value of set "+strings.ToUpper(l)+"'s scheduler and workers, key=value (e.g. distributed.worker.memory.target=0.1); repeat for more. With --"+l+"-env-var, a set may be defined by configuration on top of an environment: --b-* alone makes B the A environment with that configuration")
+		f.StringArrayVar(&b.config[i].vars, l+"-env-var", nil, "an environment variable of set "+strings.ToUpper(l)+"'s scheduler and workers, NAME=value; repeat for more")
+	}
+}
+
+// environ is set i's variables (the cluster option environ) and how the
+// report names them ("" for none): Dask config keys as given, then the
+// variables, each key=value.
+func (b *benchFlags) environ(i int) (map[string]string, string, error) {
+	c := b.config[i]
+	set := []string{"A", "B"}[i]
+	env := map[string]string{}
+	var names []string
+	for _, kv := range c.dask {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, "", fmt.Errorf("--%s-dask-config %q: give key=value, such as distributed.worker.memory.target=0.1", strings.ToLower(set), kv)
+		}
+		name, err := clusteropts.DaskConfigVar(k)
+		if err != nil {
+			return nil, "", fmt.Errorf("--%s-dask-config: %w", strings.ToLower(set), err)
+		}
+		if _, dup := env[name]; dup {
+			return nil, "", fmt.Errorf("--%s-dask-config %s given twice", strings.ToLower(set), k)
+		}
+		env[name] = v
+		names = append(names, k+"="+v)
+	}
+	for _, kv := range c.vars {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, "", fmt.Errorf("--%s-env-var %q: give NAME=value", strings.ToLower(set), kv)
+		}
+		if _, dup := env[k]; dup {
+			return nil, "", fmt.Errorf("--%s-env-var %s: the variable is given twice (a --%s-dask-config key sets it too?)", strings.ToLower(set), k, strings.ToLower(set))
+		}
+		env[k] = v
+		names = append(names, k+"="+v)
+	}
+	if problems := clusteropts.CheckEnviron(env); len(problems) > 0 {
+		return nil, "", fmt.Errorf("set %s's configuration: %s", set, strings.Join(problems, "; "))
+	}
+	if len(env) == 0 {
+		return nil, "", nil
+	}
+	return env, strings.Join(names, " "), nil
+}
+
+// configured is whether any set is defined by configuration.
+func (b *benchFlags) configured() bool {
+	for _, c := range b.config {
+		if len(c.dask)+len(c.vars) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // check validates the flags that need no gateway.
@@ -138,23 +204,42 @@ func (b *benchFlags) planEnvs(ctx context.Context, c *client.Client) (envs []ben
 	if len(values) == 0 {
 		values = []string{"auto"}
 	}
+	bSet := len(b.config[1].dask)+len(b.config[1].vars) > 0
+	if len(values) == 1 && bSet {
+		// B is A's environment with B's configuration.
+		values = append(values, values[0])
+	}
+	if !fields["image"] && len(values) > 1 && !b.configured() {
+		return nil, false, errors.New("this gateway's provider runs no container images: an A/B test needs the docker, ec2, fargate or gce provider, or sets that differ by configuration (--b-dask-config, --b-env-var; an A/A run with --null works)")
+	}
 	labels := []string{"A", "B"}
 	out := make([]bench.Env, 0, len(values))
 	for i, v := range values {
 		e := bench.Env{Label: labels[i], Name: v, Python: b.clientPython(v), Options: map[string]any{}}
+		env, named, err := b.environ(i)
+		if err != nil {
+			return nil, false, err
+		}
+		if env != nil {
+			// The set's name says its configuration: the report (text,
+			// HTML and stored) shows what differs between the sets.
+			e.Options["environ"] = env
+			e.Name = v + " + " + named
+		}
 		if !fields["image"] {
 			// The local provider runs the gateway host's Python: one
-			// environment, the one the runner uses.
+			// environment, the one the runner uses; sets differ by
+			// configuration only.
 			if v != "auto" && v != "none" {
-				return nil, false, fmt.Errorf("--env %s: this gateway's provider runs no container images, so the only environment is the gateway host's Python (leave out --env; use the docker, ec2, fargate or gce provider to compare environments)", v)
-			}
-			if len(values) > 1 {
-				return nil, false, errors.New("this gateway's provider runs no container images: an A/B test needs the docker, ec2, fargate or gce provider (an A/A run with --null works)")
+				return nil, false, fmt.Errorf("--env %s: this gateway's provider runs no container images, so the only environment is the gateway host's Python (leave out --env; use the docker, ec2, fargate or gce provider to compare environments, or --b-dask-config / --b-env-var to compare configurations)", v)
 			}
 		} else if b.allowMismatch {
 			e.Options["allow_mismatch"] = true
 		}
 		out = append(out, e)
+	}
+	if len(out) == 2 && out[0].Name == out[1].Name {
+		return nil, false, fmt.Errorf("sets A and B are the same (%s): give two environments, or configuration that differs (--b-dask-config, --b-env-var); for an A/A run use --null", out[0].Name)
 	}
 	return out, fields["image"], nil
 }

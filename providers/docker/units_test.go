@@ -223,6 +223,14 @@ func TestContainerConfig(t *testing.T) {
 	if hc.NanoCPUs != 25e7 || hc.Memory != 1<<29 || len(hc.DeviceRequests) != 0 || cfg.Labels[labelRole] != "scheduler" {
 		t.Errorf("scheduler resources = %+v", hc.Resources)
 	}
+	// The owner's variables (the environ option) come first, so that
+	// the gateway's, later, win.
+	spec.Env = map[string]string{"Z_VAR": "z", "DASK_DISTRIBUTED__WORKER__MEMORY__TARGET": "0.1"}
+	cfg, _ = p.containerConfig(spec, "worker-1", providers.RoleWorker, "img:1", nil)
+	if fmt.Sprint(cfg.Env) != fmt.Sprint([]string{"DASK_DISTRIBUTED__WORKER__MEMORY__TARGET=0.1", "Z_VAR=z", "PYTHONUNBUFFERED=1", images.ExpectEnv + `={"dask":"2024.1.0"}`}) {
+		t.Errorf("env with the owner's variables = %q", cfg.Env)
+	}
+	spec.Env = nil
 	spec.EnvExpect = ""
 	spec.Worker = providers.Machine{}
 	cfg, hc = p.containerConfig(spec, "worker-1", providers.RoleWorker, "img:1", nil)
