@@ -43,7 +43,6 @@ var (
 		"DASK_DISTRIBUTED__DASHBOARD__",
 		"DASK_INTERNAL_",
 		"LD_",
-		"PYTHONEXECUTABLE",
 		"DYLD_",
 	}
 )
