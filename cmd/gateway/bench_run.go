@@ -76,7 +76,7 @@ func (b *benchFlags) add(cmd *cobra.Command) {
 	f.DurationVar(&b.buildTimeout, "build-timeout", 30*time.Minute, "how long to wait for an environment's image build")
 	f.BoolVar(&b.allowMismatch, "allow-mismatch", false, "run even if an image's software differs from the client's Python")
 	for i, l := range []string{"a", "b"} {
-		f.StringArrayVar(&b.config[i].dask, l+"-dask-config", nil, "a Dask config value of set "+strings.ToUpper(l)+"'s scheduler and workers, key=value (e.g. distributed.worker.memory.target=0.1); repeat for more. With --"+l+"-env-var, a set may be defined by configuration on top of an environment: --b-* alone makes B the A environment with that configuration")
+		f.StringArrayVar(&b.config[i].dask, l+"-dask-config", nil, "a Dask config value of set "+strings.ToUpper(l)+"'s scheduler and workers, key=value (e.g. distributed.worker.memory.target=0.1); repeat for more. With --"+l+"-env-var, a set may be defined by configuration on top of an environment: --b-dask-config or --b-env-var alone makes B the A environment with that configuration")
 		f.StringArrayVar(&b.config[i].vars, l+"-env-var", nil, "an environment variable of set "+strings.ToUpper(l)+"'s scheduler and workers, NAME=value; repeat for more")
 	}
 }
@@ -85,43 +85,53 @@ func (b *benchFlags) add(cmd *cobra.Command) {
 // report names them ("" for none): Dask config keys as given, then the
 // variables, each key=value.
 func (b *benchFlags) environ(i int) (map[string]string, string, error) {
-	c := b.config[i]
-	set := []string{"A", "B"}[i]
+	l := []string{"a", "b"}[i]
+	env, names, err := configEnviron("--"+l+"-dask-config", "--"+l+"-env-var", b.config[i].dask, b.config[i].vars)
+	if err != nil {
+		return nil, "", fmt.Errorf("set %s: %w", strings.ToUpper(l), err)
+	}
+	return env, strings.Join(names, " "), nil
+}
+
+// configEnviron makes the environ option of --dask-config key=value and
+// --env-var NAME=value flags (named daskFlag and varFlag), checked as the
+// gateway checks it, and names each setting as given; nil when none.
+func configEnviron(daskFlag, varFlag string, dask, vars []string) (map[string]string, []string, error) {
 	env := map[string]string{}
 	var names []string
-	for _, kv := range c.dask {
+	for _, kv := range dask {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return nil, "", fmt.Errorf("--%s-dask-config %q: give key=value, such as distributed.worker.memory.target=0.1", strings.ToLower(set), kv)
+			return nil, nil, fmt.Errorf("%s %q: give key=value, such as distributed.worker.memory.target=0.1", daskFlag, kv)
 		}
 		name, err := clusteropts.DaskConfigVar(k)
 		if err != nil {
-			return nil, "", fmt.Errorf("--%s-dask-config: %w", strings.ToLower(set), err)
+			return nil, nil, fmt.Errorf("%s: %w", daskFlag, err)
 		}
 		if _, dup := env[name]; dup {
-			return nil, "", fmt.Errorf("--%s-dask-config %s given twice", strings.ToLower(set), k)
+			return nil, nil, fmt.Errorf("%s %s given twice", daskFlag, k)
 		}
 		env[name] = v
 		names = append(names, k+"="+v)
 	}
-	for _, kv := range c.vars {
+	for _, kv := range vars {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return nil, "", fmt.Errorf("--%s-env-var %q: give NAME=value", strings.ToLower(set), kv)
+			return nil, nil, fmt.Errorf("%s %q: give NAME=value", varFlag, kv)
 		}
 		if _, dup := env[k]; dup {
-			return nil, "", fmt.Errorf("--%s-env-var %s: the variable is given twice (a --%s-dask-config key sets it too?)", strings.ToLower(set), k, strings.ToLower(set))
+			return nil, nil, fmt.Errorf("%s %s: the variable is given twice (by %s too?)", varFlag, k, daskFlag)
 		}
 		env[k] = v
 		names = append(names, k+"="+v)
 	}
 	if problems := clusteropts.CheckEnviron(env); len(problems) > 0 {
-		return nil, "", fmt.Errorf("set %s's configuration: %s", set, strings.Join(problems, "; "))
+		return nil, nil, errors.New(strings.Join(problems, "; "))
 	}
 	if len(env) == 0 {
-		return nil, "", nil
+		return nil, nil, nil
 	}
-	return env, strings.Join(names, " "), nil
+	return env, names, nil
 }
 
 // configured is whether any set is defined by configuration.

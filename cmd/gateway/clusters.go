@@ -137,6 +137,7 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 	var timeout, idle time.Duration
 	var sw softwareFlags
 	var shareWith, shareAllow []string
+	var daskConfig, envVars []string
 	cmd := &cobra.Command{
 		Use:   "new-cluster",
 		Short: "Start a Dask cluster and print how to connect to it",
@@ -174,6 +175,9 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 					return err
 				}
 				opts.WorkerMemory = gib
+			}
+			if opts.Environ, _, err = configEnviron("--dask-config", "--env-var", daskConfig, envVars); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			start := time.Now()
@@ -233,6 +237,8 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 	f.BoolVar(&spot, "spot", false, "workers on spot capacity, on-demand when there is none (cloud backends)")
 	f.BoolVar(&noWait, "no-wait", false, "print the name and return at once")
 	f.DurationVar(&idle, "idle-timeout", 0, "stop the cluster after this long with no tasks and no clients, e.g. 20m (0: never; default: the gateway's)")
+	f.StringArrayVar(&daskConfig, "dask-config", nil, "a Dask config value of the scheduler and workers, key=value (e.g. distributed.worker.memory.target=0.1; passed as DASK_ variables); repeat for more")
+	f.StringArrayVar(&envVars, "env-var", nil, "an environment variable of the scheduler and workers, NAME=value; repeat for more")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the cluster and its workers")
 	f.StringSliceVar(&shareWith, "share", nil, "share the cluster with user:NAME or group:NAME (see gateway share)")
 	f.StringSliceVar(&shareAllow, "share-allow", nil, "what they may do beyond viewing and connecting: scale, stop")
