@@ -45,7 +45,11 @@ func spotNotice(code string) bool {
 }
 
 // describe lists the instances of this gateway matching filters, every
-// page of them.
+// page of them. The gateway-id tag filter narrows the listing on EC2's
+// side; every tag filter is then checked again here, exactly: EC2 takes *
+// and ? in filter values as wildcards, and a server (or emulator) that
+// lets more through than asked must not hand this gateway another's
+// instances to describe, stop or terminate.
 func (p *Provider) describe(ctx context.Context, filters []types.Filter) ([]types.Instance, error) {
 	filters = append([]types.Filter{filter("tag:"+tagGateway, p.cfg.GatewayID)}, filters...)
 	var out []types.Instance
@@ -58,12 +62,37 @@ func (p *Provider) describe(ctx context.Context, filters []types.Filter) ([]type
 			return nil, p.apiError("DescribeInstances", err)
 		}
 		for _, r := range page.Reservations {
-			out = append(out, r.Instances...)
+			for _, in := range r.Instances {
+				if tagValue(in.Tags, tagGateway) == p.cfg.GatewayID && tagsMatch(in.Tags, filters) {
+					out = append(out, in)
+				}
+			}
 		}
 		if token = page.NextToken; aws.ToString(token) == "" {
 			return out, nil
 		}
 	}
+}
+
+// tagsMatch reports whether tags hold, for every tag:<key> filter, one of
+// its values exactly.
+func tagsMatch(tags []types.Tag, filters []types.Filter) bool {
+	for _, f := range filters {
+		key, ok := strings.CutPrefix(aws.ToString(f.Name), "tag:")
+		if !ok {
+			continue
+		}
+		v, has := "", false
+		for _, t := range tags {
+			if aws.ToString(t.Key) == key {
+				v, has = aws.ToString(t.Value), true
+			}
+		}
+		if !has || !slices.Contains(f.Values, v) {
+			return false
+		}
+	}
+	return true
 }
 
 // clusterInstances lists a cluster's instances in the given states (all
