@@ -46,7 +46,7 @@ func TestContract(t *testing.T) {
 		Isolation: &contract.Isolation{Neighbour: func(t *testing.T, _ providers.Provider) contract.Neighbour {
 			return contract.Neighbour{P: newProvider(t, gatewayID+"-other"), Spec: spec(gatewayID + "-other")}
 		}},
-		// No Regional: members run on the gateway's host (README, Quotas).
+		// No Regional: members run on the gateway's host (docs/operating.md, Quotas).
 		Capabilities: []contract.Capability{contract.Immediate, contract.StopTimes, contract.LogReader,
 			contract.MemberLister, contract.Closer},
 		Timeout: 45 * time.Second,
