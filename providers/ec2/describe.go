@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/internal/backoff"
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
 )
@@ -109,7 +110,8 @@ func (p *Provider) clusterInstances(ctx context.Context, cluster string, states 
 // one launched by this process that EC2 does not list yet is reported
 // pending. A scheduler is running once it accepts connections.
 func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Member, error) {
-	all, err := p.clusterInstances(ctx, cluster)
+	// A cluster's polls take at most its fair share of the budget.
+	all, err := p.clusterInstances(backoff.WithKey(ctx, cluster), cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -595,6 +597,7 @@ func (p *Provider) terminate(ctx context.Context, cluster string, ids []string) 
 // unknown cluster is not an error, and a repeat after a partial stop does
 // what is left.
 func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
+	defer p.describeBudget().Forget(cluster)
 	all, err := p.clusterInstances(ctx, cluster)
 	if err != nil {
 		return err
