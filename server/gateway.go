@@ -242,6 +242,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	g.proxy.SetLoginRedirect(api.LoginURL)
 	g.proxy.SetPublicURL(g.PublicURL)
 	g.proxy.SetViewers(viewers{g.core}, 0)
+	g.proxy.SetDashboardProblem(g.dashboardProblem)
 	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(dashboardAuth(authn, sessions, limiter)))
 	// The console has the rest of the paths: the root, for browsers.
 	g.console, err = console.New(console.Config{PublicURL: g.PublicURL, Version: version, SignIn: browser != nil, SignInAtOnce: browser != nil && browser.Hub != nil,

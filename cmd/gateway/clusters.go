@@ -216,7 +216,7 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 			if g.json() {
 				return printJSON(cmd.OutOrStdout(), ci)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "\nCluster %s is running with %d workers (%.1fs)\n\n", name, d.Workers.Ready, time.Since(start).Seconds())
+			fmt.Fprintf(cmd.OutOrStdout(), "\nCluster %s is running with %s (%.1fs)\n\n", name, workerCount(d.Workers.Ready), time.Since(start).Seconds())
 			printConnection(cmd.OutOrStdout(), ci)
 			return nil
 		},
@@ -445,7 +445,7 @@ func newScaleCmd(g *globals) *cobra.Command {
 						workers = d.Workers.Requested
 					}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Cluster %s scaling to %d workers\n", args[0], workers)
+				fmt.Fprintf(cmd.OutOrStdout(), "Cluster %s scaling to %s\n", args[0], workerCount(workers))
 				return nil
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
@@ -459,7 +459,7 @@ func newScaleCmd(g *globals) *cobra.Command {
 					return fmt.Errorf("cluster %s failed: %s", d.Name, d.Reason)
 				}
 				if d.Workers.Ready == d.Workers.Requested {
-					fmt.Fprintf(cmd.OutOrStdout(), "Cluster %s has %d workers\n", d.Name, d.Workers.Ready)
+					fmt.Fprintf(cmd.OutOrStdout(), "Cluster %s has %s\n", d.Name, workerCount(d.Workers.Ready))
 					return nil
 				}
 				select {
