@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/bench/report"
 	"github.com/gatewayhq/gateway/clusteropts"
 )
 
@@ -31,7 +32,12 @@ const (
 	RunFailed  = "failed"  // nothing could run
 	RunStopped = "stopped" // interrupted (Ctrl-C, the gateway stopping)
 	RunRefused = "refused" // the cost estimate exceeded the limit
+	RunPartial = "partial" // some samples failed (more than PartialOver of them: failed)
 )
+
+// FailedOver is the share of failed samples beyond which a run that
+// went to its end is failed rather than partial.
+const FailedOver = 0.5
 
 // Env is one set of the comparison: an environment, the options that
 // make a cluster run it, and the Python the runner uses for it (the
@@ -291,8 +297,8 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		return out, nil
 	}
 	for rep := 1; rep <= cfg.Repeat; rep++ {
-		for _, test := range tests {
-			for _, s := range sets {
+		for ti, test := range tests {
+			for _, s := range r.order(rep, ti) {
 				if ctx.Err() != nil {
 					r.skipRest(ctx, tests, rep, test, s.Label)
 					out.Status, out.Message = RunStopped, "interrupted"
@@ -310,11 +316,37 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 			}
 		}
 	}
-	if out.Failed() == len(out.Samples) {
-		out.Status = RunFailed
-		out.Message = "no sample succeeded"
-	}
+	out.Status, out.Message = finalStatus(out)
 	return out, nil
+}
+
+// finalStatus is the status of a run that went to its end: done when
+// every sample succeeded, partial when some failed, failed when more
+// than FailedOver of them did.
+func finalStatus(out Outcome) (string, string) {
+	failed, n := out.Failed(), len(out.Samples)
+	switch {
+	case failed == 0:
+		return RunDone, ""
+	case failed == n:
+		return RunFailed, "no sample succeeded"
+	case float64(failed) > FailedOver*float64(n):
+		return RunFailed, fmt.Sprintf("%d of %d samples failed (more than %.0f%%)", failed, n, FailedOver*100)
+	}
+	return RunPartial, fmt.Sprintf("%d of %d samples failed", failed, n)
+}
+
+// order is the sets in the order they run test ti of round rep: rotated
+// by one each test and each round, so that no set always goes first (a
+// warm cache or a slow neighbour favours no set). Samples record when
+// each ran.
+func (r *run) order(rep, ti int) []*set {
+	n := len(r.sets)
+	out := make([]*set, n)
+	for i := range out {
+		out[i] = r.sets[(i+rep-1+ti)%n]
+	}
+	return out
 }
 
 // listed is the tests of an InCluster run, from what its first runner
@@ -598,8 +630,8 @@ func (r *run) skip(ctx context.Context, tests []string, rep int, fromTest, fromS
 	ctx = context.WithoutCancel(ctx)
 	started := fromTest == ""
 	for ; rep <= r.cfg.Repeat; rep++ {
-		for _, t := range tests {
-			for _, s := range r.sets {
+		for ti, t := range tests {
+			for _, s := range r.order(rep, ti) {
 				at := !started && t == fromTest && s.Label == fromSet
 				if at {
 					started = true
@@ -709,11 +741,7 @@ func (r *run) progress(ctx context.Context, s Sample, done, total int) (over str
 	if s.Status != StatusOK {
 		// A traceback says what went wrong last; the gateway's own
 		// messages first (a cluster's reason ends with its log's tail).
-		line := brief(s.Error)
-		if s.Status == StatusError {
-			line = lastLine(s.Error)
-		}
-		what = s.Status + ": " + line
+		what = s.Status + ": " + report.Shorten(report.Exception(s.Error), 240)
 	}
 	fmt.Fprintf(r.cfg.Progress, "[%d/%d] %s repeat %d/%d %s  %s  (~%s left%s)\n", done, total, s.Set, s.Repeat, r.cfg.Repeat, s.Test, what, left.Round(time.Second), cost)
 	return over

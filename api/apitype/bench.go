@@ -76,7 +76,7 @@ type BenchSamplesRequest struct {
 
 // BenchFinishRequest is the body of POST .../finish.
 type BenchFinishRequest struct {
-	Status string `json:"status"` // ok, failed or cancelled
+	Status string `json:"status"` // ok, partial (some samples failed), failed or cancelled
 	Error  string `json:"error,omitempty"`
 }
 
