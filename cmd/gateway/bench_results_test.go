@@ -17,6 +17,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/bench/report"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -314,5 +315,43 @@ func TestMatchTestName(t *testing.T) {
 		if got != c.want || (err == nil) != (c.err == "") || (err != nil && err.Error() != c.err) {
 			t.Errorf("matchTestName(%q) = %q, %v; want %q, %q", c.name, got, err, c.want, c.err)
 		}
+	}
+}
+
+type storedRun struct {
+	run apitype.BenchRunJSON
+	err error
+}
+
+func (s storedRun) BenchRun(context.Context, string) (apitype.BenchRunJSON, error) { return s.run, s.err }
+
+// The table at the end of a run is the stored report: when the store kept
+// fewer samples than the command saw (some could not be recorded), it
+// shows the store's n, as gateway bench report does.
+func TestBenchOutcomePrintsStoredReport(t *testing.T) {
+	out := bench.Outcome{RunID: "br-1", Status: bench.RunDone}
+	for i := range 5 {
+		out.Samples = append(out.Samples, bench.Sample{Test: "bench_x", Set: "A", Repeat: i + 1, Status: bench.StatusOK, WallS: 1})
+	}
+	stored := apitype.BenchRunJSON{ID: "br-1", Suite: "s", Status: "partial", Envs: []apitype.BenchEnvJSON{{Label: "A", Name: "base"}}}
+	for i := range 2 {
+		stored.Samples = append(stored.Samples, apitype.BenchSampleJSON{Test: "bench_x", Env: "A", Repeat: i, WallSeconds: 1, Status: "ok"})
+	}
+	var b strings.Builder
+	if err := printBenchOutcome(context.Background(), &b, false, storedRun{run: stored}, out); err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	_ = printReport(&want, report.Build(stored, report.DefaultThreshold))
+	if !strings.HasPrefix(b.String(), want.String()) || !strings.Contains(b.String(), "n=2") || strings.Contains(b.String(), "n=5") ||
+		!strings.Contains(b.String(), "Run br-1 partial.") {
+		t.Errorf("printed:\n%s\nwant the stored report:\n%s", b.String(), want.String())
+	}
+	b.Reset()
+	if err := printBenchOutcome(context.Background(), &b, false, storedRun{err: errors.New("gateway unreachable")}, out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "could not be read (gateway unreachable)") {
+		t.Errorf("fallback:\n%s", b.String())
 	}
 }

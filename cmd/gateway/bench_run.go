@@ -17,6 +17,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/bench"
+	"github.com/gatewayhq/gateway/bench/report"
 	"github.com/gatewayhq/gateway/bench/schedspec"
 	"github.com/gatewayhq/gateway/client"
 	"github.com/gatewayhq/gateway/clusteropts"
@@ -345,7 +346,7 @@ gateway bench report RUN and gateway bench history TEST.
 			}
 			out, err := bench.Run(ctx, cfg)
 			if out.RunID != "" {
-				if perr := printBenchOutcome(cmd.OutOrStdout(), g.json(), out); perr != nil && err == nil {
+				if perr := printBenchOutcome(context.WithoutCancel(ctx), cmd.OutOrStdout(), g.json(), c, out); perr != nil && err == nil {
 					err = perr
 				}
 			}
@@ -371,15 +372,32 @@ gateway bench report RUN and gateway bench history TEST.
 }
 
 func runOptions(b benchFlags, maxCost float64) map[string]any {
-	return map[string]any{"repeat": b.repeat, "null": b.null, "select": b.pattern, "timeout": b.timeout.String(), "max_cost": maxCost}
+	return map[string]any{"repeat": b.repeat, "null": b.null, "select": b.pattern, "timeout": b.timeout.String(), "max_cost": maxCost,
+		"order": "rotated: each test of each round starts one set later than the one before"}
 }
 
-// printBenchOutcome prints each test's samples per set: how many
-// succeeded and their median wall time.
-func printBenchOutcome(w io.Writer, asJSON bool, out bench.Outcome) error {
+// runReader reads a stored run; *client.Client has it.
+type runReader interface {
+	BenchRun(ctx context.Context, id string) (apitype.BenchRunJSON, error)
+}
+
+// printBenchOutcome prints the run's report as the gateway stored it, so
+// that the table at the end of a run is the one gateway bench report
+// prints (same n, same figures). When the store cannot be read it falls
+// back to what this command saw, and says so.
+func printBenchOutcome(ctx context.Context, w io.Writer, asJSON bool, c runReader, out bench.Outcome) error {
 	if asJSON {
 		return printJSON(w, out)
 	}
+	run, err := c.BenchRun(ctx, out.RunID)
+	if err == nil {
+		if err := printReport(w, report.Build(run, report.DefaultThreshold)); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\nRun %s %s. Report: gateway bench report %s\n", out.RunID, run.Status, out.RunID)
+		return nil
+	}
+	fmt.Fprintf(w, "The stored report could not be read (%v): the samples this command saw, which the store may lack:\n", err)
 	type key struct{ test, set string }
 	walls := map[key][]float64{}
 	failed := map[key]int{}
