@@ -315,6 +315,12 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 				}
 			}
 		}
+		if rep == 1 && r.est.Assumed > 0 && done < total {
+			// The estimate counted benchmarks without history at the
+			// timeout: the first pass has timed each of them.
+			fmt.Fprintf(r.cfg.Progress, "Estimate from one timed pass of each benchmark (%d samples in %s): ~%s left\n",
+				done, r.cfg.Now().Sub(r.sampling).Round(time.Second), r.left(done, total).Round(time.Second))
+		}
 	}
 	out.Status, out.Message = finalStatus(out)
 	return out, nil

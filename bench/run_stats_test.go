@@ -106,3 +106,16 @@ func TestProgressShowsException(t *testing.T) {
 		t.Errorf("progress line %q", out)
 	}
 }
+
+// An estimate that counts benchmarks without history at the timeout says
+// it is a bound until the first pass times them.
+func TestEstimateWithoutHistoryIsABound(t *testing.T) {
+	e := Estimate{Clusters: 2, Samples: 10, Sampling: 100 * time.Minute, Start: time.Minute, Assumed: 1, Default: 10 * time.Minute, Priced: true, PriceHour: 1, Cost: 3.37}
+	if s := e.String(); !strings.Contains(s, "at most ~1h41m0s, at most ~$3.37, until one pass of each benchmark is timed") || !strings.Contains(s, "an upper bound") {
+		t.Errorf("estimate %q", s)
+	}
+	e.Assumed, e.FromHistory = 0, 1
+	if s := e.String(); strings.Contains(s, "at most") {
+		t.Errorf("an estimate from history %q", s)
+	}
+}
