@@ -119,3 +119,25 @@ func TestEstimateWithoutHistoryIsABound(t *testing.T) {
 		t.Errorf("an estimate from history %q", s)
 	}
 }
+
+// Adaptive repeats stop sampling a benchmark once its intervals are
+// narrower than the precision, and go on with the others.
+func TestUnsettled(t *testing.T) {
+	r := &run{cfg: Config{Precision: 0.05}, out: &Outcome{}, sets: []*set{{Env: Env{Label: "A"}}, {Env: Env{Label: "B"}}, {Env: Env{Label: "A2"}}}}
+	for i := range 10 {
+		for _, set := range []string{"A", "B", "A2"} {
+			r.out.Samples = append(r.out.Samples,
+				Sample{Test: "tight", Set: set, Status: StatusOK, WallS: 1 + 0.001*float64(i%3)},
+				Sample{Test: "loose", Set: set, Status: StatusOK, WallS: 1 + 0.5*float64(i%3)})
+		}
+	}
+	// "failing" has no successful sample of B: it cannot be settled.
+	r.out.Samples = append(r.out.Samples, Sample{Test: "failing", Set: "A", Status: StatusOK, WallS: 1}, Sample{Test: "failing", Set: "B", Status: StatusError})
+	if got := r.unsettled([]string{"tight", "loose", "failing"}); fmt.Sprint(got) != "[loose failing]" {
+		t.Errorf("unsettled %v, want [loose failing]", got)
+	}
+	r.sets = r.sets[:1] // one set: A's own median
+	if got := r.unsettled([]string{"tight", "loose"}); fmt.Sprint(got) != "[loose]" {
+		t.Errorf("one set: unsettled %v, want [loose]", got)
+	}
+}

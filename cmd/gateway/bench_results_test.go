@@ -355,3 +355,21 @@ func TestBenchOutcomePrintsStoredReport(t *testing.T) {
 		t.Errorf("fallback:\n%s", b.String())
 	}
 }
+
+// Adaptive repeats' flags are checked before anything starts.
+func TestBenchRunPrecisionFlags(t *testing.T) {
+	tg, _ := benchGateway(t)
+	suite := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-repeat", "9"}, "give --precision too"},
+		{[]string{"--precision", "lots"}, "--precision"},
+		{[]string{"--precision", "5%", "--repeat", "10", "--max-repeat", "3"}, "--max-repeat 3: give 10 (--repeat) to 1000"},
+	} {
+		if _, err := tg.run(t, "ann", append([]string{"bench", "run", suite}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
