@@ -323,7 +323,9 @@ type storedRun struct {
 	err error
 }
 
-func (s storedRun) BenchRun(context.Context, string) (apitype.BenchRunJSON, error) { return s.run, s.err }
+func (s storedRun) BenchRun(context.Context, string) (apitype.BenchRunJSON, error) {
+	return s.run, s.err
+}
 
 // The table at the end of a run is the stored report: when the store kept
 // fewer samples than the command saw (some could not be recorded), it
