@@ -224,15 +224,16 @@ func newBenchReportCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "report RUN [--html FILE] [--threshold 10%] [-o text|json]",
 		Short: "Compare a run's environments test by test, with statistics and a verdict",
-		Long: `Compare a run's environments test by test: A and B mean, median and standard
-deviation of the wall time of successful samples, the relative change of
+		Long: `Compare a run's environments test by test: A's and B's median, quartiles and
+count of the wall time of successful samples, the relative change of
 medians (B/A − 1), a Mann–Whitney U p-value, a bootstrap 95 % interval of the
 change, the A/A noise band when the run measured one (--null), and a verdict.
 
 ` + report.Rule + `
 
 --html FILE also writes one self-contained HTML file (no network needed to
-view it) with bars and error bars per test and each test's history.`,
+view it) with a box plot of every set's samples per test and each test's
+history, one line per set, dated.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, c, err := g.formatAndConnect(cmd.Context())
