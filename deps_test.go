@@ -14,7 +14,7 @@ import (
 // module is the import path of this repository's root.
 const module = "github.com/gatewayhq/gateway"
 
-// layerRule is one line of the README's Architecture section: the
+// layerRule is one line of the Architecture section of docs/internals.md: the
 // packages matching from may not depend on those matching forbid, directly
 // or through another package.
 type layerRule struct {
@@ -35,7 +35,7 @@ type layerRule struct {
 // helpers.
 var backendFolders = []string{"providers/local/...", "providers/docker/...", "providers/ec2/...", "providers/fargate/...", "providers/gce/..."}
 
-// layering is the enforced part of the README's Architecture section.
+// layering is the enforced part of the Architecture section of docs/internals.md.
 var layering = []layerRule{
 	{from: "internal/...", only: []string{"internal/..."}, tests: true,
 		why: "internal/ holds leaf utilities: they import no package of the gateway's domain, and neither do their tests"},
@@ -64,7 +64,7 @@ var layering = []layerRule{
 		why: "the control loop writes routes through an interface it declares and verifies members with internal/pki; the proxy reads routes"},
 }
 
-// TestLayering fails on an import that the README's Architecture section
+// TestLayering fails on an import that the Architecture section of docs/internals.md
 // forbids, naming the chain of imports that brings it in.
 func TestLayering(t *testing.T) {
 	pkgs := goList(t)

@@ -254,7 +254,7 @@ func (h *JupyterHub) ask(ctx context.Context, k [32]byte, token string) (hubAnsw
 	case m.Name == "" || len(m.Name) > 255 || !utf8.ValidString(m.Name):
 		a.err = fmt.Errorf("%w: JupyterHub named no usable user for this token", ErrInvalid)
 	case !slices.Contains(m.Scopes, "access:services") && !slices.Contains(m.Scopes, "access:services!service="+service):
-		a.err = fmt.Errorf("%w: this JupyterHub token does not grant access to the gateway's hub service %q (it lacks the scope access:services!service=%s; see the README, JupyterHub)", ErrInvalid, service, service)
+		a.err = fmt.Errorf("%w: this JupyterHub token does not grant access to the gateway's hub service %q (it lacks the scope access:services!service=%s; see docs/operating.md, JupyterHub)", ErrInvalid, service, service)
 	default:
 		u := h.userOf(m)
 		if err := h.record(ctx, u, now); err != nil {

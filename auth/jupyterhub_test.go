@@ -117,7 +117,7 @@ func TestJupyterHubTokens(t *testing.T) {
 
 // TestJupyterHubRevocation: a token revoked on the hub keeps working from
 // the cache until CacheTTL after the hub last vouched for it, and no
-// longer; the default TTL keeps that within the 30 seconds the README
+// longer; the default TTL keeps that within the 30 seconds docs/operating.md
 // promises.
 func TestJupyterHubRevocation(t *testing.T) {
 	if auth.DefaultHubCacheTTL > 30*time.Second {

@@ -12,7 +12,7 @@ import (
 
 // TestBenchmarkRuns runs the benchmark (go run ./integration/bench) in its
 // quick mode and checks that it measures every figure with a baseline or a
-// target, so that the command in the README keeps working. Whether the
+// target, so that the command in docs/performance.md keeps working. Whether the
 // targets are met is the benchmark's to say, not this test's: timing
 // targets do not belong in tests on a shared machine.
 func TestBenchmarkRuns(t *testing.T) {

@@ -64,7 +64,7 @@ func wantLines(t *testing.T, what, out string, patterns ...string) {
 // clusters and the one shared with their group (with exactly
 // dask-gateway's fields, or its client would refuse the list), connects
 // to the shared one by name and computes, and starts one of its own. The
-// hub spawner's environment variables of the README do the same without
+// hub spawner's environment variables of docs/using.md do the same without
 // the file. Unsharing ends the connect; logout removes the file and
 // revokes its token.
 func TestGatewayNoArguments(t *testing.T) {
@@ -144,7 +144,7 @@ func TestGatewayNoArguments(t *testing.T) {
 		t.Errorf("dev2's browser session on the shared dashboard: %d %.200s", resp.StatusCode, page)
 	}
 
-	// A hub's spawner: no file, the environment of the README.
+	// A hub's spawner: no file, the environment of docs/using.md.
 	tok := strings.TrimSpace(dev2.gwStdout("token", "create", "--name", "hub"))
 	bare := t.TempDir()
 	out = daskClient(t, withoutDask(env, "HOME="+bare, "DASK_GATEWAY__ADDRESS="+e.url, "DASK_GATEWAY__AUTH__TYPE=jupyterhub", "JUPYTERHUB_API_TOKEN="+tok),

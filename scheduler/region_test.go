@@ -178,7 +178,7 @@ func newRegionCore(t *testing.T, p providers.Provider, limits string) *scheduler
 // and the allowed ones, and admits it when it lists it; on EC2 and
 // Fargate as on Compute Engine, whether their region is configured or
 // left to the AWS SDK's settings. The local backend has no region: the
-// allow-list has nothing to refuse there (README, Quotas).
+// allow-list has nothing to refuse there (docs/operating.md, Quotas).
 func TestAllowedRegionsEveryBackend(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

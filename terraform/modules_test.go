@@ -345,7 +345,7 @@ func TestGatewaySettingsExist(t *testing.T) {
 			for _, env := range re.FindAllString(text, -1) {
 				seen++
 				if !known[env] {
-					t.Errorf("%s sets %s, which is not a gateway setting (see the Configuration table in README.md)", name, env)
+					t.Errorf("%s sets %s, which is not a gateway setting (see the table in docs/configuration.md)", name, env)
 				}
 			}
 		}

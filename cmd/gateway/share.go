@@ -10,7 +10,7 @@ import (
 	"github.com/gatewayhq/gateway/api/apitype"
 )
 
-// afterUnshare is what the CLI (and the README) say plainly about what
+// afterUnshare is what the CLI (and docs/using.md) say plainly about what
 // ending a share ends, and what it cannot.
 const afterUnshare = `Their API and dashboard access has ended (dashboards they hold open close within a second).
 Dask connections they already made stay open, and the cluster's TLS credentials they received

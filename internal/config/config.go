@@ -217,7 +217,7 @@ func (c *Config) hubProblems() []string {
 			problems = append(problems, fmt.Sprintf("auth.jupyterhub.api_url %q must be the hub's http:// or https:// API URL, e.g. http://hub:8081/hub/api", h.APIURL))
 		}
 		if h.APIToken == "" {
-			problems = append(problems, "auth.jupyterhub.api_token must be the api_token of the gateway's service on the hub (see README, JupyterHub)")
+			problems = append(problems, "auth.jupyterhub.api_token must be the api_token of the gateway's service on the hub (see docs/operating.md, JupyterHub)")
 		}
 	} else if h.APIToken != "" || h.OAuthClientID != "" {
 		problems = append(problems, "auth.jupyterhub.api_url must name the hub's API for auth.jupyterhub.api_token and oauth_client_id to work")

@@ -28,7 +28,7 @@ func TestContract(t *testing.T) {
 			return testSpec(t, cluster, owner, e.gatewayID)
 		},
 		// No Regional: members run on the configured Docker engine
-		// (README, Quotas).
+		// (docs/operating.md, Quotas).
 		Capabilities: []contract.Capability{contract.Immediate, contract.StopTimes, contract.LogReader,
 			contract.MemberLister, contract.Closer},
 		Timeout: 45 * time.Second,

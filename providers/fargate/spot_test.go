@@ -10,7 +10,7 @@ import (
 )
 
 // TestSpotOption: a gateway on Fargate offers and admits the spot option
-// (the README promises FARGATE_SPOT), and a cluster asking for it gets its
+// (docs/operating.md promises FARGATE_SPOT), and a cluster asking for it gets its
 // workers, not its scheduler, on FARGATE_SPOT.
 func TestSpotOption(t *testing.T) {
 	ctx := context.Background()

@@ -8,7 +8,7 @@ import (
 )
 
 // TestOwnershipTags: the security group, the secret and the task
-// definitions carry all four ownership tags the README promises, like the
+// definitions carry all four ownership tags docs/operating.md promises, like the
 // tasks.
 func TestOwnershipTags(t *testing.T) {
 	ctx := context.Background()

@@ -38,7 +38,7 @@ func TestContract(t *testing.T) {
 				DashboardPrefix: "/clusters/" + cluster, WorkerThreads: 1, WorkerMemory: 1 << 30,
 			}
 		},
-		// No Regional: members run on the gateway's host (README, Quotas).
+		// No Regional: members run on the gateway's host (docs/operating.md, Quotas).
 		Capabilities: []contract.Capability{contract.Immediate, contract.StopTimes, contract.LogReader,
 			contract.MemberLister, contract.Closer},
 		Timeout: 45 * time.Second,

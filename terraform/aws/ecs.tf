@@ -3,7 +3,7 @@
 # one PostgreSQL database.
 #
 # Its whole configuration is the container's environment (GATEWAY_* keys,
-# see the Configuration table of the repository's README.md) and `secrets`
+# see the repository's docs/configuration.md) and `secrets`
 # (values ECS reads from Secrets Manager when the task starts): no
 # configuration file. Lists are comma-separated.
 
