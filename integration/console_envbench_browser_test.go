@@ -47,7 +47,7 @@ func TestConsoleEnvBench(t *testing.T) {
 	image := testdocker.DaskImage(t)
 	rootfs := testdocker.Rootfs(t)
 
-	host, base := layersRegistry(t, image)
+	host, base := layersRegistry(t)
 
 	// The index answers what it has at once, but a wheel's download only
 	// once the test lets it go.
