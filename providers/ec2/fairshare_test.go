@@ -43,26 +43,9 @@ func TestStuckClusterTakesItsFairShare(t *testing.T) {
 	}
 	before := map[string]int{stuck: calls(stuck), starting: calls(starting)}
 	const window, rounds = 30 * time.Second, 400
-	start := clock.Now()
-	var startingWait time.Duration
-	startingPolls := 0
-	for range rounds {
-		if clock.Now().Sub(start) >= window {
-			break
-		}
-		for range 3 {
-			if _, err := e.p.Describe(c, stuck); err != nil {
-				t.Fatal(err)
-			}
-		}
-		at := clock.Now()
-		if _, err := e.p.Describe(c, starting); err != nil {
-			t.Fatal(err)
-		}
-		startingWait = max(startingWait, clock.Now().Sub(at))
-		startingPolls++
-	}
-	elapsed := clock.Now().Sub(start)
+	elapsed, startingWait, startingPolls := clock.StuckAndStarting(t, window, rounds,
+		func() error { _, err := e.p.Describe(c, stuck); return err },
+		func() error { _, err := e.p.Describe(c, starting); return err })
 	got := map[string]int{}
 	for name, n := range before {
 		got[name] = calls(name) - n
