@@ -323,7 +323,8 @@ func TestBadInput(t *testing.T) {
 		{"absurd workers", "POST", "/api/v1/clusters/", `{"cluster_options": {"workers": 1000000000}}`, 422, "invalid_request", "workers must be between 0 and 50"},
 		{"fractional workers", "POST", "/api/v1/clusters/", `{"cluster_options": {"workers": 1.5}}`, 422, "invalid_request", "whole number"},
 		{"string workers", "POST", "/api/v1/clusters/", `{"cluster_options": {"workers": "two"}}`, 422, "invalid_request", "whole number"},
-		{"unknown option", "POST", "/api/v1/clusters/", `{"cluster_options": {"gpus": 8}}`, 422, "invalid_request", "unknown option(s) gpus; known options are idle_timeout, worker_memory, worker_threads, workers"},
+		{"unknown option", "POST", "/api/v1/clusters/", `{"cluster_options": {"gpus": 8}}`, 422, "invalid_request", "unknown option(s) gpus; known options are environ, idle_timeout, worker_memory, worker_threads, workers"},
+		{"reserved environ", "POST", "/api/v1/clusters/", `{"cluster_options": {"environ": {"LD_PRELOAD": "/tmp/x.so", "OK_VAR": "1"}}}`, 422, "invalid_request", "environ variable LD_PRELOAD is reserved"},
 		{"tiny memory", "POST", "/api/v1/clusters/", `{"cluster_options": {"worker_memory": 0.001}}`, 422, "invalid_request", "worker_memory must be between"},
 		{"bad status filter", "GET", "/api/v1/clusters/?status=BOGUS", "", 422, "invalid_request", "unknown status"},
 		// A value of the wrong type is a 422 (dask-gateway's ValueError) on every route, before any lookup.
