@@ -65,13 +65,13 @@ const Alpha = 0.05
 // alert.
 func Check(ctx context.Context, src HistorySource, owner, env string, window time.Duration, threshold float64) (apitype.BenchCheckJSON, error) {
 	out := apitype.BenchCheckJSON{Env: env, Window: window.String(), Threshold: threshold, Alpha: Alpha, Findings: []apitype.BenchFindingJSON{}}
-	newest, err := src.BenchHistory(ctx, store.BenchHistoryFilter{Owner: owner, Env: env, Limit: 1})
+	newest, err := src.BenchHistory(ctx, store.BenchHistoryFilter{Owner: owner, Env: env, Limit: 1, Baseline: true})
 	if err != nil || len(newest) == 0 {
 		return out, err
 	}
 	// Samples are taken after their run starts: every sample of a run that
 	// started in the window is at or after its start.
-	points, err := src.BenchHistory(ctx, store.BenchHistoryFilter{Owner: owner, Env: env, Since: newest[0].StartedAt.Add(-window)})
+	points, err := src.BenchHistory(ctx, store.BenchHistoryFilter{Owner: owner, Env: env, Since: newest[0].StartedAt.Add(-window), Baseline: true})
 	if err != nil {
 		return out, err
 	}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -238,6 +239,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}
 	fmt.Fprintln(cfg.Progress, plan.Estimate)
 	r := &run{cfg: cfg, out: &out, sets: sets, start: start, est: plan.Estimate}
+	r.lease = holdRun(ctx, cfg.Recorder, out.RunID, r.clusters, func(m string) { fmt.Fprintln(cfg.Progress, m) })
 	r.fileErrors(ctx, listing.Errors)
 
 	defer func() {
@@ -247,6 +249,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 			}
 		}
 		out.StopErrors = r.stopAll()
+		r.lease.end()
 		if out.Status == "" {
 			out.Status = RunDone
 		}
@@ -379,6 +382,14 @@ type run struct {
 	sampling time.Time // when the clusters were up: the time left is estimated from here
 	est      Estimate
 	mu       sync.Mutex
+	lease    *lease // nil: the recorder holds no lease
+}
+
+// clusters are the clusters the run started so far.
+func (r *run) clusters() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.out.Clusters)
 }
 
 func (r *run) record(ctx context.Context, s Sample) {
@@ -416,6 +427,7 @@ func (r *run) startClusters(ctx context.Context) {
 		r.mu.Lock()
 		r.out.Clusters = append(r.out.Clusters, name)
 		r.mu.Unlock()
+		r.lease.renew(ctx, r.clusters()) // held by the gateway before it is waited for
 		fmt.Fprintf(r.cfg.Progress, "  %s (%s): cluster %s\n", s.Label, s.Name, name)
 		wg.Add(1)
 		go func() {

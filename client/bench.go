@@ -109,3 +109,12 @@ func query(q url.Values) string {
 	}
 	return "?" + q.Encode()
 }
+
+// RenewBenchRun tells the gateway the run's client is alive and holds
+// clusters; the gateway fails a run whose client stops renewing, and
+// stops its clusters.
+func (c *Client) RenewBenchRun(ctx context.Context, runID string, clusters []string) (apitype.BenchLeaseJSON, error) {
+	var v apitype.BenchLeaseJSON
+	err := c.do(ctx, http.MethodPost, "/api/v1/bench/runs/"+url.PathEscape(runID)+"/lease", apitype.BenchLeaseRequest{Clusters: clusters}, &v)
+	return v, err
+}

@@ -116,7 +116,8 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 				ae.Message = e.Error
 			}
 		}
-		if resp.StatusCode == http.StatusUnauthorized {
+		if resp.StatusCode == http.StatusUnauthorized && !strings.Contains(ae.Message, "gateway login") {
+			// The gateway's own message usually says it already.
 			ae.Message = strings.TrimSpace(ae.Message + "; run: gateway login (or gateway dev, which stores a dev token)")
 		}
 		return ae

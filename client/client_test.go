@@ -68,6 +68,13 @@ func TestClusterTLSFiles(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			// The gateway's own answer without credentials names the fix.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(401)
+			_, _ = w.Write([]byte(`{"error":"x","code":"unauthenticated","message":"authentication required: send \"Authorization: Bearer <token>\" (run: gateway login)"}`))
+			return
+		}
 		if r.Header.Get("Authorization") != "Bearer good" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(401)
@@ -84,6 +91,10 @@ func TestErrors(t *testing.T) {
 	var ae *APIError
 	if !errors.As(err, &ae) || ae.Status != 401 || !strings.Contains(ae.Error(), "run: gateway login") {
 		t.Errorf("401: %v", err)
+	}
+	none, _ := New(srv.URL, "", nil)
+	if _, err := none.Get(ctx, "x"); err == nil || strings.Count(err.Error(), "gateway login") != 1 {
+		t.Errorf("401 without credentials: want the hint once, got %v", err)
 	}
 	good, _ := New(srv.URL, "good", nil)
 	if _, err := good.Get(ctx, "x"); !IsNotFound(err) || err.Error() != "cluster x not found" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gatewayhq/gateway/auth"
@@ -100,6 +101,7 @@ type tokenRow struct {
 	ID, Name, State           string // State: active, expired or revoked
 	ReadOnly, Active          bool
 	Created, Expires, LastUse time.Time
+	hash                      string // of the secret, to check one shown once
 }
 
 // tokenForm is what the create form holds: its defaults, or what was
@@ -128,7 +130,7 @@ type createdToken struct {
 }
 
 func rowOfToken(t *store.APIToken, now time.Time) tokenRow {
-	r := tokenRow{ID: t.ID, Name: t.Name, ReadOnly: t.ReadOnly, Created: t.CreatedAt, Expires: t.ExpiresAt, LastUse: t.LastUsed, State: "active"}
+	r := tokenRow{ID: t.ID, Name: t.Name, ReadOnly: t.ReadOnly, Created: t.CreatedAt, Expires: t.ExpiresAt, LastUse: t.LastUsed, State: "active", hash: t.Hash}
 	switch {
 	case !t.RevokedAt.IsZero():
 		r.State = "revoked"
@@ -155,7 +157,7 @@ func (s *Server) tokensData(ctx context.Context, u *auth.User) (tokensData, erro
 }
 
 func (s *Server) tokensPage(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	s.renderTokens(w, r, u, http.StatusOK, func(*tokensData) {})
+	s.renderTokens(w, r, u, http.StatusOK, func(d *tokensData) { s.takeCreated(w, r, d) })
 }
 
 // renderTokens renders the tokens page, with change applied to its data
@@ -194,13 +196,40 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, u *auth.Use
 		s.fail(w, r, u, err)
 		return
 	}
-	// The secret is in this answer alone: not in the log, not in a URL
-	// (the page is the POST's answer, not a redirect), not cached
-	// (Cache-Control: no-store, as every page).
+	// The secret goes to the list's next answer in a cookie of its own
+	// (POST, redirect, GET: a reload then asks for no second token),
+	// which that answer clears: shown once, not in the log, not in a URL,
+	// not cached (Cache-Control: no-store, as every page).
 	s.log.Info("API token created", "user", u.Name, "token_id", t.ID, "name", t.Name, "read_only", t.ReadOnly, "from", "console")
-	s.renderTokens(w, r, u, http.StatusOK, func(d *tokensData) {
-		d.Created = &createdToken{tokenRow: rowOfToken(t, s.account.Now()), Secret: secret}
-	})
+	http.SetCookie(w, &http.Cookie{Name: createdCookie, Value: t.ID + "." + secret, Path: "/tokens", MaxAge: 300, HttpOnly: true,
+		Secure: strings.HasPrefix(s.cfg.PublicURL, "https://"), SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/tokens", http.StatusSeeOther)
+}
+
+// createdCookie carries a token just made, as "ID.SECRET", from the form's
+// POST to the one list that shows it.
+const createdCookie = "gateway_console_new_token"
+
+// takeCreated is the token just made that the request's cookie carries,
+// if it is one of d's (the user's own, active) and the secret is its; the
+// cookie is cleared either way.
+func (s *Server) takeCreated(w http.ResponseWriter, r *http.Request, d *tokensData) {
+	c, err := r.Cookie(createdCookie)
+	if err != nil {
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: createdCookie, Path: "/tokens", MaxAge: -1, HttpOnly: true,
+		Secure: strings.HasPrefix(s.cfg.PublicURL, "https://"), SameSite: http.SameSiteStrictMode})
+	id, secret, ok := strings.Cut(c.Value, ".")
+	if !ok {
+		return
+	}
+	for _, t := range d.Tokens {
+		if t.ID == id && t.Active && t.hash == auth.HashToken(secret) {
+			d.Created = &createdToken{tokenRow: t, Secret: secret}
+			return
+		}
+	}
 }
 
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, u *auth.User) {

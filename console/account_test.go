@@ -114,14 +114,20 @@ func (ac *accountConsole) sessionID(b *browser) string {
 
 var secretRE = regexp.MustCompile(`gw_[A-Za-z0-9_-]{20,}`)
 
-// A token made on the page is shown once, in the POST's answer only: not
-// on the list afterwards, not in a URL, not in the log, not cached.
+// A token made on the page is shown once: the POST goes to the list
+// (POST, redirect, GET: a reload asks for no second token), which shows
+// it once; not on the list afterwards, not in a URL, not in the log, not
+// cached.
 func TestTokensCreateShowOnceRevoke(t *testing.T) {
 	ac := newAccountConsole(t, nil)
 	b := ac.browser(alice)
 	a := b.post("/tokens", url.Values{"name": {"ci"}, "expires_in": {"12h"}, "read_only": {"1"}})
-	if a.Status != http.StatusOK || a.Header.Get("Location") != "" || a.Header.Get("Cache-Control") != "no-store" {
-		t.Fatalf("create: %d, Location %q, Cache-Control %q:\n%s", a.Status, a.Header.Get("Location"), a.Header.Get("Cache-Control"), a.Body)
+	if a.Status != http.StatusSeeOther || a.Header.Get("Location") != "/tokens" || secretRE.MatchString(a.Body) {
+		t.Fatalf("create: %d, Location %q:\n%s", a.Status, a.Header.Get("Location"), a.Body)
+	}
+	a = b.get("/tokens")
+	if a.Status != http.StatusOK || a.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("the list after creating: %d, Cache-Control %q:\n%s", a.Status, a.Header.Get("Cache-Control"), a.Body)
 	}
 	secret := secretRE.FindString(a.Body)
 	if secret == "" || !strings.Contains(a.Body, "shown only this once") {
@@ -141,6 +147,16 @@ func TestTokensCreateShowOnceRevoke(t *testing.T) {
 	list := b.get("/tokens")
 	if list.Status != http.StatusOK || strings.Contains(list.Body, secret) || secretRE.MatchString(list.Body) {
 		t.Fatalf("the list shows the secret again:\n%s", list.Body)
+	}
+	// The cookie that carried it shows nothing but the user's own token,
+	// with its own secret: not bob's, not another secret planted.
+	bobs := ac.storeToken(bob, "bobs")
+	for _, planted := range []string{tok.ID + ".gw_planted_secret_of_some_length", bobs.ID + "." + secret, "nonsense"} {
+		req, _ := http.NewRequest("GET", ac.srv.URL+"/tokens", nil)
+		req.AddCookie(&http.Cookie{Name: createdCookie, Value: planted})
+		if a := b.send(req, nil); a.Status != http.StatusOK || secretRE.MatchString(a.Body) || strings.Contains(a.Body, "shown only this once") {
+			t.Errorf("cookie %q: %d\n%s", planted, a.Status, a.Body)
+		}
 	}
 	for _, want := range []string{tok.ID, ">ci", "(read-only)", "status-active", `action="/tokens/` + tok.ID + `/revoke"`} {
 		if !strings.Contains(list.Body, want) {
@@ -302,7 +318,10 @@ func TestAccountHostileValuesEscaped(t *testing.T) {
 	evilUser := &auth.User{ID: "alice", Name: evil}
 	ac.storeToken(evilUser, evil)
 	b := ac.browser(evilUser)
-	created := b.post("/tokens", url.Values{"name": {"</title><script>alert(1)</script>"}, "expires_in": {"1d"}})
+	if a := b.post("/tokens", url.Values{"name": {"</title><script>alert(1)</script>"}, "expires_in": {"1d"}}); a.Status != http.StatusSeeOther {
+		t.Fatalf("create: %d\n%s", a.Status, a.Body)
+	}
+	created := b.get("/tokens") // shows the token just made
 	bad := b.post("/tokens", url.Values{"name": {evil}, "expires_in": {evil}})
 	for name, a := range map[string]answer{"list": b.get("/tokens"), "created": created, "bad expiry": bad, "sessions": b.get("/sessions"), "usage": b.get("/usage")} {
 		if strings.Contains(a.Body, "<img src=x") || strings.Contains(a.Body, "<script>alert") {
@@ -312,7 +331,7 @@ func TestAccountHostileValuesEscaped(t *testing.T) {
 			t.Errorf("%s does not show the value as text:\n%s", name, a.Body)
 		}
 	}
-	if !strings.Contains(created.Body, "&lt;/title&gt;&lt;script&gt;") {
+	if !strings.Contains(created.Body, "&lt;/title&gt;&lt;script&gt;") || !strings.Contains(created.Body, "shown only this once") {
 		t.Errorf("the new token's name is not shown as text:\n%s", created.Body)
 	}
 }

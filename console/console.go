@@ -183,6 +183,7 @@ func (s *Server) Close() {
 	s.hub.close()
 	if s.envs.builds != nil {
 		s.envs.builds.close()
+		s.envs.lists.close()
 	}
 }
 
@@ -238,6 +239,20 @@ func (s *Server) action(h handler) http.HandlerFunc {
 // actionAllowed checks a form's POST as action does, and parses the form;
 // false: it has answered.
 func (s *Server) actionAllowed(w http.ResponseWriter, r *http.Request, u *auth.User) bool {
+	if !s.actionChecked(w, r, u) {
+		return false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		s.errorPage(w, r, u, http.StatusBadRequest, "Bad form", "The form could not be read: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// actionChecked checks a form's POST as action does, before a byte of its
+// body is read; false: it has answered.
+func (s *Server) actionChecked(w http.ResponseWriter, r *http.Request, u *auth.User) bool {
 	if reason := crosssite.Reason(r, s.cfg.PublicURL); reason != "" {
 		s.log.Info("console: cross-site request refused", "path", r.URL.Path, "reason", reason)
 		s.errorPage(w, r, u, http.StatusForbidden, "Refused", "This request did not come from the gateway's own pages ("+reason+"). Use the controls on the gateway's pages.")
@@ -245,11 +260,6 @@ func (s *Server) actionAllowed(w http.ResponseWriter, r *http.Request, u *auth.U
 	}
 	if u.ReadOnly {
 		s.errorPage(w, r, u, http.StatusForbidden, "Read-only session", "This browser session was started with a read-only token: it can look, not change anything.")
-		return false
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-	if err := r.ParseForm(); err != nil {
-		s.errorPage(w, r, u, http.StatusBadRequest, "Bad form", "The form could not be read: "+err.Error())
 		return false
 	}
 	return true

@@ -2,13 +2,21 @@ package console
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"path"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
 	"github.com/gatewayhq/gateway/bench/report"
+	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/images/capture"
 	"github.com/gatewayhq/gateway/quota"
 )
 
@@ -26,6 +34,12 @@ type Envs interface {
 	// BuildGeneration moves whenever a build (by its whole hash) or its
 	// stored log changes, on any replica: a build's open pages watch it.
 	BuildGeneration(ctx context.Context, hash string) (int64, error)
+	// BuildsGeneration moves whenever the list Builds gives a user (by
+	// id) may change, on any replica: the open lists watch it.
+	BuildsGeneration(ctx context.Context, user string) (int64, error)
+	// Ensure asks for the environment of spec, as the API's POST
+	// /api/v1/envs does: it starts its build, or finds its image.
+	Ensure(ctx context.Context, who quota.Who, spec images.Spec, code images.Code) (apitype.EnvStatus, error)
 }
 
 // envDeps is what this section needs of the rest of the gateway.
@@ -36,6 +50,9 @@ type envDeps struct {
 	// live part as last rendered, by generation.
 	builds *hub
 	frags  fragments
+	// lists watches the builds generation of each user with the list
+	// open.
+	lists *hub
 }
 
 // SetEnvs adds the environments section: the user's builds, their
@@ -47,9 +64,11 @@ func (s *Server) SetEnvs(e Envs) {
 	s.envs.envs = e
 	if e != nil {
 		s.envs.builds = newHub(e.BuildGeneration, s.cfg.Generations, s.log)
+		s.envs.lists = newHub(e.BuildsGeneration, s.cfg.Generations, s.log)
 	}
 	s.section(navItem{Key: "environments", Title: "Environments", Path: "/environments"}, func(m *http.ServeMux) {
 		m.HandleFunc("GET /environments", s.page(s.envsPage))
+		m.HandleFunc("POST /environments", s.page(s.startBuild))
 		m.HandleFunc("GET /environments/{hash}", s.page(s.buildPage))
 		m.HandleFunc("GET /environments/{hash}/log", s.page(s.buildLog))
 	})
@@ -114,24 +133,65 @@ type envsData struct {
 	Off       string // why there are no environments here, if there are none
 	Builds    []buildRow
 	Published []publishedRow
+	// Generation is the user's builds' when the page was made: the list's
+	// stream sends at once what changed since.
+	Generation int64
+	Form       buildForm
+	ReadOnly   bool
 }
 
+// Kinds and Platforms are the build form's choices.
+func (envsData) Kinds() []string     { return pasteKinds }
+func (envsData) Platforms() []string { return []string{images.PlatformAMD64, images.PlatformARM64} }
+
+// buildForm is the build form's inputs, kept when it is shown again with
+// what to fix.
+type buildForm struct {
+	Text, Kind, Python, Platform string
+	Error                        string
+}
+
+// Kinds of environment a person may paste, by the file name that tells
+// capture.FromData its kind; specKind is the API's spec (JSON).
+const specKind = "spec.json"
+
+var pasteKinds = []string{"requirements.txt", "environment.yml", "pylock.toml", specKind}
+
 func (s *Server) envsPage(w http.ResponseWriter, r *http.Request, u *auth.User) {
-	d := envsData{}
+	s.showEnvs(w, r, u, http.StatusOK, buildForm{Kind: pasteKinds[0], Platform: images.PlatformAMD64})
+}
+
+// showEnvs renders the environments page, its build form as given.
+func (s *Server) showEnvs(w http.ResponseWriter, r *http.Request, u *auth.User, status int, form buildForm) {
+	d := envsData{Form: form, ReadOnly: u.ReadOnly}
 	if s.envs.envs == nil {
 		d.Off = envsOff
-		s.render(w, r, http.StatusOK, "environments", view{Title: "Environments", User: u, Nav: "environments", Data: d})
+		s.render(w, r, status, "environments", view{Title: "Environments", User: u, Nav: "environments", Data: d})
 		return
 	}
-	published, err := s.envs.envs.Published(r.Context())
+	// Read before the list, as a build's page reads its generation.
+	gen, err := s.envs.envs.BuildsGeneration(r.Context(), whoOf(u).ID)
 	if err != nil {
 		s.fail(w, r, u, err)
 		return
 	}
-	builds, err := s.envs.envs.Builds(r.Context(), whoOf(u), maxBuilds)
-	if err != nil {
+	if err := s.envsList(r.Context(), u, &d); err != nil {
 		s.fail(w, r, u, err)
 		return
+	}
+	d.Generation = gen
+	s.render(w, r, status, "environments", view{Title: "Environments", User: u, Nav: "environments", Data: d})
+}
+
+// envsList reads the user's builds and the published environments.
+func (s *Server) envsList(ctx context.Context, u *auth.User, d *envsData) error {
+	published, err := s.envs.envs.Published(ctx)
+	if err != nil {
+		return err
+	}
+	builds, err := s.envs.envs.Builds(ctx, whoOf(u), maxBuilds)
+	if err != nil {
+		return err
 	}
 	now := time.Now()
 	for _, b := range builds {
@@ -140,7 +200,171 @@ func (s *Server) envsPage(w http.ResponseWriter, r *http.Request, u *auth.User) 
 	for _, p := range published {
 		d.Published = append(d.Published, publishedRow{PublishedEnv: p, VersionList: report.Packages(p.Versions)})
 	}
-	s.render(w, r, http.StatusOK, "environments", view{Title: "Environments", User: u, Nav: "environments", Data: d})
+	return nil
+}
+
+// buildsFragment is the list of the user's builds at a generation, for
+// the list's stream: rendered once per change however many of the user's
+// pages show it.
+func (s *Server) buildsFragment(ctx context.Context, u *auth.User, gen int64) (string, error) {
+	return s.envs.frags.get(fragKey{owner: "builds of " + whoOf(u).ID, gen: gen}, func() (string, error) {
+		var d envsData
+		if err := s.envsList(ctx, u, &d); err != nil {
+			return "", err
+		}
+		return s.fragment("environments", "builds", u, d)
+	})
+}
+
+// maxEnvForm bounds the build form: the API's bound on a spec (2 MiB),
+// and room for the form's other fields.
+const maxEnvForm = 2<<20 + 64<<10
+
+// startBuild starts the build of the environment the form gives (a file
+// uploaded, or pasted with its kind), as `gateway env build --env-file`
+// does, and goes to the build's page; what to fix is shown on the form.
+func (s *Server) startBuild(w http.ResponseWriter, r *http.Request, u *auth.User) {
+	if s.envs.envs == nil {
+		s.notFound(w, r, envsOff)
+		return
+	}
+	if !s.actionChecked(w, r, u) {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxEnvForm)
+	form, name, data, err := readBuildForm(r)
+	if err != nil {
+		status := http.StatusBadRequest
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			status = http.StatusRequestEntityTooLarge
+			err = fmt.Errorf("the environment is larger than this gateway's limit of %d MiB for one", maxEnvForm>>20)
+		}
+		form.Error = err.Error()
+		s.showEnvs(w, r, u, status, form)
+		return
+	}
+	spec, notes, err := specOf(name, data, form.Python, form.Platform)
+	if err != nil {
+		form.Error = err.Error()
+		s.showEnvs(w, r, u, http.StatusUnprocessableEntity, form)
+		return
+	}
+	st, err := s.envs.envs.Ensure(r.Context(), whoOf(u), spec, nil)
+	if err != nil {
+		status, msg, ok := s.cfg.Explain(r, err)
+		if !ok {
+			return
+		}
+		if status >= 500 {
+			s.fail(w, r, u, err)
+			return
+		}
+		form.Error = msg
+		s.showEnvs(w, r, u, status, form)
+		return
+	}
+	msg := "The image of this environment exists: nothing to build."
+	switch {
+	case st.State == "building":
+		msg = "Build started: this page follows it."
+	case st.State != "ready":
+		msg = "This environment's last build " + st.State + "."
+	}
+	if len(notes) > 0 {
+		msg += " " + strings.Join(notes, "; ")
+		if len(msg) > 1000 {
+			msg = msg[:1000] + "…"
+		}
+	}
+	redirect(w, r, "/environments/"+st.Hash, msg)
+}
+
+// readBuildForm reads the build form: the file uploaded, else the text
+// pasted, named by its kind (the name tells capture its kind).
+func readBuildForm(r *http.Request) (form buildForm, name string, data []byte, err error) {
+	if err := r.ParseMultipartForm(maxEnvForm); err != nil && !errors.Is(err, http.ErrNotMultipart) {
+		return form, "", nil, fmt.Errorf("the form could not be read: %w", err)
+	}
+	form = buildForm{Text: r.PostFormValue("text"), Kind: r.PostFormValue("kind"),
+		Python: strings.TrimSpace(r.PostFormValue("python")), Platform: r.PostFormValue("platform")}
+	if !slices.Contains(pasteKinds, form.Kind) {
+		return form, "", nil, fmt.Errorf("%q is not a kind of environment this form knows: choose one of %s", form.Kind, strings.Join(pasteKinds, ", "))
+	}
+	if form.Platform != images.PlatformAMD64 && form.Platform != images.PlatformARM64 {
+		return form, "", nil, fmt.Errorf("platform %q is not one of %s, %s", form.Platform, images.PlatformAMD64, images.PlatformARM64)
+	}
+	file, hdr, ferr := r.FormFile("file")
+	switch {
+	case ferr == nil:
+		defer file.Close()
+		if hdr.Size > 0 || hdr.Filename != "" {
+			if strings.TrimSpace(form.Text) != "" {
+				return form, "", nil, errors.New("give the environment once: a file, or its text pasted, not both")
+			}
+			if data, err = io.ReadAll(file); err != nil {
+				return form, "", nil, fmt.Errorf("reading %s: %w", hdr.Filename, err)
+			}
+			// A browser sends the name only; some, a whole path.
+			return form, path.Base(strings.ReplaceAll(hdr.Filename, `\`, "/")), data, nil
+		}
+	case !errors.Is(ferr, http.ErrMissingFile) && !errors.Is(ferr, http.ErrNotMultipart):
+		return form, "", nil, fmt.Errorf("the file could not be read: %w", ferr)
+	}
+	if strings.TrimSpace(form.Text) == "" {
+		return form, "", nil, errors.New("no environment given: choose a file (" + capture.Supported + ", or a spec.json as the API takes), or paste one and say its kind")
+	}
+	return form, form.Kind, []byte(form.Text), nil
+}
+
+// specKeys are the keys of images.Spec's JSON.
+var specKeys = []string{"python", "platform", "gpu", "packages", "channels", "code"}
+
+// specOf is the environment an environment file (capture.FromData) or the
+// API's spec (JSON) describes, with notes on what it read.
+func specOf(name string, data []byte, python, platform string) (images.Spec, []string, error) {
+	if !strings.HasSuffix(strings.ToLower(name), ".json") {
+		env, err := capture.FromData(name, data, python, platform)
+		return env.Spec, env.Notes, err
+	}
+	// The API's request ({"spec": {...}}), or its spec alone.
+	var req struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	if err := json.Unmarshal(data, &req); err != nil {
+		return images.Spec{}, nil, fmt.Errorf("%s is not JSON: %w", name, err)
+	}
+	if req.Spec != nil {
+		data = req.Spec
+	}
+	// A misspelt key would leave its part out of the environment unseen:
+	// every key must be the spec's.
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return images.Spec{}, nil, fmt.Errorf("%s is not an environment's spec (%s): %w", name, strings.Join(specKeys, ", "), err)
+	}
+	for k := range keys {
+		if !slices.Contains(specKeys, k) {
+			return images.Spec{}, nil, fmt.Errorf("%s is not an environment's spec (%s): it has %q", name, strings.Join(specKeys, ", "), k)
+		}
+	}
+	var spec images.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return images.Spec{}, nil, fmt.Errorf("%s is not an environment's spec (%s): %w", name, strings.Join(specKeys, ", "), err)
+	}
+	if len(spec.Code) > 0 {
+		return images.Spec{}, nil, fmt.Errorf("%s has code parts, which this form cannot upload: build it with gateway env build --code-dir", name)
+	}
+	if spec.Python == "" {
+		spec.Python = python
+	}
+	if spec.Platform == "" {
+		spec.Platform = platform
+	}
+	n, err := spec.Normalize()
+	if err != nil {
+		return images.Spec{}, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return n, nil, nil
 }
 
 type buildData struct {

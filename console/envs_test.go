@@ -16,6 +16,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/auth"
+	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/quota"
 )
 
@@ -33,6 +34,7 @@ type fakeEnvs struct {
 	gen       map[string]int64
 	fail      map[string]error // by method name
 	onLogs    func()           // runs once, after the next Logs, unlocked
+	ensured   []images.Spec    // what Ensure was asked for
 }
 
 func newFakeEnvs() *fakeEnvs {
@@ -145,6 +147,52 @@ func (f *fakeEnvs) BuildGeneration(_ context.Context, hash string) (int64, error
 		return 0, fmt.Errorf("%w: environment %s", errNotFound, hash)
 	}
 	return g, nil
+}
+
+// BuildsGeneration is the sum of the generations of the builds user
+// asked for, and how many times they asked: it moves with each.
+func (f *fakeEnvs) BuildsGeneration(_ context.Context, user string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail["BuildsGeneration"]; err != nil {
+		return 0, err
+	}
+	var g int64
+	for h, users := range f.askers {
+		for _, u := range users {
+			if u == user {
+				g += f.gen[h] + 1
+			}
+		}
+	}
+	return g, nil
+}
+
+// Ensure starts a build of spec (its hash as the service's) that who
+// asked for; a spec refused is errInvalid, as the service's
+// images.ErrInvalidSpec is the API's 422.
+func (f *fakeEnvs) Ensure(_ context.Context, who quota.Who, spec images.Spec, code images.Code) (apitype.EnvStatus, error) {
+	f.mu.Lock()
+	if err := f.fail["Ensure"]; err != nil {
+		f.mu.Unlock()
+		return apitype.EnvStatus{}, err
+	}
+	f.ensured = append(f.ensured, spec)
+	f.mu.Unlock()
+	if len(code) > 0 {
+		return apitype.EnvStatus{}, fmt.Errorf("%w: the console sent code", errInvalid)
+	}
+	n, err := spec.Normalize()
+	if err != nil {
+		return apitype.EnvStatus{}, fmt.Errorf("%w: %v", errInvalid, err)
+	}
+	h, err := n.Hash()
+	if err != nil {
+		return apitype.EnvStatus{}, err
+	}
+	st := apitype.EnvStatus{Hash: h, Image: "reg.example/envs:env-" + h[:8], State: "building", Built: true, Steps: []string{"queued"}, StartedAt: time.Now()}
+	f.add(st, "", who.ID)
+	return st, nil
 }
 
 var (

@@ -143,7 +143,8 @@ const writeBound = 30 * time.Second
 // "logs-reset" with the logs' last lines (&tail=, as the page showed
 // them) and then "logs" with each read's new lines. A build's page asks
 // for its build (?build=HASH, buildStream): its event is "build", the
-// page's live part rendered anew.
+// page's live part rendered anew. The list of builds asks for it
+// (?builds=1): its event is "builds", the list rendered anew.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	q := r.URL.Query()
 	name := q.Get("cluster")
@@ -171,6 +172,23 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 		next = func(_ context.Context, gen int64) (string, string, error) {
 			frag, err := s.buildFragment(r, u, hash, gen)
 			return "build", frag, err
+		}
+	case q.Has("builds"):
+		if s.envs.envs == nil {
+			http.Error(w, envsOff, http.StatusNotFound)
+			return
+		}
+		g, err := s.envs.envs.BuildsGeneration(r.Context(), whoOf(u).ID)
+		if err != nil {
+			if status, msg, ok := s.cfg.Explain(r, err); ok {
+				http.Error(w, msg, status)
+			}
+			return
+		}
+		watches, key, shown = s.envs.lists, whoOf(u).ID, g
+		next = func(ctx context.Context, gen int64) (string, string, error) {
+			frag, err := s.buildsFragment(ctx, u, gen)
+			return "builds", frag, err
 		}
 	case name == "":
 		if g, err := s.clusters.ClustersGeneration(r.Context(), u.Owner()); err == nil {

@@ -362,6 +362,12 @@ func (b *browser) do(method, path string, form url.Values, header map[string]str
 		req.Header.Set("Origin", b.tc.srv.URL)
 		req.Header.Set("Sec-Fetch-Site", "same-origin")
 	}
+	return b.send(req, header)
+}
+
+// send sends req with header's fields set, and reads the answer.
+func (b *browser) send(req *http.Request, header map[string]string) answer {
+	b.tc.t.Helper()
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}

@@ -71,6 +71,7 @@ type Store interface {
 	EnvAskedHashes(ctx context.Context, user, prefix string, limit int) ([]string, error)
 	AskedEnvBuilds(ctx context.Context, user string, limit int) ([]*store.EnvBuild, error)
 	EnvBuildGeneration(ctx context.Context, hash string) (int64, error)
+	AskedEnvBuildsGeneration(ctx context.Context, user string) (int64, error)
 	PublishEnv(ctx context.Context, p *store.PublishedEnv, by store.Actor) error
 	UnpublishEnv(ctx context.Context, name string, by store.Actor) error
 	PublishedEnvs(ctx context.Context) ([]store.PublishedEnv, error)
@@ -527,6 +528,12 @@ func (s *Service) BuildGeneration(ctx context.Context, hash string) (int64, erro
 		return 0, fmt.Errorf("%w: %.64s", ErrNotFound, hash)
 	}
 	return g, err
+}
+
+// BuildsGeneration moves whenever the list Builds gives the user (by
+// id) may change, on any replica: the console's list of builds watches it.
+func (s *Service) BuildsGeneration(ctx context.Context, user string) (int64, error) {
+	return s.store.AskedEnvBuildsGeneration(ctx, user)
 }
 
 // Logs implements api.Envs.

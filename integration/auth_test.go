@@ -36,8 +36,28 @@ var deviceURIRE = regexp.MustCompile(`visit:\s+(http://127\.0\.0\.1:\d+/device)`
 func (e *env) login(username string) {
 	t := e.t
 	t.Helper()
+	code, uri, wait := e.startLogin()
+	resp, err := http.PostForm(uri, url.Values{"user_code": {code}, "username": {username}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("approving the device code: %s", resp.Status)
+	}
+	if out := wait(); !strings.Contains(out, "as "+username) {
+		t.Fatalf("gateway login: %s", out)
+	}
+}
+
+// startLogin starts `gateway login` (device flow) and returns the code and
+// the device page it prints, and wait, which returns its output once it
+// has ended.
+func (e *env) startLogin() (code, uri string, wait func() string) {
+	t := e.t
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, e.bin, "login")
 	cmd.Env = e.vars
 	stderr, err := cmd.StderrPipe()
@@ -51,7 +71,6 @@ func (e *env) login(username string) {
 	}
 	var seen strings.Builder
 	sc := bufio.NewScanner(stderr)
-	var code, uri string
 	for sc.Scan() && (code == "" || uri == "") {
 		seen.WriteString(sc.Text() + "\n")
 		if m := deviceURIRE.FindStringSubmatch(seen.String()); m != nil {
@@ -65,19 +84,12 @@ func (e *env) login(username string) {
 		t.Fatalf("gateway login printed no code and URL:\n%s", seen.String())
 	}
 	go func() { _, _ = io.Copy(io.Discard, stderr) }()
-	resp, err := http.PostForm(uri, url.Values{"user_code": {code}, "username": {username}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("approving the device code: %s", resp.Status)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("gateway login: %v\n%s", err, stdout.String())
-	}
-	if !strings.Contains(stdout.String(), "as "+username) {
-		t.Fatalf("gateway login: %s", stdout.String())
+	return code, uri, func() string {
+		t.Helper()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("gateway login: %v\n%s", err, stdout.String())
+		}
+		return stdout.String()
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // The browser tests drive Debian's Chromium (headless) through the Chrome
@@ -259,9 +260,16 @@ func (g *browserGateway) signInWithLink(t *testing.T, b *browser, link, user, cl
 	status := b.click("click sign in", `button[type=submit]`)
 	p = b.page()
 	want := "/clusters/" + cluster + "/status"
-	if u, _ := url.Parse(p.URL); status != http.StatusOK || u.Path != want || u.Host != strings.TrimPrefix(g.e.url, "http://") {
+	if u, _ := url.Parse(p.URL); !dashboardStatusPage(int(status), p.H1) || u.Path != want || u.Host != strings.TrimPrefix(g.e.url, "http://") {
 		t.Fatalf("after clicking %q: HTTP %d at %s, want the dashboard %s (page: %q %q)", "Sign in as "+user, status, p.URL, want, p.H1, p.Text)
 	}
+}
+
+// dashboardStatusPage says whether a dashboard's /status answered as it
+// should: Dask's page with bokeh, or without it (Debian's
+// python3-distributed) the gateway's page saying what is missing.
+func dashboardStatusPage(status int, text string) bool {
+	return status == http.StatusOK || status == http.StatusServiceUnavailable && strings.Contains(text, "This dashboard needs bokeh")
 }
 
 // expectWorkersPage opens the scheduler's workers page (served by Dask
@@ -394,6 +402,67 @@ func TestBrowser(t *testing.T) {
 		made := g.e.url + "/auth/ticket?" + url.Values{"t": {"gwt_not-a-real-ticket"}, "next": {"/clusters/" + g.devCluster + "/status"}}.Encode()
 		status = b.open("open a made-up link", made)
 		expectErrorPage(t, b, status, http.StatusUnauthorized, "This sign-in link no longer works", "gateway dashboard NAME")
+	})
+
+	// Issue 38: without a usable bokeh (Debian's python3-distributed), every
+	// bokeh page of the dashboard is the gateway's page: what is missing,
+	// the command for this machine, links to the pages that work (which
+	// do). With bokeh, the plots themselves.
+	t.Run("MissingBokeh", func(t *testing.T) {
+		b := newBrowser(t, g.chromium)
+		g.signInWithLink(t, b, g.link(t, g.e, g.devCluster), "dev", g.devCluster)
+		if exec.Command(python, "-c", "import bokeh").Run() == nil {
+			// An image with bokeh: the gateway stays out of the way (the
+			// check's range is TestDashboardWithBokeh's).
+			if p := b.page(); p.H1 == "This dashboard needs bokeh" {
+				t.Fatalf("with bokeh installed, the gateway still answers the dashboard: %q", p.Text)
+			}
+			return
+		}
+		for _, path := range []string{"/", "/status", "/workers", "/graph", "/tasks", "/system", "/profile", "/groups", "/individual-task-stream"} {
+			status := b.open("open "+path, g.dashboard(g.devCluster, path))
+			expectErrorPage(t, b, status, http.StatusServiceUnavailable, "This dashboard needs bokeh",
+				"without bokeh", "-m pip install --user --break-system-packages 'bokeh>=2.4.2,<=2.4.3'", "These pages work without it")
+		}
+		checkAccessibility(t, b, "the missing-bokeh page")
+		status := b.click("click Workers on the missing-bokeh page", `#links a[href$="/info/main/workers.html"]`)
+		if p := b.page(); status != http.StatusOK || !strings.Contains(p.Text, "Workers") {
+			t.Fatalf("the page's Workers link: HTTP %d: %q", status, p.Text)
+		}
+		// Another user is told nothing about the cluster.
+		b2 := newBrowser(t, g.chromium)
+		g.signInWithLink(t, b2, g.link(t, g.dev2, g.dev2Cluster), "dev2", g.dev2Cluster)
+		status = b2.open("open dev's status page as dev2", g.dashboard(g.devCluster, "/status"))
+		expectErrorPage(t, b2, status, http.StatusNotFound, "Dashboard not found")
+	})
+
+	// Issue 38: Enter on the dev issuer's device page, after typing the
+	// code, approves nobody; the person picks an identity, and that one
+	// signs in.
+	t.Run("DevicePageEnter", func(t *testing.T) {
+		u := &env{t: t, bin: g.e.bin, home: t.TempDir(), gwLog: g.e.gwLog, url: g.e.url}
+		u.vars = append(filterEnv(os.Environ()), "HOME="+u.home, "XDG_CONFIG_HOME="+filepath.Join(u.home, "config"), "GATEWAY_URL="+g.e.url)
+		code, uri, wait := u.startLogin()
+		b := newBrowser(t, g.chromium)
+		if status := b.open("open the device page", uri); status != http.StatusOK {
+			t.Fatalf("device page: HTTP %d", status)
+		}
+		checkAccessibility(t, b, "the device page")
+		b.must("type the code and press Enter", chromedp.SendKeys(`#user_code`, code+kb.Enter))
+		ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+		defer cancel()
+		invalid, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("input[name=username]:invalid") !== null`))
+		if p := b.page(); err != nil || !invalid || p.H1 != "Connect a device" {
+			t.Fatalf("after Enter with no identity chosen: %v, no choice asked for %v, page %q: %q", err, !invalid, p.H1, p.Text)
+		}
+		b.must("choose dev2", chromedp.Click(`input[name=username][value=dev2]`))
+		status := b.navigation("press Enter in the code's field", chromedp.SendKeys(`#user_code`, kb.Enter))
+		if p := b.page(); status != http.StatusOK || p.H1 != "Device connected" || !strings.Contains(p.Text, "Signed in as dev2") {
+			t.Fatalf("after choosing dev2 and Enter: HTTP %d: %q %q", status, p.H1, p.Text)
+		}
+		if out := wait(); !strings.Contains(out, "as dev2") {
+			t.Fatalf("gateway login: %s", out)
+		}
 	})
 
 	// A websocket through the dashboard proxy, opened by a dashboard page's

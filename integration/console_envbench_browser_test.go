@@ -1,13 +1,13 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/client"
+	"github.com/gatewayhq/gateway/images/capture"
 	"github.com/gatewayhq/gateway/internal/testdocker"
 	"github.com/gatewayhq/gateway/internal/testpypi"
 	"github.com/gatewayhq/gateway/internal/testutil"
@@ -27,9 +28,12 @@ import (
 // sections in Chromium against a real `gateway dev` on the docker
 // provider, which builds environments with the layers builder from a
 // package index into a registry, both on loopback (as
-// TestLayersEnvironmentCluster does). The index holds the build's one
-// wheel until the build's page is open, so that the page is seen to
-// follow the build to its end without a reload; the list and the page
+// TestLayersEnvironmentCluster does). The user builds their environment
+// from the environments page, uploading its spec (an empty form first:
+// it says what to give). The index holds the build's one wheel until
+// the build's page shows it waiting, so that the page, and the list open
+// in another tab, are seen to follow the build to its end without a
+// reload; the list and the page
 // say which layers the push reused and uploaded, and who may run the
 // image before and after an admin publishes it. Then an A/B benchmark
 // run, recorded through the API as the runner records one, has its
@@ -76,28 +80,23 @@ func TestConsoleEnvBench(t *testing.T) {
 	t.Cleanup(func() { removeContainers(t, pool, id) })
 	e.startGateway()
 
-	// The build, started on the command line; it waits for its wheel.
-	type built struct {
-		out, progress string
-		err           error
+	// The user's environment as `gateway env build --no-code` sends it:
+	// its spec, which the user uploads on the environments page.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	env, err := capture.Capture(ctx, capture.Options{Python: userPython})
+	if err != nil {
+		t.Fatal(err)
 	}
-	buildDone := make(chan built, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testutil.HangBound)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, e.bin, "env", "build", "--python", userPython, "--no-code")
-		cmd.Env = e.vars
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		buildDone <- built{stdout.String(), stderr.String(), err}
-	}()
-	select {
-	case <-fetching:
-	case b := <-buildDone:
-		t.Fatalf("the build ended before it fetched its wheel: %v\n%s%s\n--- gateway log:\n%s", b.err, b.out, b.progress, e.gwLog.String())
-	case <-time.After(testutil.HangBound):
-		t.Fatalf("the build never fetched its wheel:\n%s", e.gwLog.String())
+	hash, err := env.Spec.Hash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	specFile := filepath.Join(t.TempDir(), "spec.json")
+	if raw, err := json.Marshal(env.Spec); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(specFile, raw, 0o600); err != nil {
+		t.Fatal(err)
 	}
 
 	g := &browserGateway{e: e, chromium: chromium}
@@ -105,34 +104,43 @@ func TestConsoleEnvBench(t *testing.T) {
 	csp := watchCSP(t, b)
 	// Signed in from the section's own page, which is back after.
 	g.consoleSignIn(t, b, "/environments", "dev")
-	if p := b.page(); p.H1 != "Environments" || !strings.Contains(p.Text, "Published environments") {
+	if p := b.page(); p.H1 != "Environments" || !strings.Contains(p.Text, "Published environments") || !strings.Contains(p.Text, "You have asked for no environment yet") {
 		t.Fatalf("environments: %q\n%s", p.H1, p.Text)
 	}
-	// The build is noted as the user's when the gateway answers the
-	// CLI, which may come after the wheel's fetch: the list, not live,
-	// is opened again until it has it.
-	for deadline := time.Now().Add(stepTimeout); !strings.Contains(evalString(t, b, `(document.querySelector("table.builds") || {}).innerText || ""`), "building"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the running build is not on the list:\n%s", b.page().Text)
-		}
-		b.open("the list again", e.url+"/environments")
+	checkAccessibility(t, b, "the environments list, with its build form")
+	// Nothing given: the form says what to give, and builds nothing.
+	status := b.click("build with nothing given", chromedp.CSS(`form.build-form button[type=submit]`))
+	if alert := evalString(t, b, `(document.querySelector("p.error[role=alert]") || {}).innerText || ""`); status != http.StatusBadRequest ||
+		!strings.Contains(alert, "no environment given: choose a file") {
+		t.Fatalf("an empty form: HTTP %d, %q", status, alert)
 	}
-	checkAccessibility(t, b, "the environments list")
-	hash := evalString(t, b, `document.querySelector("tr[data-build]").dataset.build`)
-	if len(hash) != 64 {
-		t.Fatalf("the build's hash on the list: %q", hash)
-	}
+	checkAccessibility(t, b, "the build form, saying what to fix")
 
-	// Its page, while it waits for its wheel; then it ends, and the page
-	// shows it without a reload.
-	status := b.click("open the build", chromedp.CSS(`a[href="/environments/`+hash+`"]`))
-	if p := b.page(); status != http.StatusOK || !strings.Contains(p.H1, hash[:16]) || !strings.Contains(p.Text, "fetching 1 wheel") {
-		t.Fatalf("build page: HTTP %d: %q\n%s", status, p.H1, p.Text)
+	// The list, open in another tab, follows the user's builds.
+	list := b.tab(t)
+	list.open("the list in another tab", e.url+"/environments")
+	list.markNoReload()
+
+	// The spec uploaded: the build starts, and its page follows it; it
+	// waits for its wheel until the test lets it go.
+	b.must("choose the spec file", chromedp.SetUploadFiles(chromedp.CSS(`#env-file`), []string{specFile}))
+	status = b.click("build", chromedp.CSS(`form.build-form button[type=submit]`))
+	if p := b.page(); status != http.StatusOK || !strings.Contains(p.H1, hash[:16]) || !strings.Contains(p.Text, "Build started") {
+		t.Fatalf("after Build: HTTP %d: %q at %s\n%s\n--- gateway log:\n%s", status, p.H1, p.URL, p.Text, e.gwLog.String())
 	}
+	select {
+	case <-fetching:
+	case <-time.After(testutil.HangBound):
+		t.Fatalf("the build never fetched its wheel:\n%s", e.gwLog.String())
+	}
+	waitText(t, b, "the build's step, live", "#build ol.steps", "fetching 1 wheel")
 	if state := evalString(t, b, `document.querySelector("#build [data-state]").dataset.state`); state != "building" {
-		t.Fatalf("the build page opened on a build %q", state)
+		t.Fatalf("the build page shows a build %q", state)
 	}
 	checkAccessibility(t, b, "a running build's page")
+	list.waitFor(t, "the new build on the list, live", `((document.querySelector('tr[data-build="`+hash+`"]') || {}).innerText || "").includes("building")`)
+	list.expectNoReload(t, "the list")
+
 	letGo()
 	waitText(t, b, "the build's end on its page", "#build [data-state]", "ready")
 	waitText(t, b, "the build's log to its end", "#build pre.logs", "is ready")
@@ -143,10 +151,9 @@ func TestConsoleEnvBench(t *testing.T) {
 	}
 	b.snapshot("the build, ready")
 	checkAccessibility(t, b, "a ready build's page")
-	res := <-buildDone
-	if res.err != nil || !strings.Contains(res.out, hash) {
-		t.Fatalf("gateway env build: %v\n%s%s", res.err, res.out, res.progress)
-	}
+	list.waitFor(t, "the build ready on the list, live", `((document.querySelector('tr[data-build="`+hash+`"]') || {}).innerText || "").includes("1 uploaded")`)
+	list.expectNoReload(t, "the list")
+	checkAccessibility(t, list, "the environments list, live")
 
 	// Published by an admin, it is everyone's.
 	e.userEnv(t, "admin").gwOK("admin", "env", "publish", "console-team", "--env", hash, "--description", "the team's")
@@ -224,9 +231,9 @@ func TestConsoleEnvBench(t *testing.T) {
 		Verdict           string
 		HistoryLinkTarget string
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
-	defer cancel()
-	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]chart](`[...document.querySelectorAll("section.test")].map(s => ({
+	rctx, rcancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer rcancel()
+	got, err := chromedp.Run(rctx, chromedp.Evaluate[[]chart](`[...document.querySelectorAll("section.test")].map(s => ({
 		Test: s.dataset.test,
 		Bars: s.querySelectorAll("svg.bars rect.bar").length,
 		Errorbars: s.querySelectorAll("svg.bars line.errorbar:not(.cap)").length,

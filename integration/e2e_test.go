@@ -111,8 +111,9 @@ client.close()
 	if err != nil {
 		t.Fatal(err)
 	}
+	landed, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/clusters/"+c.Name+"/status" {
+	if !dashboardStatusPage(resp.StatusCode, string(landed)) || resp.Request.URL.Path != "/clusters/"+c.Name+"/status" {
 		t.Fatalf("sign-in: %d at %s", resp.StatusCode, resp.Request.URL)
 	}
 	resp, err = browser.Get(e.url + "/clusters/" + c.Name + "/info/main/workers.html")

@@ -47,6 +47,8 @@ type Dashboard struct {
 	// watch lets people a cluster is shared with in, and ends their open
 	// requests when that ends (nil: owners only).
 	watch *viewerWatch
+	// problems says which clusters' dashboards cannot work (nil: none).
+	problems *problems
 }
 
 // DashboardHandler returns the dashboard proxy.
@@ -69,6 +71,10 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 	s.routes.OnGone(pool.Drop)
 	bufs := &copyBuffers{}
 	d := &Dashboard{authn: authn, log: s.log, login: s.loginRedirect, pool: pool, publicURL: s.publicURL}
+	if s.dashProblem != nil {
+		d.problems = &problems{ask: s.dashProblem, m: map[string]DashboardProblem{}}
+		s.routes.OnGone(d.problems.drop)
+	}
 	if s.viewers != nil {
 		d.watch = &viewerWatch{viewers: s.viewers, every: s.viewerRecheck}
 	}
@@ -210,6 +216,13 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if u.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		dashError(w, r, http.StatusForbidden, "this token is read-only")
 		return
+	}
+	if sub := strings.TrimPrefix(rest, name+"/"); needsBokeh(sub) {
+		// The gateway, not Dask, says what is missing and how to fix it.
+		if p := d.problems.get(r.Context(), name); p.Missing != "" {
+			missingDashboard(w, r, name, p)
+			return
+		}
 	}
 	if forwardable(r) {
 		d.fwd.serve(w, r, name, rt)

@@ -134,6 +134,14 @@ type Server struct {
 	publicURL     string        // for the dashboards' cross-site check (SetPublicURL)
 	viewers       Viewers       // nil: dashboards for owners only (SetViewers)
 	viewerRecheck time.Duration // how often shared viewers' open requests are checked again
+	dashProblem   func(ctx context.Context, cluster string) (DashboardProblem, bool)
+}
+
+// SetDashboardProblem tells the dashboards why a cluster's dashboard
+// cannot work (fn's known is false while that is not known yet: asked
+// again on the next request). Call before DashboardHandler.
+func (s *Server) SetDashboardProblem(fn func(ctx context.Context, cluster string) (p DashboardProblem, known bool)) {
+	s.dashProblem = fn
 }
 
 // SetLoginRedirect makes dashboards send browsers without a session to

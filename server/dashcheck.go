@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gatewayhq/gateway/providers/local"
+	"github.com/gatewayhq/gateway/proxy"
 )
 
 // dashboardCheck asks, once and in the background, whether the local
@@ -13,8 +14,9 @@ import (
 // python3-distributed comes without bokeh). The CLI may run on another
 // machine, so the answer travels in the API's detail view of a cluster.
 type dashboardCheck struct {
-	done    chan struct{}
-	problem string // set before done closes
+	done         chan struct{}
+	problem      string // set before done closes
+	missing, fix string
 }
 
 // start runs the check. The log gets the answer unless quiet (gateway dev,
@@ -26,7 +28,7 @@ func (d *dashboardCheck) start(ctx context.Context, p *local.Provider, log *slog
 		ctx, cancel := context.WithTimeout(ctx, time.Minute) // ends with the command
 		defer cancel()
 		if s := p.DashboardSupport(ctx); s.Problem != "" {
-			d.problem = s.Problem
+			d.problem, d.missing, d.fix = s.Problem, s.Missing, s.Fix
 			if quiet {
 				return
 			}
@@ -60,4 +62,26 @@ func (g *Gateway) DashboardProblem(ctx context.Context) string {
 	case <-ctx.Done():
 		return ""
 	}
+}
+
+// dashboardProblem tells the dashboard proxy why a cluster's dashboard
+// cannot work (its provider's check, shared with the CLI's note); known
+// is false until the check has finished or when the cluster is not found.
+func (g *Gateway) dashboardProblem(ctx context.Context, cluster string) (p proxy.DashboardProblem, known bool) {
+	if g.dash.done == nil {
+		return p, true // not a local provider: nothing is checked
+	}
+	select {
+	case <-g.dash.done:
+	default:
+		return p, false
+	}
+	cl, err := g.store.GetCluster(ctx, cluster)
+	if err != nil {
+		return p, false
+	}
+	if g.dash.forProvider(cl.Provider) == "" {
+		return p, true
+	}
+	return proxy.DashboardProblem{Missing: g.dash.missing, Fix: g.dash.fix}, true
 }

@@ -70,6 +70,8 @@ type Gateway struct {
 	dash dashboardCheck // whether local clusters can serve dashboards
 
 	bench *benchWiring // benchmark schedules (bench.go)
+	// benchSweep fails runs whose client went away (benchsweep.go).
+	benchSweep *benchSweeper
 }
 
 // New opens everything the gateway needs and binds its port, but serves
@@ -218,6 +220,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	apiSrv.SetTokenStore(g.store)
 	apiSrv.SetDatabase(g.store) // /api/health reports it; its outages answer 503
 	apiSrv.SetBench(g.store)
+	apiSrv.SetBenchLeases(g.store, cfg.Bench.RunLease)
+	g.benchSweep = &benchSweeper{store: g.store, clusters: g.core, lease: cfg.Bench.RunLease, now: time.Now, log: log}
 	// One handler for the API and the dashboards: scheduled benchmarks
 	// use both, in process.
 	mux := http.NewServeMux()
@@ -242,6 +246,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	g.proxy.SetLoginRedirect(api.LoginURL)
 	g.proxy.SetPublicURL(g.PublicURL)
 	g.proxy.SetViewers(viewers{g.core}, 0)
+	g.proxy.SetDashboardProblem(g.dashboardProblem)
 	mux.Handle(proxy.DashboardPrefix, g.proxy.DashboardHandler(dashboardAuth(authn, sessions, limiter)))
 	// The console has the rest of the paths: the root, for browsers.
 	g.console, err = console.New(console.Config{PublicURL: g.PublicURL, Version: version, SignIn: browser != nil, SignInAtOnce: browser != nil && browser.Hub != nil,
@@ -356,6 +361,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	benchDone := make(chan struct{})
 	go func() { // scheduled benchmark runs; stopped before the clusters are
 		defer close(benchDone)
+		go g.benchSweep.loop(runCtx)
 		g.runBench(runCtx)
 	}()
 	go func() {

@@ -111,6 +111,10 @@ type BenchHistoryFilter struct {
 	Since time.Time // zero: from the start
 	Until time.Time // zero: to now
 	Limit int       // newest first; 0 means 10000
+	// Baseline leaves out the samples of runs that are still running or
+	// failed (a run whose client went away is marked failed): what a
+	// regression check may compare with.
+	Baseline bool
 }
 
 // BenchPoint is a sample with what history needs of its run.
@@ -632,6 +636,10 @@ WHERE 1=1`
 			args = append(args, len(f.Env), strings.ToLower(f.Env))
 		}
 		q += `)`
+	}
+	if f.Baseline {
+		q += ` AND r.status NOT IN (?, ?)`
+		args = append(args, BenchRunning, BenchFailed)
 	}
 	if !f.Since.IsZero() {
 		q += ` AND s.at >= ?`

@@ -344,6 +344,23 @@ LEFT JOIN env_build_logs l ON l.hash = b.hash WHERE b.hash = ?`), hash).Scan(&bu
 	return build + log, nil
 }
 
+// AskedEnvBuildsGeneration moves whenever the list AskedEnvBuilds gives
+// user may change: a build of theirs changes, or they ask for one (again),
+// on any replica. The console's list of a user's builds watches it. A user
+// who asked for nothing is 0.
+func (s *DB) AskedEnvBuildsGeneration(ctx context.Context, user string) (int64, error) {
+	var asked, builds int64
+	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT COALESCE(MAX(a.last_asked), 0), COALESCE(SUM(b.updated_at), 0) FROM env_askers a
+LEFT JOIN env_builds b ON b.hash = a.hash WHERE a.user_id = ?`), user).Scan(&asked, &builds)
+	if err != nil {
+		return 0, fmt.Errorf("store: environment builds of %s: %w", user, err)
+	}
+	// Times in milliseconds that only grow: the latest ask moves with a
+	// new one (or one asked again, which moves up the list), the sum with
+	// any build's change.
+	return asked + builds, nil
+}
+
 // PublishedEnv is an environment an admin published at run time.
 type PublishedEnv struct {
 	Name        string

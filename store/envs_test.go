@@ -308,6 +308,36 @@ func TestAskedEnvBuilds(t *testing.T) {
 			t.Errorf("bob's build: %+v", got)
 		}
 
+		// The list's generation: alice's moves with her builds and her
+		// asks, not with bob's; carol's is 0.
+		listGen := func(user string) int64 {
+			t.Helper()
+			g, err := db.AskedEnvBuildsGeneration(ctx, user)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g
+		}
+		if g := listGen("carol"); g != 0 {
+			t.Errorf("the generation of a user who asked for nothing: %d", g)
+		}
+		la, lb := listGen("alice"), listGen("bob")
+		clk.Advance(time.Second)
+		if err := db.UpdateEnvBuild(ctx, &store.EnvBuild{Hash: hc, State: "ready", Holder: "r-1"}); err != nil {
+			t.Fatal(err)
+		}
+		if a, b := listGen("alice"), listGen("bob"); a != la || b == lb {
+			t.Errorf("bob's build changed: alice's list %d -> %d (want kept), bob's %d -> %d (want moved)", la, a, lb, b)
+		}
+		clk.Advance(time.Second)
+		if err := db.NoteEnvAsker(ctx, hb, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if a := listGen("alice"); a == la {
+			t.Errorf("alice asked again: her list's generation stayed %d", a)
+		}
+		la = listGen("alice")
+
 		gen := func() int64 {
 			t.Helper()
 			g, err := db.EnvBuildGeneration(ctx, ha)
@@ -332,6 +362,9 @@ func TestAskedEnvBuilds(t *testing.T) {
 		}
 		if g := gen(); g != g2 {
 			t.Errorf("generation moved with nothing changed: %d, then %d", g2, g)
+		}
+		if a := listGen("alice"); a == la {
+			t.Errorf("alice's build changed: her list's generation stayed %d", a)
 		}
 		if _, err := db.EnvBuildGeneration(ctx, envHash('d')); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("generation of a hash with no build: %v", err)

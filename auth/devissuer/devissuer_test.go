@@ -701,6 +701,12 @@ func TestDeviceFlow(t *testing.T) {
 	if !strings.Contains(body, banner) || !strings.Contains(body, `name="user_code"`) || strings.Contains(strings.ToLower(body), "<script") {
 		t.Errorf("device page: %s", body)
 	}
+	// Every identity is a choice, none made: the page's first submit button
+	// (what Enter presses) names no identity.
+	if strings.Contains(body, " checked") || strings.Count(body, `type="radio" name="username"`) < 2 ||
+		!regexp.MustCompile(`<button type="submit" class="approve">`).MatchString(body) || strings.Contains(body, `<button type="submit" name="username"`) {
+		t.Errorf("device page offers a default identity: %s", body)
+	}
 	resp, body = e.get(da.VerificationURIComplete)
 	wantStatus(t, resp, body, http.StatusOK)
 	if !strings.Contains(body, `value="`+da.UserCode+`"`) || !strings.Contains(body, testClientID) {
@@ -804,6 +810,13 @@ func TestDevicePageErrors(t *testing.T) {
 	da, err := oc.DeviceAuth(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Enter in the code's field posts the form without a choice (a browser
+	// stops it first; a script need not): nothing is approved.
+	resp, body = e.post(e.url+"/device", url.Values{"user_code": {da.UserCode}})
+	wantStatus(t, resp, body, http.StatusBadRequest)
+	if !strings.Contains(body, "Choose the identity") || !strings.Contains(body, `value="`+da.UserCode+`"`) {
+		t.Errorf("no identity chosen: %s", body)
 	}
 	resp, body = e.post(e.url+"/device", url.Values{"user_code": {da.UserCode}, "username": {"mallory"}})
 	wantStatus(t, resp, body, http.StatusBadRequest)

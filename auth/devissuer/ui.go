@@ -15,6 +15,11 @@ import (
 //
 //	POST /login   id=<auth request id>&username=<username>
 //	POST /device  user_code=<XXXX-XXXX>&username=<username>   (approve)
+//
+// The device page offers the identities as radio buttons that start
+// unchosen, with one approve button: Enter in the code's field submits
+// the form, and must not approve whichever identity happens to come first
+// (the browser refuses the form until one is chosen).
 //	POST /device  user_code=<XXXX-XXXX>&action=deny           (deny)
 
 const banner = "DEVELOPMENT IDENTITY PROVIDER — not for production"
@@ -33,7 +38,10 @@ main{max-width:36em;margin:2em auto;background:#fff;padding:1.5em 2em;border-rad
 .note{color:#555;font-size:.9em}
 .error{background:#fde8e8;border:1px solid #b00020;padding:.6em 1em;border-radius:4px}
 button{display:block;width:100%;margin:.5em 0;padding:.7em;font-size:1em;text-align:left;cursor:pointer}
-button.deny{text-align:center;background:#eee}
+button.deny,button.approve{text-align:center;background:#eee}
+button.approve{background:#1a5fb4;color:#fff}
+fieldset{border:1px solid #ccc;border-radius:4px;padding:.3em 1em}
+label.user{display:block;margin:.5em 0;padding:.4em;cursor:pointer}
 input[type=text]{font-size:1.4em;letter-spacing:.15em;padding:.3em;width:10em;text-transform:uppercase;font-family:monospace}
 code{background:#eee;padding:0 .2em}
 </style>
@@ -69,9 +77,11 @@ code{background:#eee;padding:0 .2em}
 <form method="post" action="{{.Action}}">
 <p><label for="user_code">Code shown by the CLI:</label><br>
 <input type="text" id="user_code" name="user_code" value="{{.UserCode}}" autocomplete="off" autocapitalize="characters" spellcheck="false" placeholder="XXXX-XXXX" required></p>
-<p>Sign in as:</p>
-{{template "users" .}}
-<button type="submit" class="deny" name="action" value="deny">Deny this request</button>
+<fieldset><legend>Sign in as:</legend>
+{{range .Users}}<label class="user"><input type="radio" name="username" value="{{.Username}}" required> <strong>{{.Username}}</strong>{{if .Name}} — {{.Name}}{{end}}{{if .Email}} &lt;{{.Email}}&gt;{{end}}{{if .Groups}}<br><small>groups: {{range $n, $g := .Groups}}{{if $n}}, {{end}}{{$g}}{{end}}</small>{{end}}</label>
+{{end}}</fieldset>
+<button type="submit" class="approve">Approve as the identity chosen above</button>
+<button type="submit" class="deny" name="action" value="deny" formnovalidate>Deny this request</button>
 </form>
 {{template "foot" .}}{{end}}
 
@@ -210,6 +220,10 @@ func (i *Issuer) deviceSubmit(w http.ResponseWriter, r *http.Request) {
 	var u User
 	if !deny {
 		var ok bool
+		if r.PostForm.Get("username") == "" {
+			retry("Choose the identity to sign in as, then approve.")
+			return
+		}
 		if u, ok = i.userByName(r.PostForm.Get("username")); !ok {
 			retry("Unknown username " + quote(r.PostForm.Get("username")) + "; pick one of the offered identities.")
 			return

@@ -241,7 +241,7 @@ func awaitCluster(ctx context.Context, c *client.Client, name string, workers in
 	if asJSON {
 		return printJSON(out, ci)
 	}
-	fmt.Fprintf(out, "\nCluster %s is running with %d workers (%.1fs)\n\n", name, d.Workers.Ready, time.Since(start).Seconds())
+	fmt.Fprintf(out, "\nCluster %s is running with %s (%.1fs)\n\n", name, workerCount(d.Workers.Ready), time.Since(start).Seconds())
 	printConnection(out, ci)
 	return nil
 }
@@ -451,7 +451,7 @@ func newScaleCmd(g *globals) *cobra.Command {
 						workers = d.Workers.Requested
 					}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Cluster %s scaling to %d workers\n", args[0], workers)
+				fmt.Fprintf(cmd.OutOrStdout(), "Cluster %s scaling to %s\n", args[0], workerCount(workers))
 				return nil
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
@@ -465,7 +465,7 @@ func newScaleCmd(g *globals) *cobra.Command {
 					return fmt.Errorf("cluster %s failed: %s", d.Name, d.Reason)
 				}
 				if d.Workers.Ready == d.Workers.Requested {
-					fmt.Fprintf(cmd.OutOrStdout(), "Cluster %s has %d workers\n", d.Name, d.Workers.Ready)
+					fmt.Fprintf(cmd.OutOrStdout(), "Cluster %s has %s\n", d.Name, workerCount(d.Workers.Ready))
 					return nil
 				}
 				select {

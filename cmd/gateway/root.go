@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gatewayhq/gateway/client"
 )
@@ -44,6 +46,7 @@ Limits:   gateway quota, usage, admin (admins only)`,
 		SilenceErrors: true,
 		Version:       buildVersion(),
 	}
+	root.SetFlagErrorFunc(flagError)
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.gateway, "gateway", os.Getenv("GATEWAY_URL"), "gateway URL (env GATEWAY_URL; default: the one last used by gateway dev or login)")
 	pf.StringVar(&g.token, "token", "", "API token (env GATEWAY_TOKEN; default: from the credentials file)")
@@ -58,6 +61,39 @@ Limits:   gateway quota, usage, admin (admins only)`,
 		newUsageCmd(g), newQuotaCmd(g), newAdminCmd(g), newEnvCmd(g), newBenchCmd(g), newDebugCmd(),
 	)
 	return root
+}
+
+// flagError says what to type instead of a flag's bad value: pflag's own
+// text names Go's parser ("strconv.ParseInt: parsing \"abc\": invalid
+// syntax"), which tells a person nothing.
+func flagError(cmd *cobra.Command, err error) error {
+	var iv *pflag.InvalidValueError
+	if !errors.As(err, &iv) {
+		return err
+	}
+	want := ""
+	switch iv.GetFlag().Value.Type() {
+	case "int", "int32", "int64", "uint", "uint32", "uint64":
+		want = "a whole number, e.g. --%s 2"
+	case "float32", "float64":
+		want = "a number, e.g. --%s 1.5"
+	case "duration":
+		want = "a duration such as 90s, 20m or 1h30m, e.g. --%s 20m"
+	case "bool":
+		want = "true or false, e.g. --%s=false"
+	default:
+		return err
+	}
+	return fmt.Errorf("--%s %q: the value must be "+want+" (see %s --help)",
+		iv.GetFlag().Name, iv.GetValue(), iv.GetFlag().Name, cmd.CommandPath())
+}
+
+// workerCount is "1 worker", "2 workers".
+func workerCount(n int) string {
+	if n == 1 {
+		return "1 worker"
+	}
+	return fmt.Sprintf("%d workers", n)
 }
 
 func buildVersion() string {
@@ -81,6 +117,9 @@ type session struct {
 	url   string
 	token string
 	entry client.Entry
+	// renew is set when the token is a stored login's: long commands
+	// renew it as they go.
+	renew bool
 }
 
 func (g *globals) session(ctx context.Context) (*session, error) {
@@ -114,6 +153,7 @@ func (g *globals) session(ctx context.Context) (*session, error) {
 		}
 	}
 	s.token = s.entry.Token
+	s.renew = !s.entry.Expiry.IsZero()
 	return s, nil
 }
 
@@ -126,7 +166,11 @@ func (g *globals) client(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return g.clientFor(s.url, s.token, s.entry.CAFile)
+	c, err := g.clientFor(s.url, s.token, s.entry.CAFile)
+	if err != nil || !s.renew {
+		return c, err
+	}
+	return c.WithTokenSource(client.NewEntrySource(s.url, s.entry)), nil
 }
 
 func (g *globals) clientFor(url, token, caFile string) (*client.Client, error) {

@@ -253,7 +253,7 @@ func devBanner(cmd *cobra.Command, g *server.Gateway, cfg *config.Config, firstC
 		next = "a first cluster starts now, below"
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), `
-  gateway dev: FOR DEVELOPMENT ONLY (plain HTTP, an embedded identity provider that signs anyone in, Dask on this machine)
+  gateway dev: FOR DEVELOPMENT ONLY (plain HTTP, an embedded identity provider that signs anyone in, %s)
     gateway URL:   %s
     web console:   %s/  (open it in a browser; sign in as dev, dev2 or admin)
     dev issuer:    %s  (loopback only; identities: %s)
@@ -264,7 +264,7 @@ func devBanner(cmd *cobra.Command, g *server.Gateway, cfg *config.Config, firstC
     as someone else:         %s login   (approve in the browser as dev2 or admin)
     for dask_gateway:        %s dask-config   (then Gateway() with no arguments reaches this gateway)
 
-`, g.PublicURL, g.PublicURL, g.Issuer, strings.Join(users, ", "), cfg.DataDir, logLine, credPath, cliLine, dashLine, next, cli, cli)
+`, g.RunsOn(), g.PublicURL, g.PublicURL, g.Issuer, strings.Join(users, ", "), cfg.DataDir, logLine, credPath, cliLine, dashLine, next, cli, cli)
 	return nil
 }
 

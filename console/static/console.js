@@ -70,6 +70,7 @@ function stream() {
     es.addEventListener("clusters", put("clusters"));
     es.addEventListener("cluster", put("cluster"));
     es.addEventListener("build", put("build"));
+    es.addEventListener("builds", put("builds"));
     es.addEventListener("logs-reset", function (ev) {
       logs.textContent = ev.data ? ev.data + "\n" : "";
       logs.scrollTop = logs.scrollHeight;

@@ -38,6 +38,10 @@ type fileEnv struct {
 	// (pylock.toml's requires-python).
 	requiresPython string
 	notes          []string
+	// local says the file is on this machine: its includes (-r FILE) are
+	// read from beside it. A file that came from elsewhere (FromData) has
+	// none to read here, and must not name this machine's files.
+	local bool
 }
 
 func (f *fileEnv) add(name, version, where string) {
@@ -71,16 +75,9 @@ func FromFile(ctx context.Context, path string, opts Options) (_ Env, err error)
 	if err != nil {
 		return Env{}, fmt.Errorf("environment file %s: %w", path, err)
 	}
-	fe := &fileEnv{}
-	if err := parse(fe, path, data); err != nil {
-		return Env{}, err
-	}
-	pkgs, err := uniquePins(fe.pins)
+	fe, pkgs, err := readEnvFile(parse, path, data, true)
 	if err != nil {
 		return Env{}, err
-	}
-	if !slices.ContainsFunc(pkgs, func(p images.Package) bool { return images.NormalizeName(p.Name) == "distributed" }) {
-		return Env{}, fmt.Errorf("%s does not list Dask distributed; the cluster needs it, pinned to the version your Dask client runs", path)
 	}
 
 	env := Env{Notes: fe.notes}
@@ -119,24 +116,103 @@ func FromFile(ctx context.Context, path string, opts Options) (_ Env, err error)
 		spec.Python = fe.python
 	}
 
-	switch set.gpu {
-	case "yes":
-		spec.GPU = true
-	case "auto":
-		var gpu []string
-		for _, p := range pkgs {
-			if isGPUPackage(p.Name) {
-				gpu = append(gpu, p.Name)
-			}
-		}
-		if spec.GPU = len(gpu) > 0; spec.GPU {
-			env.Notes = append(env.Notes, "GPU image: the environment has GPU packages "+strings.Join(gpu, ", "))
-		}
-	}
+	setGPU(&spec, &env, set.gpu)
 	if err := finish(&env, spec, nil, opts.Dir, set.maxBytes); err != nil {
 		return Env{}, err
 	}
 	return env, nil
+}
+
+// FromData reads an environment file's contents, of the kind its name
+// tells (as FromFile), without inspecting an interpreter: for a server
+// given the file by a browser, which has no Python of the user's to ask.
+// The Python version comes from the file when it says, else from python
+// ("" then is an error saying to give it); the platform is platform, else
+// linux/amd64. It has no code part. Errors name the file as name.
+func FromData(name string, data []byte, python, platform string) (_ Env, err error) {
+	defer func() {
+		if err != nil && !strings.Contains(err.Error(), name) {
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+	}()
+	set, err := checkOptions(Options{Platform: platform})
+	if err != nil {
+		return Env{}, err
+	}
+	if set.platform == "" {
+		set.platform = images.PlatformAMD64
+	}
+	parse, err := fileKind(name)
+	if err != nil {
+		return Env{}, err
+	}
+	fe, pkgs, err := readEnvFile(parse, name, data, false)
+	if err != nil {
+		return Env{}, err
+	}
+	env := Env{Notes: fe.notes}
+	spec := images.Spec{Packages: pkgs, Channels: fe.channels, Platform: set.platform, Python: fe.python}
+	switch python = strings.TrimSpace(python); {
+	case fe.python != "":
+		if python != "" && pythonMinor(python) != pythonMinor(fe.python) {
+			env.Notes = append(env.Notes, fmt.Sprintf("%s says Python %s: the image has it, not %s", fe.pyWhere, pythonMinor(fe.python), python))
+		}
+	case python == "":
+		return Env{}, fmt.Errorf("%s does not say which Python version the environment has: give it (3.12, say)", name)
+	default:
+		if _, err := images.NormalizePython(python); err != nil {
+			return Env{}, err
+		}
+		spec.Python = python
+	}
+	if fe.requiresPython != "" {
+		if err := checkRequiresPython(fe.requiresPython, spec.Python); err != nil {
+			return Env{}, fmt.Errorf("%s: %v", name, err)
+		}
+	}
+	setGPU(&spec, &env, set.gpu)
+	if err := finish(&env, spec, nil, "", set.maxBytes); err != nil {
+		return Env{}, err
+	}
+	return env, nil
+}
+
+// readEnvFile parses an environment file's data: its packages, each
+// pinned once, which must include Dask distributed. local: the file is on
+// this machine (fileEnv.local).
+func readEnvFile(parse func(*fileEnv, string, []byte) error, path string, data []byte, local bool) (*fileEnv, []images.Package, error) {
+	fe := &fileEnv{local: local}
+	if err := parse(fe, path, data); err != nil {
+		return nil, nil, err
+	}
+	pkgs, err := uniquePins(fe.pins)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !slices.ContainsFunc(pkgs, func(p images.Package) bool { return images.NormalizeName(p.Name) == "distributed" }) {
+		return nil, nil, fmt.Errorf("%s does not list Dask distributed; the cluster needs it, pinned to the version your Dask client runs", path)
+	}
+	return fe, pkgs, nil
+}
+
+// setGPU sets whether the image has a GPU runtime, by the setting gpu
+// (checkOptions'): "auto" asks for one when the environment has GPU
+// packages, and notes which.
+func setGPU(spec *images.Spec, env *Env, gpu string) {
+	switch gpu {
+	case "yes":
+		spec.GPU = true
+	case "auto":
+		var found []string
+		for _, p := range spec.Packages {
+			if isGPUPackage(p.Name) {
+				found = append(found, p.Name)
+			}
+		}
+		if spec.GPU = len(found) > 0; spec.GPU {
+			env.Notes = append(env.Notes, "GPU image: the environment has GPU packages "+strings.Join(found, ", "))
+		}
+	}
 }
 
 // fileKind returns the parser for an environment file, by its name.
@@ -251,6 +327,9 @@ func (p *reqParser) line(line, dir, where string) error {
 		case "-r", "--requirement":
 			if value == "" {
 				return fmt.Errorf("%s: %s needs a file name", where, opt)
+			}
+			if !p.fe.local {
+				return fmt.Errorf("%s: %s %s includes another file, which the gateway cannot read: put its lines in place of this one", where, opt, value)
 			}
 			if strings.Contains(value, "://") {
 				return fmt.Errorf("%s: including %s: only local files can be included", where, value)

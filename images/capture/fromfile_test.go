@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -405,5 +406,80 @@ func TestRequiresPython(t *testing.T) {
 		if _, err := parseSpecifiers(bad); err == nil {
 			t.Errorf("parseSpecifiers(%q) succeeded", bad)
 		}
+	}
+}
+
+// TestFromData: a file's contents given by a browser, read with no
+// interpreter to inspect: the Python version from the file, else the one
+// given, else an error saying to give it.
+func TestFromData(t *testing.T) {
+	tests := []struct {
+		name, file, python, platform string
+		wantPython, wantPlatform     string
+		wantErr                      string
+	}{
+		{name: "requirements", file: "requirements.txt", python: "3.11.4", wantPython: "3.11", wantPlatform: images.PlatformAMD64},
+		{name: "requirements, arm", file: "requirements-dev.txt", python: "3.12", platform: "aarch64", wantPython: "3.12", wantPlatform: images.PlatformARM64},
+		{name: "requirements, no python", file: "requirements.txt", wantErr: "does not say which Python version the environment has: give it"},
+		{name: "requirements, bad python", file: "requirements.txt", python: "three", wantErr: "three"},
+		{name: "conda says python", file: "environment.yml", python: "3.10", wantPython: "3.12", wantPlatform: images.PlatformAMD64},
+		{name: "pylock", file: "pylock.toml", python: "3.12", wantPython: "3.12", wantPlatform: images.PlatformAMD64},
+		{name: "pylock excludes", file: "pylock.toml", python: "3.13", wantErr: `requires-python ">=3.10,<3.13" excludes Python 3.13`},
+		{name: "unknown kind", file: "setup.cfg", python: "3.12", wantErr: "setup.cfg: unknown kind of environment file"},
+		{name: "bad platform", file: "requirements.txt", python: "3.12", platform: "windows", wantErr: `platform "windows" is not one of`},
+	}
+	// requirementsTxt and environmentYml include other files, which a
+	// file from elsewhere cannot (below).
+	noIncludes := func(s string) string {
+		var out []string
+		for _, l := range strings.Split(s, "\n") {
+			if t := strings.TrimLeft(l, " -"); !strings.HasPrefix(t, "r ") && !strings.HasPrefix(t, "requirement") {
+				out = append(out, l)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	data := map[string]string{"requirements.txt": noIncludes(requirementsTxt), "requirements-dev.txt": noIncludes(requirementsTxt),
+		"environment.yml": noIncludes(environmentYml), "pylock.toml": pylockToml, "setup.cfg": "[metadata]\n"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, err := FromData(tt.file, []byte(data[tt.file]), tt.python, tt.platform)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), tt.file) {
+					t.Fatalf("err = %v, want one naming %s and saying %q", err, tt.file, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if env.Spec.Python != tt.wantPython || env.Spec.Platform != tt.wantPlatform || len(env.Spec.Code) != 0 || len(env.Code) != 0 {
+				t.Errorf("spec: python %q platform %q code %v; want %q %q and no code", env.Spec.Python, env.Spec.Platform, env.Spec.Code, tt.wantPython, tt.wantPlatform)
+			}
+			if !slices.ContainsFunc(env.Spec.Packages, func(p images.Package) bool { return images.NormalizeName(p.Name) == "distributed" }) {
+				t.Errorf("no distributed in %v", env.Spec.Packages)
+			}
+		})
+	}
+	// An include names a file of the machine that reads it: never read
+	// for a file from elsewhere (a browser's upload naming the server's
+	// files), whatever it names.
+	for _, inc := range []string{"-r /etc/passwd", "--requirement=../../etc/hosts", "-r sub/more.txt"} {
+		file := "distributed==2024.8.0\n" + inc + "\n"
+		if _, err := FromData("requirements.txt", []byte(file), "3.12", ""); err == nil || !strings.Contains(err.Error(), "requirements.txt:2:") ||
+			!strings.Contains(err.Error(), "includes another file, which the gateway cannot read") {
+			t.Errorf("%s: %v", inc, err)
+		}
+	}
+	yml := "dependencies:\n  - python=3.12\n  - distributed=2024.8.0\n  - pip:\n    - -r /etc/passwd\n"
+	if _, err := FromData("environment.yml", []byte(yml), "", ""); err == nil || !strings.Contains(err.Error(), "includes another file") {
+		t.Errorf("conda's pip include: %v", err)
+	}
+	// The same checks of the packages as FromFile's.
+	if _, err := FromData("requirements.txt", []byte("dask==2024.8.0\n"), "3.12", ""); err == nil || !strings.Contains(err.Error(), "does not list Dask distributed") {
+		t.Errorf("no distributed: %v", err)
+	}
+	if _, err := FromData("requirements.txt", []byte("distributed>=2024\n"), "3.12", ""); err == nil || !strings.Contains(err.Error(), "requirements.txt:1") {
+		t.Errorf("unpinned: %v", err)
 	}
 }

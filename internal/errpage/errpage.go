@@ -39,7 +39,15 @@ type Error struct {
 	Message string
 	Title   string // page heading; defaults to the status text
 	Hint    string // what the person can do about it; optional
+	// Command is a command to run (shown apart, to copy); optional.
+	Command string
+	// Links are pages that do work, under LinksTitle; optional.
+	Links      []Link
+	LinksTitle string
 }
+
+// Link is one link of an error page.
+type Link struct{ Text, Href string }
 
 // Write answers e as HTML if the request asked for it, else as the API's
 // JSON error ({"error", "code", "message"}). Either way it is not cached.
@@ -50,7 +58,11 @@ func Write(w http.ResponseWriter, r *http.Request, e Error) {
 		w.WriteHeader(e.Status)
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
-		_ = enc.Encode(map[string]string{"error": e.Message, "code": e.Code, "message": e.Message})
+		m := map[string]string{"error": e.Message, "code": e.Code, "message": e.Message}
+		if e.Command != "" {
+			m["fix"] = e.Command
+		}
+		_ = enc.Encode(m)
 		return
 	}
 	if e.Title == "" {
@@ -65,11 +77,13 @@ func Write(w http.ResponseWriter, r *http.Request, e Error) {
 }
 
 var page = template.Must(template.New("error").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>{{.Title}} - gateway</title></head>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}} - gateway</title></head>
 <body style="font-family: sans-serif; max-width: 40em; margin: 4em auto">
 <h1>{{.Title}}</h1>
 <p id="message">{{.Message}}</p>
 {{if .Hint}}<p id="hint">{{.Hint}}</p>{{end}}
+{{if .Command}}<pre style="background: #eee; padding: .5em; white-space: pre-wrap"><code id="command">{{.Command}}</code></pre>{{end}}
+{{if .Links}}<p>{{.LinksTitle}}</p><ul id="links">{{range .Links}}<li><a href="{{.Href}}">{{.Text}}</a></li>{{end}}</ul>{{end}}
 <p style="color: #666; font-size: small">HTTP {{.Status}} &middot; <code id="code">{{.Code}}</code></p>
 </body></html>
 `))

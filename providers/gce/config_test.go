@@ -326,7 +326,9 @@ func TestInstanceTypes(t *testing.T) {
 	})
 	t.Run("nothing usable", func(t *testing.T) {
 		e := newEnv(t, nil)
-		e.srv.SetZoneMachineTypes("us-central1-a", []gcetest.MachineType{{Name: "x9-odd-4", GuestCpus: 4, MemoryMb: 4096}})
+		for _, z := range e.p.cfg.Zones {
+			e.srv.SetZoneMachineTypes(z, []gcetest.MachineType{{Name: "x9-odd-4", GuestCpus: 4, MemoryMb: 4096}})
+		}
 		types, err := e.p.InstanceTypes(e.ctx)
 		if err != nil || len(types) != len(e.p.builtinTypes()) {
 			t.Errorf("InstanceTypes: %d types, %v; want the built-in table", len(types), err)

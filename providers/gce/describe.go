@@ -88,18 +88,54 @@ func (p *Provider) memberFilter(cluster, member string) string {
 	return fmt.Sprintf(`%s AND (labels.%s = "%s")`, p.clusterFilter(cluster), keyMember, labelValue(member))
 }
 
+// PartialListError says that Compute Engine answered a listing without
+// some zones (aggregatedList's unreachables, or a scope's UNREACHABLE
+// warning): what those zones hold is unknown, so no member missing from
+// the listing may be taken for gone.
+type PartialListError struct {
+	Scopes []string // "zones/us-central1-a"
+}
+
+func (e *PartialListError) Error() string {
+	return fmt.Sprintf("Compute Engine did not reach %s: its members are unknown until it answers", strings.Join(e.Scopes, ", "))
+}
+
 // listInstances lists this gateway's instances in every zone matching the
 // filter, in one aggregated listing (retried whole when a page fails, so
 // that a partial answer never passes for the truth: a member missing from
-// it would look gone).
+// it would look gone). A listing that some zone did not answer is an
+// error (*PartialListError).
 func (p *Provider) listInstances(ctx context.Context, filter string) ([]*found, error) {
+	out, unreachable, err := p.listReachable(ctx, filter)
+	if err == nil && len(unreachable) > 0 {
+		err = fmt.Errorf("list instances: %w", &PartialListError{Scopes: unreachable})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// listReachable is listInstances that returns what the zones that
+// answered hold, and names the scopes that did not.
+func (p *Provider) listReachable(ctx context.Context, filter string) ([]*found, []string, error) {
 	var out []*found
+	unreachable := map[string]bool{}
 	err := p.call(ctx, "list instances", func(ctx context.Context) error {
 		out = out[:0]
+		clear(unreachable)
 		it := p.instances.AggregatedList(ctx, &computepb.AggregatedListInstancesRequest{Project: p.cfg.Project, Filter: &filter})
 		for pair, err := range it.All() {
 			if err != nil {
 				return err
+			}
+			if resp, ok := it.Response.(*computepb.InstanceAggregatedList); ok {
+				for _, u := range resp.GetUnreachables() {
+					unreachable[u] = true
+				}
+			}
+			if pair.Value.GetWarning().GetCode() == "UNREACHABLE" {
+				unreachable[pair.Key] = true
 			}
 			for _, in := range pair.Value.GetInstances() {
 				if f, ok := p.identify(in); ok {
@@ -107,12 +143,22 @@ func (p *Provider) listInstances(ctx context.Context, filter string) ([]*found, 
 				}
 			}
 		}
+		// A page with no scopes at all yields no pair: its unreachables
+		// are read here.
+		if resp, ok := it.Response.(*computepb.InstanceAggregatedList); ok {
+			for _, u := range resp.GetUnreachables() {
+				unreachable[u] = true
+			}
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list instances: %w", err)
+		return nil, nil, fmt.Errorf("list instances: %w", err)
 	}
-	return out, nil
+	if len(unreachable) > 0 {
+		p.log.Warn("instance listing is partial; members in these zones are unknown", "unreachable", slices.Sorted(maps.Keys(unreachable)))
+	}
+	return out, slices.Sorted(maps.Keys(unreachable)), nil
 }
 
 // clusterInstances lists the cluster's instances, checking the exact
@@ -379,7 +425,7 @@ func (p *Provider) findStopReason(ctx context.Context, zone, name string, id uin
 				// The launcher's table, whole: nothing may follow its rows.
 				return "the instance powered itself off:\n" + attrs[guestStatus], true
 			}
-			return attrs[guestStatus] + " (the instance powered itself off)", true
+			return attrs[guestStatus] + " (the instance powered itself off)" + p.pullAdvice(attrs[guestStatus]), true
 		}
 		return fmt.Sprintf("the instance is %s without the gateway asking (see its serial console output)", status), false
 	}
@@ -455,4 +501,32 @@ func (p *Provider) vanished(ctx context.Context, cluster string, listed map[stri
 	}
 	p.mu.Unlock()
 	return out
+}
+
+// unreachableRegistry are what docker pull says when no route leads to the
+// registry (members have no external address).
+var unreachableRegistry = []string{"i/o timeout", "dial tcp", "no route to host", "network is unreachable", "client.timeout exceeded", "tls handshake timeout", "context deadline exceeded"}
+
+// pullAdvice explains a pull that failed for want of a route to the
+// registry: members have no external address, so they reach a public
+// registry only through Cloud NAT, and Artifact Registry through Private
+// Google Access. It is said in the member's reason (so on the cluster), and
+// logged once per gateway process, the first time.
+func (p *Provider) pullAdvice(status string) string {
+	if !strings.HasPrefix(status, "cannot pull the container image") {
+		return ""
+	}
+	low := strings.ToLower(status)
+	if !slices.ContainsFunc(unreachableRegistry, func(s string) bool { return strings.Contains(low, s) }) {
+		return ""
+	}
+	advice := fmt.Sprintf("; members have no external address, so network %q must reach the registry: add Cloud NAT to its region (the Terraform module does when it creates the network), or mirror the image into Artifact Registry and enable Private Google Access on the subnetwork", p.cfg.Network)
+	p.mu.Lock()
+	first := !p.pullAdvised
+	p.pullAdvised = true
+	p.mu.Unlock()
+	if first {
+		p.log.Error("a member could not reach its image registry"+advice, "network", p.cfg.Network, "subnetwork", p.cfg.Subnetwork, "status", status)
+	}
+	return advice
 }

@@ -260,8 +260,11 @@ type Provider struct {
 	ready    map[uint64]bool    // instance id -> scheduler signalled ready
 	reasons  map[uint64]string  // instance id -> why it stopped on its own
 	ends     providers.EndTimes // when StopCluster saw each member end
-	types    typeCache
-	reads    *readBudgetT // rate budget of Compute Engine reads (readBudget)
+	// pullAdvised: the operator was told what a member's network needs to
+	// pull its image (pullAdvice), once.
+	pullAdvised bool
+	types       typeCache
+	reads       *readBudgetT // rate budget of Compute Engine reads (readBudget)
 }
 
 // clusterState is what this process learnt about a cluster. None of it is

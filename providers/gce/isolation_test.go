@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/gce/gcetest"
 )
 
@@ -225,5 +226,77 @@ func TestStaleFirewallUpdated(t *testing.T) {
 	}
 	if n := len(e.srv.RequestsTo("PUT", "/global/firewalls/gw-"+a+"-gateway")); n != 1 {
 		t.Errorf("%d updates of the gateway rule; want 1 (the internal rule is unchanged)", n)
+	}
+}
+
+// TestOwnershipLayers tests each of the two safeguards that keep another
+// gateway's instances out of this one's listings and stops on its own: the
+// label filter sent with every listing, and the exact re-check of the
+// metadata behind it (identify). One instance carries this gateway's
+// labels but another's metadata (a label value two gateway IDs can share
+// once sanitized, or labels copied by hand): only the re-check stands
+// between it and this gateway, as if the filter were gone. The other
+// carries another gateway's labels and this one's metadata: only the
+// filter keeps it out, as if the re-check were gone. Neither is listed,
+// described or stopped.
+func TestOwnershipLayers(t *testing.T) {
+	e := newEnv(t, nil)
+	spec := testSpec(t, "mine", "alice")
+	if err := e.p.StartScheduler(e.ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	meta := func(gateway string) *gcetest.Metadata {
+		return &gcetest.Metadata{Items: []gcetest.MetadataItem{
+			{Key: keyGateway, Value: gateway}, {Key: keyCluster, Value: "mine"},
+			{Key: keyMember, Value: "worker-7"}, {Key: keyRole, Value: "worker"}, {Key: keyOwner, Value: "mallory"},
+		}}
+	}
+	labels := func(gateway string) map[string]string {
+		return map[string]string{keyGateway: labelValue(gateway), keyCluster: labelValue("mine"), keyMember: "worker-7"}
+	}
+	// Passes the filter; only the metadata re-check refuses it.
+	e.srv.PutInstance("us-central1-a", gcetest.Instance{Name: "other-filter-passes", MachineType: "zones/us-central1-a/machineTypes/e2-standard-4",
+		Labels: labels(testGatewayID), Metadata: meta("gw-other")})
+	// Carries this gateway's metadata; only the label filter keeps it out.
+	e.srv.PutInstance("us-central1-b", gcetest.Instance{Name: "other-recheck-passes", MachineType: "zones/us-central1-b/machineTypes/e2-standard-4",
+		Labels: labels("gw-other"), Metadata: meta(testGatewayID)})
+
+	check := func(what string, ms []providers.Member, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		for _, m := range ms {
+			if m.Name == "worker-7" {
+				t.Errorf("%s reports another gateway's instance: %+v", what, m)
+			}
+		}
+	}
+	ms, err := e.p.List(e.ctx)
+	check("List", ms, err)
+	ms, err = e.p.ListMembers(e.ctx)
+	check("ListMembers", ms, err)
+	ms, err = e.p.Describe(e.ctx, "mine")
+	check("Describe", ms, err)
+	if err := e.p.StopWorker(e.ctx, "mine", "worker-7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.p.StopCluster(e.ctx, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"other-filter-passes", "other-recheck-passes"} {
+		if _, ok := e.srv.Instance(name); !ok {
+			t.Errorf("%s, another gateway's instance, was deleted", name)
+		}
+	}
+	if _, ok := e.srv.Instance(instanceName("mine", "scheduler")); ok {
+		t.Errorf("this gateway's own scheduler was not stopped")
+	}
+	// Every listing carried the filter, which the first instance passes:
+	// the re-check alone kept it out.
+	for _, f := range filters(e.srv.RequestsTo("GET", "/aggregated/instances")) {
+		if !strings.Contains(f, `labels.`+keyGateway+` = "`+labelValue(testGatewayID)+`"`) {
+			t.Errorf("a listing without the gateway label filter: %s", f)
+		}
 	}
 }

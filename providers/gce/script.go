@@ -149,8 +149,12 @@ if [ "$GPU" = 1 ]; then
   fi
 fi
 
-for i in 1 2 3 4 5; do docker pull "$IMAGE" && break; sleep $((i * 5)); done
-docker image inspect "$IMAGE" >/dev/null 2>&1 || fail "cannot pull the container image $IMAGE"
+PULL_ERR=""
+for i in 1 2 3 4 5; do PULL_ERR=$(docker pull "$IMAGE" 2>&1 >/dev/null) && break; sleep $((i * 5)); done
+# docker's last line says why (a registry out of reach, a name unknown):
+# the gateway tells the operator what a network without a route to the
+# registry needs.
+docker image inspect "$IMAGE" >/dev/null 2>&1 || fail "cannot pull the container image $IMAGE: $(printf '%s' "$PULL_ERR" | tail -n 1 | cut -c1-300)"
 docker rm -f dask >/dev/null 2>&1
 unset TOKEN
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gatewayhq/gateway/providers"
 	"github.com/gatewayhq/gateway/providers/catalog"
+	"github.com/gatewayhq/gateway/providers/gce/gcerules"
 )
 
 const schedulerMember = "scheduler"
@@ -187,18 +188,28 @@ type candidate struct {
 // acceleratorOptimized reports machine series whose GPUs are part of the
 // machine type (A2, A3, A4, G2, G4): nothing is attached to them.
 func acceleratorOptimized(machineType string) bool {
-	series, _, _ := strings.Cut(machineType, "-")
-	switch series {
-	case "a2", "a3", "a4", "a4x", "g2", "g4":
-		return true
+	_, builtin := gcerules.BuiltInGPUs(machineType)
+	return builtin
+}
+
+// n1Size is an N1 predefined type's vCPUs and memory, from its name and
+// the series' fixed memory per vCPU; ok is false for other names.
+func n1Size(machineType string) (vcpus int, memGiB float64, ok bool) {
+	perCPU := map[string]float64{"n1-standard": 3.75, "n1-highmem": 6.5, "n1-highcpu": 0.9}[typeClass(machineType)]
+	n, err := strconv.Atoi(machineType[strings.LastIndex(machineType, "-")+1:])
+	if perCPU == 0 || err != nil || n <= 0 {
+		return 0, 0, false
 	}
-	return false
+	return n, float64(n) * perCPU, true
 }
 
 // candidates lists the machine types to try, in order: the chosen type,
-// then the alternatives. Types that cannot carry the requested GPUs are
-// left out, and said so when none is left.
-func (p *Provider) candidates(m providers.Machine, role providers.Role) ([]candidate, error) {
+// then the alternatives. Types that Compute Engine would refuse with the
+// GPUs asked for, for this role, are left out (gcerules: GPU counts and
+// ceilings on N1, the fixed GPUs of accelerator-optimized types, Spot-only
+// types for a member that cannot be Spot, the boot disk types a series
+// takes), and said so, naming the rule, when none is left.
+func (p *Provider) candidates(m providers.Machine, role providers.Role, spot bool) ([]candidate, error) {
 	first := m.InstanceType
 	if first == "" {
 		var err error
@@ -222,21 +233,8 @@ func (p *Provider) candidates(m providers.Machine, role providers.Role) ([]candi
 			gpus, gpuType = m.GPUs, m.GPUType
 		}
 		c := candidate{label: t, machineType: base}
-		switch {
-		case acceleratorOptimized(base):
-			c.gpu = true
-		case gpus > 0 && strings.HasPrefix(base, "n1-"):
-			if gpuType == "" {
-				gpuType = catalog.GPUT4 // the cheapest that attaches to N1
-			}
-			g, ok := n1GPUs[gpuType]
-			if !ok {
-				left = append(left, fmt.Sprintf("%s cannot carry %s GPUs (N1 takes %s; for l4, a100 or h100 use g2, a2 or a3 types)", t, gpuType, strings.Join(slices.Sorted(maps.Keys(n1GPUs)), ", ")))
-				continue
-			}
-			c.gpu, c.accelerator, c.count = true, g.accelerator, int32(gpus)
-		case gpus > 0:
-			left = append(left, fmt.Sprintf("%s takes no GPUs (GPUs attach to N1 types; A2, A3 and G2 types come with them)", t))
+		if err := p.checkShape(&c, gpus, gpuType, spot); err != nil {
+			left = append(left, err.Error())
 			continue
 		}
 		out = append(out, c)
@@ -245,9 +243,58 @@ func (p *Provider) candidates(m providers.Machine, role providers.Role) ([]candi
 		return nil, fmt.Errorf("%w: %s", providers.ErrUnsupported, strings.Join(left, "; "))
 	}
 	if len(left) > 0 {
-		p.log.Info("left out machine types that cannot carry the GPUs asked for", "left_out", left)
+		p.log.Info("left out machine types Compute Engine would refuse", "left_out", left)
 	}
 	return out, nil
+}
+
+// checkShape fills in what the candidate's GPUs need, or says which of
+// Compute Engine's documented rules (gcerules) it breaks.
+func (p *Provider) checkShape(c *candidate, gpus int, gpuType string, spot bool) error {
+	switch {
+	case acceleratorOptimized(c.machineType):
+		if err := gcerules.CheckBuiltInGPUs(c.machineType, gpus); err != nil {
+			return err
+		}
+		c.gpu = true
+	case gpus > 0 && strings.HasPrefix(c.machineType, "n1-"):
+		if gpuType == "" {
+			gpuType = catalog.GPUT4 // the cheapest that attaches to N1
+		}
+		g, ok := n1GPUs[gpuType]
+		if !ok {
+			return fmt.Errorf("%s cannot carry %s GPUs (N1 takes %s; for l4, a100 or h100 use g2, a2 or a3 types; %s)", c.machineType, gpuType, strings.Join(slices.Sorted(maps.Keys(n1GPUs)), ", "), gcerules.RefN1GPUs)
+		}
+		vcpus, mem, known := n1Size(c.machineType)
+		if !known {
+			return fmt.Errorf("%s: GPUs attach only to predefined N1 types here (n1-standard, n1-highmem, n1-highcpu; %s)", c.machineType, gcerules.RefN1GPUs)
+		}
+		if err := gcerules.CheckN1GPUs(c.machineType, g.accelerator, gpus, vcpus, mem); err != nil {
+			return err
+		}
+		c.gpu, c.accelerator, c.count = true, g.accelerator, int32(gpus)
+	case gpus > 0:
+		return fmt.Errorf("%s takes no GPUs (GPUs attach to N1 types; A2, A3 and G2 types come with them; %s)", c.machineType, gcerules.RefN1GPUs)
+	}
+	if err := gcerules.CheckProvisioning(c.machineType, spot); err != nil {
+		return err
+	}
+	if dt := lastSegment(p.diskType(c.machineType)); dt != "" {
+		if err := gcerules.CheckBootDisk(c.machineType, dt); err != nil {
+			return fmt.Errorf("the configured disk_type cannot be used: %w", err)
+		}
+	}
+	return nil
+}
+
+// diskType is the boot disk type for a machine type: the configured one,
+// or the series' own where the series does not take it (gcerules). A
+// configured URL is kept as given.
+func (p *Provider) diskType(machineType string) string {
+	if strings.Contains(p.cfg.DiskType, "/") {
+		return p.cfg.DiskType
+	}
+	return gcerules.BootDiskType(machineType, p.cfg.DiskType)
 }
 
 // defaultType picks a machine type for a spec that names none: the
@@ -275,18 +322,23 @@ func (p *Provider) defaultType(m providers.Machine, role providers.Role) (string
 // launch creates the member's instance, trying each candidate type in each
 // zone (Spot first when asked, then on-demand) until one has capacity.
 func (p *Provider) launch(ctx context.Context, l launch) error {
-	cands, err := p.candidates(l.machine, l.role)
+	spotOK := l.spot && l.role == providers.RoleWorker
+	cands, err := p.candidates(l.machine, l.role, spotOK)
 	if err != nil {
 		return err
 	}
 	modes := []bool{false}
-	if l.spot && l.role == providers.RoleWorker {
+	if spotOK {
 		modes = []bool{true, false}
 	}
 	name := instanceName(l.spec.Name, l.member)
 	var tries []string
 	for _, spot := range modes {
 		for _, c := range cands {
+			if !spot && gcerules.SpotOnly(c.machineType) {
+				tries = append(tries, gcerules.CheckProvisioning(c.machineType, false).Error())
+				continue
+			}
 			// Quotas are regional: once one says no, the region's other
 			// zones would say the same for this type.
 			quotaOut := map[string]bool{}
@@ -429,7 +481,7 @@ func (p *Provider) instance(l launch, c candidate, zone string, spot bool) *comp
 	default:
 		sched.OnHostMaintenance, sched.AutomaticRestart = ptr("MIGRATE"), ptr(true)
 	}
-	diskType := p.cfg.DiskType
+	diskType := p.diskType(c.machineType)
 	if !strings.Contains(diskType, "/") {
 		diskType = "zones/" + zone + "/diskTypes/" + diskType
 	}

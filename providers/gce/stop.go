@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -94,13 +95,16 @@ func (p *Provider) deleteInstance(ctx context.Context, f *found) (*compute.Opera
 // StopCluster implements providers.Provider: it deletes every member and
 // waits for the deletions, then deletes the firewall rules and the secret
 // (after the instances: a member still booting needs them). An unknown or
-// already stopped cluster is not an error. When some deletion fails, the
-// rules and the secret stay, and a repeated call finishes the job.
+// already stopped cluster is not an error. When some deletion fails, or
+// some zone did not answer the listing (it may hold a member, which needs
+// them), the rules and the secret stay, the members found are deleted, and
+// the call fails: a repeated call finishes the job.
 func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
-	fs, err := p.clusterInstances(ctx, cluster)
+	all, unreachable, err := p.listReachable(ctx, p.clusterFilter(cluster))
 	if err != nil {
 		return fmt.Errorf("gce provider: stop cluster %s: %w", cluster, err)
 	}
+	fs := slices.DeleteFunc(all, func(f *found) bool { return f.cluster != cluster })
 	for _, f := range fs {
 		p.markStopping(f)
 	}
@@ -128,6 +132,10 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 	}
 	for i, f := range fs {
 		p.ends.Note(cluster, f.member, ends[i])
+	}
+	if len(unreachable) > 0 {
+		return fmt.Errorf("gce provider: stop cluster %s: deleted the %d member(s) found; its firewall rules and secret are kept until every zone answers: %w",
+			cluster, len(fs), &PartialListError{Scopes: unreachable})
 	}
 	for _, name := range []string{gatewayRuleName(cluster), internalRuleName(cluster)} {
 		if err := p.deleteFirewall(ctx, cluster, name); err != nil {

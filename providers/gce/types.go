@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 
 	"github.com/gatewayhq/gateway/providers/catalog"
+	"github.com/gatewayhq/gateway/providers/gce/gcerules"
 )
 
 // typeCache holds the last listing of machine types.
@@ -26,14 +27,15 @@ type typeCache struct {
 const failedListingTTL = time.Minute
 
 // InstanceTypes implements providers.InstanceTypes: the machine types of
-// the first configured zone (machineTypes.list), with GPU counts and models
+// every configured zone (machineTypes.list), with GPU counts and models
 // from their accelerators (named with acceleratorTypes.list), plus N1
-// machines with the GPUs the zone attaches to them (named like
+// machines with the GPUs some zone attaches to them (named like
 // "n1-standard-8+2xt4", see n1Combinations), priced from
 // the built-in catalog (estimated from the same series or GPU when the
 // catalog lacks the type; types that cannot be priced are left out, as a
 // zero price would make them everyone's cheapest choice). Shared-core and
-// deprecated types are left out. The answer is cached for
+// deprecated types are left out, and so are types sold only as Spot
+// (gcerules.SpotOnly). The answer is cached for
 // InstanceTypesTTL; when the listing fails the built-in Compute Engine
 // types are returned instead.
 func (p *Provider) InstanceTypes(ctx context.Context) ([]catalog.InstanceType, error) {
@@ -50,7 +52,7 @@ func (p *Provider) InstanceTypes(ctx context.Context) ([]catalog.InstanceType, e
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("gce provider: instance types: %w", ctx.Err())
 		}
-		p.log.Warn("cannot list machine types; using the built-in table", "zone", p.cfg.Zones[0], "err", err)
+		p.log.Warn("cannot list machine types; using the built-in table", "zones", p.cfg.Zones, "err", err)
 		types, ttl = p.builtinTypes(), failedListingTTL
 	}
 	p.mu.Lock()
@@ -60,48 +62,67 @@ func (p *Provider) InstanceTypes(ctx context.Context) ([]catalog.InstanceType, e
 }
 
 func (p *Provider) listTypes(ctx context.Context) ([]catalog.InstanceType, error) {
-	zone := p.cfg.Zones[0]
+	// Every configured zone's types: a member may start in any of them,
+	// and not every zone offers every type or GPU.
 	var machines []*computepb.MachineType
-	err := p.call(ctx, "list machine types", func(ctx context.Context) error {
-		machines = machines[:0]
-		it := p.machineTypes.List(ctx, &computepb.ListMachineTypesRequest{Project: p.cfg.Project, Zone: zone})
-		for m, err := range it.All() {
-			if err != nil {
-				return err
+	seen := map[string]bool{}
+	for _, zone := range p.cfg.Zones {
+		var listed []*computepb.MachineType
+		err := p.call(ctx, "list machine types", func(ctx context.Context) error {
+			listed = listed[:0]
+			it := p.machineTypes.List(ctx, &computepb.ListMachineTypesRequest{Project: p.cfg.Project, Zone: zone})
+			for m, err := range it.All() {
+				if err != nil {
+					return err
+				}
+				listed = append(listed, m)
 			}
-			machines = append(machines, m)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list machine types in %s: %w", zone, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list machine types in %s: %w", zone, err)
+		for _, m := range listed {
+			if !seen[m.GetName()] {
+				seen[m.GetName()] = true
+				machines = append(machines, m)
+			}
+		}
 	}
-	// The zone's accelerator types say which GPUs attach to N1 machines
-	// here, and name models the short-name table does not know yet ("NVIDIA
-	// B200"). Without them the machine types still serve, with no N1 GPU
+	// The zones' accelerator types say which GPUs attach to N1 machines
+	// (in at least one zone: launch moves on from a zone without them), and
+	// name models the short-name table does not know yet ("NVIDIA B200").
+	// Without them the machine types still serve, with no N1 GPU
 	// combinations.
 	descriptions := map[string]string{}
 	maxCards := map[string]int{}
-	err = p.call(ctx, "list accelerator types", func(ctx context.Context) error {
-		it := p.accelTypes.List(ctx, &computepb.ListAcceleratorTypesRequest{Project: p.cfg.Project, Zone: zone})
-		for a, err := range it.All() {
-			if err != nil {
-				return err
+	for _, zone := range p.cfg.Zones {
+		err := p.call(ctx, "list accelerator types", func(ctx context.Context) error {
+			it := p.accelTypes.List(ctx, &computepb.ListAcceleratorTypesRequest{Project: p.cfg.Project, Zone: zone})
+			for a, err := range it.All() {
+				if err != nil {
+					return err
+				}
+				descriptions[a.GetName()] = a.GetDescription()
+				maxCards[a.GetName()] = max(maxCards[a.GetName()], int(a.GetMaximumCardsPerInstance()))
 			}
-			descriptions[a.GetName()] = a.GetDescription()
-			maxCards[a.GetName()] = int(a.GetMaximumCardsPerInstance())
+			return nil
+		})
+		if err != nil {
+			p.log.Warn("cannot list accelerator types; GPU models are named from the built-in table only, and N1 machines are offered without GPUs", "zone", zone, "err", err)
+			clear(maxCards)
+			break
 		}
-		return nil
-	})
-	if err != nil {
-		p.log.Warn("cannot list accelerator types; GPU models are named from the built-in table only, and N1 machines are offered without GPUs", "zone", zone, "err", err)
-		clear(maxCards)
 	}
 	known := p.catalog.Types(catalog.CloudGCE)
 	var out []catalog.InstanceType
 	var unpriced []string
 	for _, m := range machines {
 		if m.GetIsSharedCpu() || (m.GetDeprecated().GetState() != "" && m.GetDeprecated().GetState() != "ACTIVE") {
+			continue
+		}
+		if gcerules.SpotOnly(m.GetName()) {
+			// Not sold on demand: a price here would offer it as such.
 			continue
 		}
 		t := catalog.InstanceType{
@@ -130,7 +151,7 @@ func (p *Provider) listTypes(ctx context.Context) ([]catalog.InstanceType, error
 		out = append(out, t)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no usable machine types listed in %s", zone)
+		return nil, fmt.Errorf("no usable machine types listed in %s", strings.Join(p.cfg.Zones, ", "))
 	}
 	out = append(out, n1Combinations(out, maxCards)...)
 	if len(unpriced) > 0 {
@@ -148,26 +169,25 @@ func (p *Provider) listTypes(ctx context.Context) ([]catalog.InstanceType, error
 // builtinTypes is the fallback: the catalog's Compute Engine types, with
 // the N1 combinations of the GPUs it names for N1 (T4, V100).
 func (p *Provider) builtinTypes() []catalog.InstanceType {
-	types := p.catalog.Types(catalog.CloudGCE)
+	types := slices.DeleteFunc(p.catalog.Types(catalog.CloudGCE), func(t catalog.InstanceType) bool { return gcerules.SpotOnly(t.Name) })
 	return append(types, n1Combinations(types, map[string]int{"nvidia-tesla-t4": 4, "nvidia-tesla-v100": 8})...)
 }
 
-// n1GPU is a GPU model Compute Engine attaches to N1 machines.
+// n1GPU is a GPU model Compute Engine attaches to N1 machines; the counts
+// and ceilings are gcerules.N1GPUs.
 type n1GPU struct {
 	accelerator string
 	// price is the approximate on-demand USD per GPU-hour in us-central1,
 	// an estimate like the catalog's prices.
 	price float64
-	// maxVCPUs bounds the machine's vCPUs for each number of GPUs.
-	maxVCPUs map[int]int
 }
 
 // n1GPUs are the attachable GPUs, by the catalog's short names.
 var n1GPUs = map[string]n1GPU{
-	catalog.GPUT4:   {"nvidia-tesla-t4", 0.35, map[int]int{1: 48, 2: 48, 4: 96}},
-	catalog.GPUV100: {"nvidia-tesla-v100", 2.48, map[int]int{1: 12, 2: 24, 4: 48, 8: 96}},
-	"p100":          {"nvidia-tesla-p100", 1.46, map[int]int{1: 16, 2: 32, 4: 96}},
-	"p4":            {"nvidia-tesla-p4", 0.60, map[int]int{1: 24, 2: 48, 4: 96}},
+	catalog.GPUT4:   {"nvidia-tesla-t4", 0.35},
+	catalog.GPUV100: {"nvidia-tesla-v100", 2.48},
+	"p100":          {"nvidia-tesla-p100", 1.46},
+	"p4":            {"nvidia-tesla-p4", 0.60},
 }
 
 // comboName names an N1 machine with attached GPUs for the catalog, which
@@ -192,7 +212,7 @@ func parseCombo(name string) (machine string, gpus int, gpu string, ok bool) {
 
 // n1Combinations offers each N1 type listed with each GPU model the zone
 // attaches (maxCards: accelerator type -> most per instance) in the counts
-// Compute Engine allows for its vCPUs, priced as the machine plus the GPUs.
+// Compute Engine allows for its vCPUs and memory (gcerules), priced as the machine plus the GPUs.
 // They are how the gateway's cheapest-fit choice reaches T4 and V100
 // GPUs, which no machine type includes.
 func n1Combinations(types []catalog.InstanceType, maxCards map[string]int) []catalog.InstanceType {
@@ -209,8 +229,8 @@ func n1Combinations(types []catalog.InstanceType, maxCards map[string]int) []cat
 			if !ok {
 				continue
 			}
-			for _, n := range slices.Sorted(maps.Keys(g.maxVCPUs)) {
-				if n > most || t.VCPUs > g.maxVCPUs[n] {
+			for _, n := range slices.Sorted(maps.Keys(gcerules.N1GPUs[g.accelerator])) {
+				if n > most || gcerules.CheckN1GPUs(t.Name, g.accelerator, n, t.VCPUs, t.MemoryGiB) != nil {
 					continue
 				}
 				out = append(out, catalog.InstanceType{

@@ -54,6 +54,11 @@ type DashboardSupport struct {
 	Requirement string
 	// Problem is one line for people, with the install command; "" when OK.
 	Problem string
+	// Missing says what is missing, in a few words ("distributed 2022.12.1
+	// without bokeh needs bokeh >=2.4.2,<=2.4.3"), and Fix is the command
+	// that installs it for this interpreter; both "" when OK. The
+	// gateway's dashboard page shows them apart.
+	Missing, Fix string
 }
 
 type probeResult struct {
@@ -132,8 +137,10 @@ func (pr probeResult) support(python string) DashboardSupport {
 		// Debian packages no bokeh that distributed accepts.
 		pip += " --user --break-system-packages"
 	}
-	s.Problem = fmt.Sprintf("cluster dashboards will not work: %s has distributed %s %s, and it needs %s; install it: %s '%s'",
-		python, pr.Distributed, have, strings.Replace(s.Requirement, "bokeh", "bokeh ", 1), pip, s.Requirement)
+	need := strings.Replace(s.Requirement, "bokeh", "bokeh ", 1)
+	s.Missing = fmt.Sprintf("%s has distributed %s %s, and it needs %s", python, pr.Distributed, have, need)
+	s.Fix = fmt.Sprintf("%s '%s'", pip, s.Requirement)
+	s.Problem = fmt.Sprintf("cluster dashboards will not work: %s; install it: %s", s.Missing, s.Fix)
 	return s
 }
 

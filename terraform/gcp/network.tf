@@ -139,3 +139,22 @@ resource "google_compute_firewall" "iap_ssh" {
 # cluster (schedulers' ports from the gateway's service account only, and
 # traffic within the cluster by its network tag) and deletes them with the
 # cluster. No address range is admitted: members share this subnetwork.
+
+# Dask members have no external address either. With a network this module
+# creates, Cloud NAT gives them a route to the public registry of their
+# image (ghcr.io/dask/dask by default). An existing network needs, in
+# var.region, either Cloud NAT (or another route to the internet), or
+# Private Google Access on the subnetwork with the image mirrored into
+# Artifact Registry (var.member_container_image = "REGION-docker.pkg.dev/...").
+# Without either, every member fails its pull; the gateway then says so
+# once, in its log and in the member's reason. Plan warns of what it can see.
+check "existing_network_member_image_route" {
+  assert {
+    condition     = alltrue(data.google_compute_subnetwork.existing[*].private_ip_google_access)
+    error_message = "Subnetwork ${coalesce(var.subnetwork, "-")} has Private Google Access off: the gateway's VMs and Dask members (no external addresses) cannot reach Secret Manager, Artifact Registry or Compute Engine. Turn it on."
+  }
+  assert {
+    condition     = local.create_network || can(regex("^[a-z0-9-]+-docker\\.pkg\\.dev/", coalesce(var.member_container_image, "ghcr.io/dask/dask:latest")))
+    error_message = "With an existing network, Dask members pull ${coalesce(var.member_container_image, "ghcr.io/dask/dask:latest")} without an external address: give ${var.region} Cloud NAT (or another route to the internet), or mirror the image into Artifact Registry and set member_container_image to it (Private Google Access reaches it). Ignore this warning if the network already has Cloud NAT."
+  }
+}

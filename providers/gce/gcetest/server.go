@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"google.golang.org/api/option"
+
+	"github.com/gatewayhq/gateway/providers/gce/gcerules"
 )
 
 // Options configures a Server.
@@ -67,6 +69,7 @@ type Server struct {
 	httpFaults   []*httpFault
 	lostAnswers  []*httpFault
 	hidden       map[string]bool // instance names lists leave out
+	unreachable  map[string]bool // zone -> answered with an UNREACHABLE warning (true) or in unreachables (false)
 	hang         bool
 	holdStaging  bool
 	autoReady    bool
@@ -136,6 +139,7 @@ func NewServer(opts Options) *Server {
 		ops:          map[string]*operation{},
 		requestIDs:   map[string]string{},
 		hidden:       map[string]bool{},
+		unreachable:  map[string]bool{},
 		autoReady:    true,
 		nextIP:       2,
 	}
@@ -176,13 +180,15 @@ func DefaultMachineTypes() []MachineType {
 	return []MachineType{
 		micro, old,
 		mt("e2-standard-2", 2, 8192), mt("e2-standard-4", 4, 16384), mt("e2-standard-8", 8, 32768),
-		mt("n1-standard-4", 4, 15360), mt("n1-standard-8", 8, 30720),
+		mt("n1-standard-4", 4, 15360), mt("n1-standard-8", 8, 30720), mt("n1-standard-96", 96, 368640),
+		mt("c4-standard-4", 4, 15360), mt("n4-standard-4", 4, 16384),
 		mt("n2-standard-2", 2, 8192), mt("n2-standard-4", 4, 16384), mt("n2-standard-8", 8, 32768),
 		mt("n2-standard-32", 32, 131072), mt("n2-highmem-4", 4, 32768), mt("c2-standard-4", 4, 16384),
 		gpu("g2-standard-4", 4, 16384, "nvidia-l4", 1),
 		gpu("a2-highgpu-1g", 12, 87040, "nvidia-tesla-a100", 1),
 		gpu("a2-highgpu-2g", 24, 174080, "nvidia-tesla-a100", 2),
 		gpu("a2-ultragpu-1g", 12, 174080, "nvidia-a100-80gb", 1),
+		gpu("a3-highgpu-1g", 26, 239616, "nvidia-h100-80gb", 1),
 		gpu("a3-highgpu-8g", 208, 1916928, "nvidia-h100-80gb", 8),
 		gpu("a3-megagpu-8g", 208, 1916928, "nvidia-h100-mega-80gb", 8),
 	}
@@ -403,11 +409,36 @@ func (s *Server) SetStatus(name, status string) error {
 	return nil
 }
 
+// Unreachable makes instances.aggregatedList answer without the zone's
+// instances, as Compute Engine does for a scope it cannot reach: the scope
+// carries a warning with code UNREACHABLE (warning true) or is named in the
+// list's unreachables (warning false); the zone's own methods answer 503
+// meanwhile. Reachable(zone) ends it.
+func (s *Server) Unreachable(zone string, warning bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unreachable[zone] = warning
+}
+
+// Reachable ends Unreachable for the zone.
+func (s *Server) Reachable(zone string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.unreachable, zone)
+}
+
 // SetZoneMachineTypes replaces what one zone offers.
 func (s *Server) SetZoneMachineTypes(zone string, types []MachineType) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.machineTypes[zone] = slices.Clone(types)
+}
+
+// SetZoneAcceleratorTypes replaces the GPUs one zone offers.
+func (s *Server) SetZoneAcceleratorTypes(zone string, types []AcceleratorType) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.accelTypes[zone] = slices.Clone(types)
 }
 
 // Instances returns a copy of every instance, sorted by name.
@@ -752,6 +783,9 @@ func (s *Server) computeOnce(r *http.Request, parts []string, q url.Values, body
 		if !s.knownZone(zone) {
 			return nil, nil, computeErr(400, "invalid", "Invalid value for field 'zone': '%s'. Unknown zone.", zone)
 		}
+		if _, out := s.unreachable[zone]; out {
+			return nil, nil, computeErr(503, "backendError", "Zone '%s' is unreachable; try again later.", zone)
+		}
 		return s.zonal(r, zone, parts[2:], q, body)
 	case len(parts) >= 2 && parts[0] == "global" && parts[1] == "firewalls":
 		resp, err := s.firewallsAPI(r, parts[2:], body)
@@ -921,6 +955,9 @@ func (s *Server) aggregatedInstances(q url.Values) (any, *apiError) {
 	}
 	var matched []*instance
 	for _, in := range s.sortedInstances() {
+		if _, out := s.unreachable[shortZone(in.Zone)]; out {
+			continue
+		}
 		if !s.hidden[in.Name] && terms.match(instanceFields(in.Instance)) {
 			matched = append(matched, in)
 		}
@@ -935,7 +972,19 @@ func (s *Server) aggregatedInstances(q url.Values) (any, *apiError) {
 		z := shortZone(in.Zone)
 		byZone[z] = append(byZone[z], in.Instance)
 	}
+	var unreachables []string
 	for _, z := range s.zones {
+		if warn, out := s.unreachable[z]; out {
+			if !warn {
+				unreachables = append(unreachables, "zones/"+z)
+				continue
+			}
+			items["zones/"+z] = map[string]any{"warning": map[string]any{
+				"code": "UNREACHABLE", "message": "Scope 'zones/" + z + "' is unreachable.",
+				"data": []map[string]string{{"key": "scope", "value": "zones/" + z}},
+			}}
+			continue
+		}
 		if list := byZone[z]; len(list) > 0 {
 			items["zones/"+z] = map[string]any{"instances": list}
 		} else {
@@ -946,6 +995,9 @@ func (s *Server) aggregatedInstances(q url.Values) (any, *apiError) {
 		}
 	}
 	resp := map[string]any{"kind": "compute#instanceAggregatedList", "items": items}
+	if len(unreachables) > 0 {
+		resp["unreachables"] = unreachables
+	}
 	if next != "" {
 		resp["nextPageToken"] = next
 	}
@@ -1043,6 +1095,14 @@ func (s *Server) validateInstance(zone string, in *Instance) *apiError {
 				return invalid(fmt.Sprintf("disks[%d].initializeParams.sourceImage", i), "a boot disk needs a source image")
 			}
 		}
+		if d.InitializeParams != nil && d.InitializeParams.DiskType != "" {
+			// Without a type, Compute Engine picks the series' default,
+			// which it takes.
+			_, dt := zoneAndName(d.InitializeParams.DiskType, "diskTypes")
+			if err := gcerules.CheckBootDisk(mt, dt); err != nil {
+				return computeErr(400, "badRequest", "Invalid value for field 'resource.disks[%d].initializeParams.diskType': '%s'. %v", i, d.InitializeParams.DiskType, err)
+			}
+		}
 	}
 	if boot != 1 {
 		return invalid("disks", "exactly one boot disk is required, got %d", boot)
@@ -1087,6 +1147,12 @@ func (s *Server) validateInstance(zone string, in *Instance) *apiError {
 		sched = &Scheduling{}
 	}
 	gpus := len(machine.Accelerators) > 0
+	if gpus && len(in.GuestAccelerators) > 0 {
+		return computeErr(400, "badRequest", "Machine type '%s' comes with its GPUs; guestAccelerators cannot be set (%s).", mt, gcerules.RefAccelerator)
+	}
+	if len(in.GuestAccelerators) > 1 {
+		return invalid("guestAccelerators", "at most one accelerator type per instance")
+	}
 	for i, a := range in.GuestAccelerators {
 		aZone, aName := zoneAndName(a.AcceleratorType, "acceleratorTypes")
 		if aZone != "" && aZone != zone {
@@ -1098,12 +1164,18 @@ func (s *Server) validateInstance(zone string, in *Instance) *apiError {
 		if a.AcceleratorCount <= 0 {
 			return invalid(fmt.Sprintf("guestAccelerators[%d].acceleratorCount", i), "must be positive")
 		}
+		if err := gcerules.CheckN1GPUs(mt, aName, int(a.AcceleratorCount), int(machine.GuestCpus), float64(machine.MemoryMb)/1024); err != nil {
+			return computeErr(400, "badRequest", "Invalid value for field 'resource.guestAccelerators[%d]': %v", i, err)
+		}
 		gpus = true
 	}
 	if gpus && sched.OnHostMaintenance != "TERMINATE" {
 		return computeErr(400, "badRequest", "Instances with guest accelerators do not support live migration.")
 	}
 	spot := sched.ProvisioningModel == "SPOT" || sched.Preemptible
+	if err := gcerules.CheckProvisioning(mt, sched.ProvisioningModel == "SPOT"); err != nil {
+		return computeErr(400, "badRequest", "Invalid value for field 'resource.scheduling.provisioningModel': '%s'. %v", sched.ProvisioningModel, err)
+	}
 	if spot && (sched.OnHostMaintenance != "TERMINATE" || sched.AutomaticRestart == nil || *sched.AutomaticRestart) {
 		return computeErr(400, "badRequest", "Scheduling must have preemptible be false when OnHostMaintenance isn't TERMINATE, and automaticRestart must be false.")
 	}
