@@ -27,8 +27,15 @@ type Authenticator func(r *http.Request) (*auth.User, error)
 // DashboardPrefix is the path under which cluster dashboards are served.
 const DashboardPrefix = "/clusters/"
 
+// WorkerPath is the path element, under a cluster's dashboard, of its
+// workers' own HTTP servers: /clusters/<name>/worker/<worker>/... goes to
+// that worker's server, which serves under that prefix as the scheduler
+// does under its own.
+const WorkerPath = "worker/"
+
 // Dashboard proxies /clusters/<name>/... to the cluster's scheduler HTTP
-// server, for the cluster's owner only. Schedulers are started with this
+// server, and /clusters/<name>/worker/<worker>/... to that worker's, for
+// the cluster's owner (and people it is shared with) only. Schedulers are started with this
 // prefix, so paths pass through unchanged and links in their pages resolve.
 // An https dashboard must present the cluster's own certificate
 // (pki.MemberTLS); each cluster has its own connection pool, dropped
@@ -217,7 +224,20 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		dashError(w, r, http.StatusForbidden, "this token is read-only")
 		return
 	}
-	if sub := strings.TrimPrefix(rest, name+"/"); needsBokeh(sub) {
+	sub := strings.TrimPrefix(rest, name+"/")
+	if wsub, isWorker := strings.CutPrefix(sub, WorkerPath); isWorker {
+		// A worker's page: its address comes only from the gateway's
+		// record of the cluster's members, never from the URL, so a made-up
+		// name or a host:port in it reaches nothing.
+		wname, wrest, _ := strings.Cut(wsub, "/")
+		wu, found := rt.Workers[wname]
+		if !found || wu == nil {
+			dashError(w, r, http.StatusNotFound, "cluster "+name+" has no worker of that name with a dashboard")
+			return
+		}
+		rt.Dashboard, sub = wu, wrest
+	}
+	if needsBokeh(sub) {
 		// The gateway, not Dask, says what is missing and how to fix it.
 		if p := d.problems.get(r.Context(), name); p.Missing != "" {
 			missingDashboard(w, r, name, p)
