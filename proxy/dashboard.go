@@ -121,6 +121,27 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 	return d
 }
 
+// workerLink maps the scheduler's link to a worker's page,
+// proxy/<port>/<host>/<page>, to <worker>/<page> when a worker of rt is
+// recorded at exactly that host and port.
+func workerLink(rt routes.Route, sub string) (string, bool) {
+	rest, ok := strings.CutPrefix(sub, "proxy/")
+	if !ok || len(rt.Workers) == 0 {
+		return "", false
+	}
+	port, rest, _ := strings.Cut(rest, "/")
+	host, page, _ := strings.Cut(rest, "/")
+	if port == "" || host == "" {
+		return "", false
+	}
+	for name, u := range rt.Workers {
+		if u != nil && u.Port() == port && strings.EqualFold(u.Hostname(), host) {
+			return url.PathEscape(name) + "/" + page, true
+		}
+	}
+	return "", false
+}
+
 // backendError answers a request the cluster's dashboard did not.
 func (d *Dashboard) backendError(w http.ResponseWriter, r *http.Request, err error) {
 	d.log.Warn("dashboard proxy error", "path", r.URL.Path, "err", err)
@@ -236,6 +257,13 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rt.Dashboard, sub = wu, wrest
+	}
+	if to, found := workerLink(rt, sub); found {
+		// The scheduler's pages link a worker as proxy/<port>/<host>/...
+		// (for jupyter-server-proxy): a worker the gateway has on record
+		// at that address is sent to its own path; nothing else is.
+		http.Redirect(w, r, DashboardPrefix+name+"/"+WorkerPath+to, http.StatusFound)
+		return
 	}
 	if needsBokeh(sub) {
 		// The gateway, not Dask, says what is missing and how to fix it.

@@ -79,7 +79,7 @@ func TestRegressionWorkerDashboardIsolation(t *testing.T) {
 		{"another user's worker health", bob, "/clusters/c1/worker/w1/health"},
 		{"own cluster, other cluster's worker name", alice, "/clusters/c1/worker/" + strings.TrimPrefix(f.bobW1.url(), "http://") + "/status"},
 		{"host:port as the worker name", alice, "/clusters/c1/worker/" + strings.TrimPrefix(f.stray.url(), "http://") + "/status"},
-		{"escaped host:port", alice, "/clusters/c1/worker/127.0.0.1%3A" + f.stray.srv.Listener.Addr().String()[len("127.0.0.1:"):] + "/status"},
+		{"escaped host:port", alice, "/clusters/c1/worker/" + strings.Replace(strings.TrimPrefix(f.stray.url(), "http://"), ":", "%3A", 1) + "/status"},
 		{"url as the worker name", alice, "/clusters/c1/worker/http:%2F%2F" + strings.TrimPrefix(f.stray.url(), "http://") + "/status"},
 		{"unknown worker", alice, "/clusters/c1/worker/w2/status"},
 		{"worker name missing before the page", alice, "/clusters/c1/worker/status"},
@@ -140,5 +140,30 @@ func TestRoutesWorkersKeptAcrossSameCluster(t *testing.T) {
 	rt.SetRoute("c", "alice", "a:1", "http://127.0.0.1:9", []byte("other cert"), nil)
 	if r, _ := rt.Lookup("c"); len(r.Workers) != 0 {
 		t.Fatal("a new cluster of the same name kept the old one's workers")
+	}
+}
+
+// The scheduler's own pages link a worker as proxy/<port>/<host>/status:
+// a worker on record at that address is redirected to its gateway path,
+// any other address goes on to the scheduler as before (never anywhere
+// the URL names).
+func TestDashboardSchedulerWorkerLinks(t *testing.T) {
+	f := startWorkerDashboard(t, DashboardProblem{})
+	hostPort := strings.TrimPrefix(f.aliceW1.url(), "http://")
+	host, port, _ := strings.Cut(hostPort, ":")
+	a := f.get(t, "/clusters/c1/proxy/"+port+"/"+host+"/status", alice)
+	if a.status != http.StatusFound || a.header.Get("Location") != "/clusters/c1/worker/w1/status" {
+		t.Fatalf("%d Location %q, want 302 to the worker's path", a.status, a.header.Get("Location"))
+	}
+	_, sp, _ := strings.Cut(strings.TrimPrefix(f.stray.url(), "http://"), ":")
+	a = f.get(t, "/clusters/c1/proxy/"+sp+"/"+host+"/status", alice)
+	if a.status != 200 || !strings.HasPrefix(string(a.body), "dashboard c1 ") {
+		t.Fatalf("unrecorded address: %d %q, want the scheduler's answer", a.status, a.body)
+	}
+	if a := f.get(t, "/clusters/c1/proxy/"+port+"/"+host+"/status", bob); a.status != http.StatusNotFound {
+		t.Fatalf("another user: %d, want 404", a.status)
+	}
+	if n := len(f.stray.requests()); n != 0 {
+		t.Fatalf("the unrecorded server got %d requests", n)
 	}
 }
