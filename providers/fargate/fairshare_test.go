@@ -44,26 +44,9 @@ func TestStuckClusterTakesItsFairShare(t *testing.T) {
 	// fast as anything lets them) for one of the starting cluster, whose
 	// wait for its reads is timed on the simulated clock.
 	const window, rounds = 30 * time.Second, 400
-	start := clock.Now()
-	var startingWait time.Duration
-	startingPolls := 0
-	for range rounds {
-		if clock.Now().Sub(start) >= window {
-			break
-		}
-		for range 3 {
-			if _, err := p.Describe(ctx, stuck); err != nil {
-				t.Fatal(err)
-			}
-		}
-		at := clock.Now()
-		if _, err := p.Describe(ctx, starting); err != nil {
-			t.Fatal(err)
-		}
-		startingWait = max(startingWait, clock.Now().Sub(at))
-		startingPolls++
-	}
-	elapsed := clock.Now().Sub(start)
+	elapsed, startingWait, startingPolls := clock.StuckAndStarting(t, window, rounds,
+		func() error { _, err := p.Describe(ctx, stuck); return err },
+		func() error { _, err := p.Describe(ctx, starting); return err })
 	// Each Describe lists twice (desired RUNNING, STOPPED) and describes
 	// once: three reads for two ListTasks.
 	got := map[string]float64{}
