@@ -197,5 +197,20 @@ func TestConsoleBrowser(t *testing.T) {
 	status = b.open("open dev2's cluster as dev", g.e.url+"/c/"+g.dev2Cluster)
 	expectErrorPage(t, b, status, http.StatusNotFound, "Not found", "cluster "+g.dev2Cluster+" not found")
 	checkAccessibility(t, b, "the not-found page")
+
+	// Once dev2 shares it with a group dev is in (view only), it comes to
+	// dev's open list without a reload, marked with its owner and without
+	// controls; its page opens without them.
+	b.open("back to the list before the share", g.e.url+"/")
+	g.dev2.gwOK("share", g.dev2Cluster, "--with", "group:gateway-users")
+	row := `tr[data-cluster="` + g.dev2Cluster + `"]`
+	waitText(t, b, "dev2's shared cluster on dev's list", row, "shared by")
+	b.waitFor(t, "no controls on the shared row", fmt.Sprintf(`document.querySelector(%q) && !document.querySelector(%q)`, row, row+" form"))
+	b.snapshot("the list with a shared cluster")
+	status = b.click("open the shared cluster's page", chromedp.CSS(row+` a[href="/c/`+g.dev2Cluster+`"]`))
+	if p := b.page(); status != http.StatusOK || !strings.Contains(p.Text, "Shared with you by") || strings.Contains(p.Text, "Stop the cluster") {
+		t.Fatalf("the shared cluster's page: HTTP %d:\n%s", status, p.Text)
+	}
+	checkAccessibility(t, b, "a shared cluster's page")
 	csp.check(t)
 }
