@@ -104,7 +104,10 @@ type Server struct {
 	quotas   Quotas        // nil: no quotas, usage or admin API
 	envs     Envs          // nil: no environment builds
 	bench    BenchStore    // nil: no benchmark results
-	records  Records
+	// benchLeases holds runs while their clients renew (SetBenchLeases).
+	benchLeases BenchLeases
+	benchLease  time.Duration
+	records     Records
 
 	sessionStore SessionStore // nil: browser sessions are not listed or ended through the API
 	cookie       *apiCookie   // nil: no API cookie (see apicookie.go)

@@ -59,19 +59,20 @@ const Alpha = 0.05
 
 // Check checks an owner's history of an environment (name or hash)
 // for regressions: each test's latest run against the runs of that
-// environment that started within window before it (stats.FindRegressions
-// on wall time of successful samples; tests of different suites are kept
-// apart). A scheduled run calls it after it finishes to decide on an
+// environment that started within window before it, each run one
+// observation (stats.FindRegressions on the wall time of successful
+// samples; tests of different suites are kept apart; a run's A2 set
+// gives its within-run A/A). A scheduled run calls it after it finishes to decide on an
 // alert.
 func Check(ctx context.Context, src HistorySource, owner, env string, window time.Duration, threshold float64) (apitype.BenchCheckJSON, error) {
 	out := apitype.BenchCheckJSON{Env: env, Window: window.String(), Threshold: threshold, Alpha: Alpha, Findings: []apitype.BenchFindingJSON{}}
-	newest, err := src.BenchHistory(ctx, store.BenchHistoryFilter{Owner: owner, Env: env, Limit: 1})
+	newest, err := src.BenchHistory(ctx, store.BenchHistoryFilter{Owner: owner, Env: env, Limit: 1, Baseline: true})
 	if err != nil || len(newest) == 0 {
 		return out, err
 	}
 	// Samples are taken after their run starts: every sample of a run that
 	// started in the window is at or after its start.
-	points, err := src.BenchHistory(ctx, store.BenchHistoryFilter{Owner: owner, Env: env, Since: newest[0].StartedAt.Add(-window)})
+	points, err := src.BenchHistory(ctx, store.BenchHistoryFilter{Owner: owner, Env: env, Since: newest[0].StartedAt.Add(-window), Baseline: true})
 	if err != nil {
 		return out, err
 	}
@@ -80,13 +81,13 @@ func Check(ctx context.Context, src HistorySource, owner, env string, window tim
 		if p.Status != store.SampleOK {
 			continue
 		}
-		obs = append(obs, stats.Obs{Test: p.Suite + "\x00" + p.Test, Run: p.RunID, At: p.StartedAt, Value: p.WallSeconds})
+		obs = append(obs, stats.Obs{Test: p.Suite + "\x00" + p.Test, Run: p.RunID, At: p.StartedAt, Value: p.WallSeconds, Set: p.Env})
 	}
 	for _, f := range stats.FindRegressions(obs, window, threshold, Alpha) {
 		suite, test, _ := strings.Cut(f.Test, "\x00")
-		j := apitype.BenchFindingJSON{Suite: suite, Test: test, Run: f.Run, RunStartedAt: f.At.UTC(), Baseline: f.Baseline, Latest: f.Latest,
-			BaselineMedian: finite(f.BaselineMedian), LatestMedian: finite(f.LatestMedian), Change: finite(f.Change), P: finite(f.P),
-			Regressed: f.Regressed, Note: f.Reason}
+		j := apitype.BenchFindingJSON{Suite: suite, Test: test, Run: f.Run, RunStartedAt: f.At.UTC(), Baseline: f.Baseline, BaselineRuns: f.BaselineRuns,
+			Latest: f.Latest, BaselineMedian: finite(f.BaselineMedian), LatestMedian: finite(f.LatestMedian), Change: finite(f.Change), P: finite(f.P),
+			Spread: finite(f.Spread), Method: f.Method, MethodText: f.MethodText(), Regressed: f.Regressed, Note: f.Reason}
 		if f.Regressed {
 			out.Regressions++
 		}

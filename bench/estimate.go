@@ -87,15 +87,24 @@ func (e Estimate) How() string {
 	case e.Assumed == 0:
 		fmt.Fprintf(&b, " timed from the suite's history)")
 	case e.FromHistory == 0:
-		fmt.Fprintf(&b, " at --timeout %s each: the suite has no history yet)", e.Default)
+		fmt.Fprintf(&b, " at --timeout %s each, an upper bound: the suite has no history yet; the first pass of each benchmark times it)", e.Default)
 	default:
-		fmt.Fprintf(&b, "; %d benchmarks timed from the suite's history, %d without history at --timeout %s a sample)", e.FromHistory, e.Assumed, e.Default)
+		fmt.Fprintf(&b, "; %d benchmarks timed from the suite's history, %d without history at --timeout %s a sample, an upper bound until the first pass times them)", e.FromHistory, e.Assumed, e.Default)
 	}
 	return b.String()
 }
 
-// String is the estimate as progress shows it.
+// String is the estimate as progress shows it. Benchmarks without
+// history are counted at the per-sample timeout: the figure is then a
+// bound, said as such, until the first pass times them.
 func (e Estimate) String() string {
+	if e.Assumed > 0 && e.Samples > 0 {
+		cost := "cost unknown"
+		if e.Priced {
+			cost = "at most ~" + usd(e.Cost)
+		}
+		return fmt.Sprintf("Estimate: at most ~%s, %s, until one pass of each benchmark is timed: %s", e.Duration().Round(time.Second), cost, e.How())
+	}
 	if !e.Priced {
 		return fmt.Sprintf("Estimate: ~%s, cost unknown: %s", e.Duration().Round(time.Second), e.How())
 	}

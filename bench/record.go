@@ -76,6 +76,8 @@ func (r APIRecorder) FinishRun(ctx context.Context, runID, status, message strin
 		st = "failed"
 	case RunStopped:
 		st = "cancelled"
+	case RunPartial:
+		st = "partial"
 	}
 	_, err := r.API.FinishBenchRun(ctx, runID, st, message)
 	return err

@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/bench/report"
 	"github.com/gatewayhq/gateway/clusteropts"
+	"github.com/gatewayhq/gateway/stats"
 )
 
 // Sample statuses.
@@ -31,7 +35,12 @@ const (
 	RunFailed  = "failed"  // nothing could run
 	RunStopped = "stopped" // interrupted (Ctrl-C, the gateway stopping)
 	RunRefused = "refused" // the cost estimate exceeded the limit
+	RunPartial = "partial" // some samples failed (more than PartialOver of them: failed)
 )
+
+// FailedOver is the share of failed samples beyond which a run that
+// went to its end is failed rather than partial.
+const FailedOver = 0.5
 
 // Env is one set of the comparison: an environment, the options that
 // make a cluster run it, and the Python the runner uses for it (the
@@ -97,11 +106,17 @@ type CostMeter interface {
 
 // Config is one run.
 type Config struct {
-	Suite        string // folder of bench_*.py
-	SuiteName    string // for the record (default: the folder's name)
-	Envs         []Env
-	Null         bool // also run the first environment a second time, as its own set
-	Repeat       int
+	Suite     string // folder of bench_*.py
+	SuiteName string // for the record (default: the folder's name)
+	Envs      []Env
+	Null      bool // also run the first environment a second time, as its own set
+	Repeat    int
+	// Precision, when set (0.05 is ±5 %), makes repeats adaptive: after
+	// Repeat rounds, a benchmark goes on until the 95 % intervals of its
+	// comparisons (A against B, A against A2; alone: of A's median) are
+	// narrower than ±Precision, or MaxRepeat rounds.
+	Precision    float64
+	MaxRepeat    int
 	Workers      int
 	Shape        map[string]any // worker options shared by every set
 	Pattern      *regexp.Regexp // only tests whose id matches
@@ -150,6 +165,12 @@ func (cfg *Config) defaults() {
 	}
 	if cfg.Repeat < 1 {
 		cfg.Repeat = 1
+	}
+	if cfg.Precision > 0 && cfg.MaxRepeat < cfg.Repeat {
+		cfg.MaxRepeat = max(cfg.Repeat, 30)
+	}
+	if cfg.Precision <= 0 {
+		cfg.MaxRepeat = cfg.Repeat
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Minute
@@ -238,6 +259,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}
 	fmt.Fprintln(cfg.Progress, plan.Estimate)
 	r := &run{cfg: cfg, out: &out, sets: sets, start: start, est: plan.Estimate}
+	r.lease = holdRun(ctx, cfg.Recorder, out.RunID, r.clusters, func(m string) { fmt.Fprintln(cfg.Progress, m) })
 	r.fileErrors(ctx, listing.Errors)
 
 	defer func() {
@@ -247,6 +269,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 			}
 		}
 		out.StopErrors = r.stopAll()
+		r.lease.end()
 		if out.Status == "" {
 			out.Status = RunDone
 		}
@@ -275,7 +298,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 			return out, nil // what failed is in the samples
 		}
 	}
-	total := len(tests) * len(sets) * cfg.Repeat
+	total := len(tests) * len(sets) * cfg.MaxRepeat // at most, when adaptive
 	done := 0
 	if r.noneRuns() {
 		// Every sample fails the same way: recorded, said once above.
@@ -290,11 +313,12 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		out.Status, out.Message = RunFailed, "no set could run: "+brief(sets[0].err.Error())
 		return out, nil
 	}
-	for rep := 1; rep <= cfg.Repeat; rep++ {
-		for _, test := range tests {
-			for _, s := range sets {
+	round := tests // the benchmarks still sampled
+	for rep := 1; rep <= cfg.MaxRepeat && len(round) > 0; rep++ {
+		for ti, test := range round {
+			for _, s := range r.order(rep, ti) {
 				if ctx.Err() != nil {
-					r.skipRest(ctx, tests, rep, test, s.Label)
+					r.skipRest(ctx, round, rep, test, s.Label)
 					out.Status, out.Message = RunStopped, "interrupted"
 					return out, ctx.Err()
 				}
@@ -304,17 +328,104 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 				if over != "" {
 					out.Status, out.Message = RunRefused, over
 					fmt.Fprintln(cfg.Progress, "Stopping: "+over)
-					r.skipRestAfter(ctx, tests, rep, test, s.Label)
+					r.skipRestAfter(ctx, round, rep, test, s.Label)
 					return out, nil
 				}
 			}
 		}
+		if cfg.Precision > 0 && rep >= cfg.Repeat && rep < cfg.MaxRepeat {
+			next := r.unsettled(round)
+			if len(next) < len(round) {
+				fmt.Fprintf(cfg.Progress, "After %d rounds: %d benchmarks known within ±%.1f%%; %d go on (at most %d rounds)\n",
+					rep, len(round)-len(next), cfg.Precision*100, len(next), cfg.MaxRepeat)
+			}
+			round = next
+			total = done + len(round)*len(sets)*(cfg.MaxRepeat-rep)
+		}
+		if rep == 1 && r.est.Assumed > 0 && done < total {
+			// The estimate counted benchmarks without history at the
+			// timeout: the first pass has timed each of them.
+			fmt.Fprintf(r.cfg.Progress, "Estimate from one timed pass of each benchmark (%d samples in %s): ~%s left\n",
+				done, r.cfg.Now().Sub(r.sampling).Round(time.Second), r.left(done, total).Round(time.Second))
+		}
 	}
-	if out.Failed() == len(out.Samples) {
-		out.Status = RunFailed
-		out.Message = "no sample succeeded"
-	}
+	out.Status, out.Message = finalStatus(out)
 	return out, nil
+}
+
+// unsettled is the benchmarks of round whose intervals are still wider
+// than ±Precision: A against B, A against A2, or (one set) A's median.
+func (r *run) unsettled(round []string) []string {
+	vals := map[string]map[string][]float64{}
+	for _, s := range r.out.Samples {
+		if s.Status != StatusOK {
+			continue
+		}
+		if vals[s.Test] == nil {
+			vals[s.Test] = map[string][]float64{}
+		}
+		vals[s.Test][s.Set] = append(vals[s.Test][s.Set], s.WallS)
+	}
+	var out []string
+	for _, t := range round {
+		v := vals[t]
+		var widths []float64
+		if r.has("B") {
+			widths = append(widths, stats.HalfWidth(v["A"], v["B"], 1000, 0.95, 1))
+		}
+		if r.has("A2") {
+			widths = append(widths, stats.HalfWidth(v["A"], v["A2"], 1000, 0.95, 2))
+		}
+		if len(widths) == 0 {
+			widths = append(widths, stats.HalfWidth(v["A"], nil, 1000, 0.95, 3))
+		}
+		for _, w := range widths {
+			if math.IsNaN(w) || w > r.cfg.Precision {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// has is whether the run has a set of this label.
+func (r *run) has(label string) bool {
+	for _, s := range r.sets {
+		if s.Label == label {
+			return true
+		}
+	}
+	return false
+}
+
+// finalStatus is the status of a run that went to its end: done when
+// every sample succeeded, partial when some failed, failed when more
+// than FailedOver of them did.
+func finalStatus(out Outcome) (string, string) {
+	failed, n := out.Failed(), len(out.Samples)
+	switch {
+	case failed == 0:
+		return RunDone, ""
+	case failed == n:
+		return RunFailed, "no sample succeeded"
+	case float64(failed) > FailedOver*float64(n):
+		return RunFailed, fmt.Sprintf("%d of %d samples failed (more than %.0f%%)", failed, n, FailedOver*100)
+	}
+	return RunPartial, fmt.Sprintf("%d of %d samples failed", failed, n)
+}
+
+// order is the sets in the order they run test ti of round rep: rotated
+// by one each test and each round, so that no set always goes first (a
+// warm cache or a slow neighbour favours no set). Samples record when
+// each ran.
+func (r *run) order(rep, ti int) []*set {
+	n := len(r.sets)
+	out := make([]*set, n)
+	for i := range out {
+		out[i] = r.sets[(i+rep-1+ti)%n]
+	}
+	return out
 }
 
 // listed is the tests of an InCluster run, from what its first runner
@@ -379,6 +490,14 @@ type run struct {
 	sampling time.Time // when the clusters were up: the time left is estimated from here
 	est      Estimate
 	mu       sync.Mutex
+	lease    *lease // nil: the recorder holds no lease
+}
+
+// clusters are the clusters the run started so far.
+func (r *run) clusters() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.out.Clusters)
 }
 
 func (r *run) record(ctx context.Context, s Sample) {
@@ -416,6 +535,7 @@ func (r *run) startClusters(ctx context.Context) {
 		r.mu.Lock()
 		r.out.Clusters = append(r.out.Clusters, name)
 		r.mu.Unlock()
+		r.lease.renew(ctx, r.clusters()) // held by the gateway before it is waited for
 		fmt.Fprintf(r.cfg.Progress, "  %s (%s): cluster %s\n", s.Label, s.Name, name)
 		wg.Add(1)
 		go func() {
@@ -597,9 +717,14 @@ func (r *run) skipRestAfter(ctx context.Context, tests []string, rep int, test, 
 func (r *run) skip(ctx context.Context, tests []string, rep int, fromTest, fromSet string, inclusive bool) {
 	ctx = context.WithoutCancel(ctx)
 	started := fromTest == ""
-	for ; rep <= r.cfg.Repeat; rep++ {
-		for _, t := range tests {
-			for _, s := range r.sets {
+	// Adaptive rounds past the current one were never planned.
+	last := r.cfg.Repeat
+	if r.cfg.Precision > 0 {
+		last = max(rep, r.cfg.Repeat)
+	}
+	for ; rep <= last; rep++ {
+		for ti, t := range tests {
+			for _, s := range r.order(rep, ti) {
 				at := !started && t == fromTest && s.Label == fromSet
 				if at {
 					started = true
@@ -709,13 +834,9 @@ func (r *run) progress(ctx context.Context, s Sample, done, total int) (over str
 	if s.Status != StatusOK {
 		// A traceback says what went wrong last; the gateway's own
 		// messages first (a cluster's reason ends with its log's tail).
-		line := brief(s.Error)
-		if s.Status == StatusError {
-			line = lastLine(s.Error)
-		}
-		what = s.Status + ": " + line
+		what = s.Status + ": " + report.Shorten(report.Exception(s.Error), 240)
 	}
-	fmt.Fprintf(r.cfg.Progress, "[%d/%d] %s repeat %d/%d %s  %s  (~%s left%s)\n", done, total, s.Set, s.Repeat, r.cfg.Repeat, s.Test, what, left.Round(time.Second), cost)
+	fmt.Fprintf(r.cfg.Progress, "[%d/%d] %s repeat %d/%d %s  %s  (~%s left%s)\n", done, total, s.Set, s.Repeat, r.cfg.MaxRepeat, s.Test, what, left.Round(time.Second), cost)
 	return over
 }
 

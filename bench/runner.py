@@ -232,6 +232,16 @@ class Sampler:
             if vals:
                 out["peak_%s_bytes" % key] = max(vals)
                 out["avg_%s_bytes" % key] = sum(vals) / len(vals)
+        if self.samples:
+            # The cluster's peak memory is the highest sum of managed and
+            # unmanaged memory read together (one reading of the
+            # scheduler), not the sum of two peaks taken at different
+            # moments. The peak's parts are what the record keeps as its
+            # peak managed and unmanaged memory, so that they add up to it.
+            top = max(self.samples, key=lambda s: s["managed"] + s["unmanaged"])
+            out["peak_memory_bytes"] = top["managed"] + top["unmanaged"]
+            out["peak_managed_bytes"] = top["managed"]
+            out["peak_unmanaged_bytes"] = top["unmanaged"]
         out["memory_samples"] = len(self.samples)
         return out
 

@@ -24,7 +24,7 @@ func (c *Client) AddBenchSamples(ctx context.Context, runID string, samples []ap
 	return c.do(ctx, http.MethodPost, "/api/v1/bench/runs/"+url.PathEscape(runID)+"/samples", apitype.BenchSamplesRequest{Samples: samples}, nil)
 }
 
-// FinishBenchRun ends a run: status ok, failed or cancelled.
+// FinishBenchRun ends a run: status ok, partial, failed or cancelled.
 func (c *Client) FinishBenchRun(ctx context.Context, runID, status, errMsg string) (apitype.BenchRunJSON, error) {
 	var out apitype.BenchRunJSON
 	err := c.do(ctx, http.MethodPost, "/api/v1/bench/runs/"+url.PathEscape(runID)+"/finish", apitype.BenchFinishRequest{Status: status, Error: errMsg}, &out)
@@ -108,4 +108,13 @@ func query(q url.Values) string {
 		return ""
 	}
 	return "?" + q.Encode()
+}
+
+// RenewBenchRun tells the gateway the run's client is alive and holds
+// clusters; the gateway fails a run whose client stops renewing, and
+// stops its clusters.
+func (c *Client) RenewBenchRun(ctx context.Context, runID string, clusters []string) (apitype.BenchLeaseJSON, error) {
+	var v apitype.BenchLeaseJSON
+	err := c.do(ctx, http.MethodPost, "/api/v1/bench/runs/"+url.PathEscape(runID)+"/lease", apitype.BenchLeaseRequest{Clusters: clusters}, &v)
+	return v, err
 }

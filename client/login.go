@@ -166,31 +166,43 @@ func EntryFromToken(ac *AuthConfig, oc *oauth2.Config, tok *oauth2.Token) (Entry
 // jwtExpiry reads exp from a JWT without verifying it: the gateway verifies;
 // the CLI only needs to know when to refresh.
 func jwtExpiry(tok string) (time.Time, error) {
+	exp, err := jwtClaim(tok, "exp")
+	if err != nil {
+		return time.Time{}, err
+	}
+	if exp == 0 {
+		return time.Time{}, errors.New("the ID token has no expiry")
+	}
+	return time.Unix(exp, 0), nil
+}
+
+// jwtClaim reads a numeric claim (0 when absent) of an unverified JWT.
+func jwtClaim(tok, name string) (int64, error) {
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 {
-		return time.Time{}, errors.New("the ID token is not a JWT")
+		return 0, errNotJWT
 	}
 	b, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return time.Time{}, errors.New("the ID token is not a JWT")
+		return 0, errNotJWT
 	}
-	var c struct {
-		Exp int64 `json:"exp"`
+	var c map[string]any
+	if err := json.Unmarshal(b, &c); err != nil {
+		return 0, errNotJWT
 	}
-	if err := json.Unmarshal(b, &c); err != nil || c.Exp == 0 {
-		return time.Time{}, errors.New("the ID token has no expiry")
-	}
-	return time.Unix(c.Exp, 0), nil
+	v, _ := c[name].(float64)
+	return int64(v), nil
 }
 
 // ErrSessionExpired means the stored login can no longer be renewed.
 var ErrSessionExpired = errors.New("your gateway session has expired: run: gateway login")
 
 // Fresh returns the entry with a valid ID token, renewing it with the
-// refresh token when it expires within a minute. The second result reports
-// whether it changed (and should be saved).
+// refresh token when it expires within a minute (a quarter of its
+// lifetime when that is shorter). The second result reports whether it
+// changed (and should be saved).
 func (e Entry) Fresh(ctx context.Context, now time.Time) (Entry, bool, error) {
-	if e.Expiry.IsZero() || now.Add(time.Minute).Before(e.Expiry) {
+	if e.Expiry.IsZero() || now.Add(renewMargin(e)).Before(e.Expiry) {
 		return e, false, nil // a static/API token, or still fresh
 	}
 	if e.RefreshToken == "" || e.TokenURL == "" {

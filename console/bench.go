@@ -191,7 +191,7 @@ func points(pts []store.BenchPoint) []apitype.BenchPointJSON {
 // historyRow is one sample of a test's history, as the page lists it.
 type historyRow struct {
 	RunID, Env, Status, Wall, Memory, Error string
-	Repeat                                  int
+	Repeat                                  int // from 1, as a run's progress counts
 	Started                                 time.Time
 }
 
@@ -222,7 +222,7 @@ func (s *Server) benchHistoryPage(w http.ResponseWriter, r *http.Request, u *aut
 		if env == "" && len(p.EnvHash) >= 12 {
 			env = p.EnvHash[:12]
 		}
-		d.Rows = append(d.Rows, historyRow{RunID: p.RunID, Env: strings.TrimSpace(env + " (" + p.Env + ")"), Status: p.Status, Repeat: p.Repeat,
+		d.Rows = append(d.Rows, historyRow{RunID: p.RunID, Env: strings.TrimSpace(env + " (" + p.Env + ")"), Status: p.Status, Repeat: p.Repeat + 1,
 			Wall: report.Seconds(p.WallSeconds), Memory: report.Bytes(p.PeakManaged + p.PeakUnmanaged), Error: report.Shorten(p.Error, 160), Started: p.RunStartedAt})
 	}
 	s.render(w, r, http.StatusOK, "bench_history", view{Title: "History of " + test, User: u, Nav: "benchmarks", Data: d})

@@ -158,14 +158,14 @@ func TestBenchmarksPage(t *testing.T) {
 }
 
 // A run's page is the report gateway bench report --html draws: the
-// comparison and, per test, bars with error bars and the history, as
+// comparison and, per test, box plots with every sample and the history, as
 // SVG the page's styles color.
 func TestBenchRunPage(t *testing.T) {
 	fx := newBenchFixture(t, nil)
 	a := fx.tc.browser(alice).get("/benchmarks/runs/" + fx.abRun)
 	expect(t, a, http.StatusOK, []string{"Benchmark report <code>" + fx.abRun, `<table id="summary">`, `<tr data-test="bench_slow">`,
-		`<svg class="bars"`, `<rect class="bar" data-env="A"`, `<rect class="bar" data-env="B"`, `class="errorbar"`, `<svg class="history"`,
-		`<polyline class="series" data-env="base"`, `data-series="1"`, `class="verdict slower"`, "ZeroDivisionError: division by zero",
+		`<svg class="bars"`, `<rect class="box" data-env="A"`, `<rect class="box" data-env="B"`, `class="whisker"`, `class="median"`, `<svg class="history"`,
+		`<polyline class="series" data-env="base (A)"`, `data-series="1"`, `class="verdict slower"`, "ZeroDivisionError: division by zero",
 		`href="/benchmarks/history?test=bench_slow"`, "dask 2024.9.0", `<a href="/benchmarks" aria-current="page">`}, nil)
 	// Three tests, and bench_slow's history: base over three runs, the
 	// candidate over one.
@@ -175,8 +175,8 @@ func TestBenchRunPage(t *testing.T) {
 	slow := a.Body[strings.Index(a.Body, `<section class="test" id="test-`):]
 	slow = slow[strings.Index(slow, `data-test="bench_slow"`):]
 	slow = slow[:strings.Index(slow, "</section>")]
-	pts := regexp.MustCompile(`<polyline class="series" data-env="(\w+)" points="([^"]*)"`).FindAllStringSubmatch(slow, -1)
-	if len(pts) != 2 || pts[0][1] != "base" || len(strings.Fields(pts[0][2])) != 3 || pts[1][1] != "candidate" || len(strings.Fields(pts[1][2])) != 1 {
+	pts := regexp.MustCompile(`<polyline class="series" data-env="([^"]+)" points="([^"]*)"`).FindAllStringSubmatch(slow, -1)
+	if len(pts) != 2 || pts[0][1] != "base (A)" || len(strings.Fields(pts[0][2])) != 3 || pts[1][1] != "candidate (B)" || len(strings.Fields(pts[1][2])) != 1 {
 		t.Errorf("bench_slow's history lines: %q", pts)
 	}
 
@@ -199,7 +199,7 @@ func TestBenchRunPage(t *testing.T) {
 func TestBenchHistoryPage(t *testing.T) {
 	fx := newBenchFixture(t, nil)
 	a := fx.tc.browser(alice).get("/benchmarks/history?test=bench_slow")
-	expect(t, a, http.StatusOK, []string{"History of <code>bench_slow</code>", `<svg class="history"`, `data-env="base"`, `data-env="candidate"`,
+	expect(t, a, http.StatusOK, []string{"History of <code>bench_slow</code>", `<svg class="history"`, `data-env="base (A)"`, `data-env="candidate (B)"`,
 		"Every sample, newest first", "base (A)", "candidate (B)", `href="/benchmarks/runs/` + fx.abRun + `"`, "256.0 MiB", "(20 samples)"}, nil)
 	if n := strings.Count(a.Body, "<tr>") - 1; n != 20 {
 		t.Errorf("%d rows, want 20 (2 nights of 5, the A/B run's 10)", n)

@@ -27,9 +27,10 @@ func (benchCore) Limits() scheduler.Limits { return scheduler.Limits{} }
 
 // TestBrowserBenchReport: the HTML report that `gateway bench report
 // --html` writes, opened from disk in Chromium with no gateway running,
-// draws for each test a bar with an error bar per environment and a
-// history line per environment, shows each verdict, and loads nothing
-// from anywhere. A screenshot of each step is kept when it fails.
+// draws for each test a box plot per set (quartiles, median, whiskers,
+// every sample) and a history line per set (A, A2 and B apart) dated on
+// its axis, shows each verdict, fits its summary table in the page, and
+// loads nothing from anywhere. A screenshot of each step is kept when it fails.
 func TestBrowserBenchReport(t *testing.T) {
 	t.Parallel()
 	chromium := chromiumPath(t)
@@ -108,8 +109,10 @@ func TestBrowserBenchReport(t *testing.T) {
 		Test            string
 		Bars, Errorbars int
 		BarHeights      []float64
+		Medians         int
 		Series          []string
 		SeriesPoints    []int
+		XTicks          []string
 		Verdict         string
 	}
 	type shown struct {
@@ -117,6 +120,8 @@ func TestBrowserBenchReport(t *testing.T) {
 		Sections  []chart
 		Summary   int
 		Resources int
+		// The summary table's right edge and the page's width.
+		SummaryRight, PageWidth float64
 	}
 	ctx2, cancel := context.WithTimeout(b.ctx, stepTimeout)
 	defer cancel()
@@ -124,12 +129,16 @@ func TestBrowserBenchReport(t *testing.T) {
 		Title: document.title,
 		Summary: document.querySelectorAll("#summary tr[data-test]").length,
 		Resources: performance.getEntriesByType("resource").length,
+		SummaryRight: document.querySelector("#summary").getBoundingClientRect().right,
+		PageWidth: document.documentElement.clientWidth,
 		Sections: [...document.querySelectorAll("section.test")].map(s => ({
 			Test: s.dataset.test,
-			Bars: s.querySelectorAll("svg.bars rect.bar").length,
-			Errorbars: s.querySelectorAll("svg.bars line.errorbar:not(.cap)").length,
-			BarHeights: [...s.querySelectorAll("svg.bars rect.bar")].map(r => r.getBBox().height),
+			Bars: s.querySelectorAll("svg.bars rect.box").length,
+			Errorbars: s.querySelectorAll("svg.bars line.whisker:not(.cap)").length,
+			BarHeights: [...s.querySelectorAll("svg.bars rect.box")].map(r => r.getBBox().height),
+			Medians: s.querySelectorAll("svg.bars line.median").length,
 			Series: [...s.querySelectorAll("svg.history polyline.series")].map(p => p.dataset.env),
+			XTicks: [...s.querySelectorAll("svg.history text.xtick")].map(x => x.textContent),
 			SeriesPoints: [...s.querySelectorAll("svg.history polyline.series")].map(p => p.points.numberOfItems),
 			Verdict: s.querySelector("h2 .verdict").innerText,
 		})),
@@ -141,6 +150,9 @@ func TestBrowserBenchReport(t *testing.T) {
 	if !strings.Contains(got.Title, id) || got.Summary != 3 || len(got.Sections) != 3 {
 		t.Fatalf("report shows %+v", got)
 	}
+	if got.SummaryRight > got.PageWidth {
+		t.Errorf("the summary table reaches %.0f px in a page %.0f px wide", got.SummaryRight, got.PageWidth)
+	}
 	if got.Resources != 0 {
 		t.Errorf("the report loaded %d resources; it must be self-contained", got.Resources)
 	}
@@ -149,17 +161,22 @@ func TestBrowserBenchReport(t *testing.T) {
 		if s.Verdict != want[s.Test] {
 			t.Errorf("%s: verdict %q, want %q", s.Test, s.Verdict, want[s.Test])
 		}
-		if s.Bars != 3 || s.Errorbars != 3 {
-			t.Errorf("%s: %d bars and %d error bars, want 3 each (A, B, A2)", s.Test, s.Bars, s.Errorbars)
+		if s.Bars != 3 || s.Errorbars != 3 || s.Medians != 3 {
+			t.Errorf("%s: %d boxes, %d whiskers and %d medians, want 3 each (A, B, A2)", s.Test, s.Bars, s.Errorbars, s.Medians)
 		}
 		for i, h := range s.BarHeights {
 			if h <= 1 {
-				t.Errorf("%s: bar %d is %v px high", s.Test, i, h)
+				t.Errorf("%s: box %d is %v px high", s.Test, i, h)
 			}
 		}
-		// base: 5 nights + the A/B run (A and A2 together); candidate: 1.
-		if fmt.Sprint(s.Series) != "[base candidate]" || fmt.Sprint(s.SeriesPoints) != "[6 1]" {
-			t.Errorf("%s: history series %v with %v points, want [base candidate] with [6 1]", s.Test, s.Series, s.SeriesPoints)
+		// base as A: 5 nights + the A/B run; base as A2 and the
+		// candidate: that run only.
+		if fmt.Sprint(s.Series) != "[base (A) base (A2) candidate (B)]" || fmt.Sprint(s.SeriesPoints) != "[6 1 1]" {
+			t.Errorf("%s: history series %v with %v points, want [base (A) base (A2) candidate (B)] with [6 1 1]", s.Test, s.Series, s.SeriesPoints)
+		}
+		// Dated to the minute: the first night, the middle and the run.
+		if len(s.XTicks) != 3 || s.XTicks[0] != now.Add(-5*24*time.Hour).UTC().Format("2006-01-02 15:04 MST") || s.XTicks[2] != now.UTC().Format("2006-01-02 15:04 MST") {
+			t.Errorf("%s: history axis %q", s.Test, s.XTicks)
 		}
 	}
 	if t.Failed() {

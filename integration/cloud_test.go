@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatewayhq/gateway/internal/testutil"
 	"github.com/gatewayhq/gateway/providers/catalog"
 	"github.com/gatewayhq/gateway/providers/ec2/ec2test"
 )
@@ -35,6 +36,14 @@ func TestDevWithEC2(t *testing.T) {
 		"GATEWAY_CLUSTER_POLL_INTERVAL=300ms",
 	)
 	e.startGateway()
+	// The banner names where clusters run: not "this machine". It comes
+	// right after the CLI's sign-in, which startGateway waits for.
+	for deadline := time.Now().Add(testutil.HangBound); !strings.Contains(e.gwLog.String(), "gateway dev: FOR DEVELOPMENT ONLY") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if banner := e.gwLog.String(); !strings.Contains(banner, "Dask on EC2 instances in "+region) || strings.Contains(banner, "Dask on this machine") {
+		t.Errorf("gateway dev --provider ec2 banner:\n%s\nwant it to say Dask on EC2 instances in %s", lastLines(banner, 15), region)
+	}
 	cat, err := catalog.New(catalog.Builtin(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,7 @@ func TestConsoleEnvBench(t *testing.T) {
 	image := testdocker.DaskImage(t)
 	rootfs := testdocker.Rootfs(t)
 
-	host, base := layersRegistry(t, image)
+	host, base := layersRegistry(t)
 
 	// The index answers what it has at once, but a wheel's download only
 	// once the test lets it go.
@@ -235,10 +235,10 @@ func TestConsoleEnvBench(t *testing.T) {
 	defer rcancel()
 	got, err := chromedp.Run(rctx, chromedp.Evaluate[[]chart](`[...document.querySelectorAll("section.test")].map(s => ({
 		Test: s.dataset.test,
-		Bars: s.querySelectorAll("svg.bars rect.bar").length,
-		Errorbars: s.querySelectorAll("svg.bars line.errorbar:not(.cap)").length,
-		BarHeights: [...s.querySelectorAll("svg.bars rect.bar")].map(r => r.getBBox().height),
-		Fills: [...s.querySelectorAll("svg.bars rect.bar")].map(r => getComputedStyle(r).fill),
+		Bars: s.querySelectorAll("svg.bars rect.box").length,
+		Errorbars: s.querySelectorAll("svg.bars line.whisker:not(.cap)").length,
+		BarHeights: [...s.querySelectorAll("svg.bars rect.box")].map(r => r.getBBox().height),
+		Fills: [...s.querySelectorAll("svg.bars rect.box")].map(r => getComputedStyle(r).fill),
 		Series: [...s.querySelectorAll("svg.history polyline.series")].map(p => p.dataset.env),
 		SeriesPoints: [...s.querySelectorAll("svg.history polyline.series")].map(p => p.points.numberOfItems),
 		SeriesStroke: [...s.querySelectorAll("svg.history polyline.series")].map(p => getComputedStyle(p).stroke),
@@ -252,7 +252,7 @@ func TestConsoleEnvBench(t *testing.T) {
 	want := map[string]string{"bench_slow": "slower", "bench_same": "no significant change"}
 	for _, s := range got {
 		if s.Verdict != want[s.Test] || s.Bars != 2 || s.Errorbars != 2 {
-			t.Errorf("%s: verdict %q, %d bars, %d error bars; want %q, 2, 2", s.Test, s.Verdict, s.Bars, s.Errorbars, want[s.Test])
+			t.Errorf("%s: verdict %q, %d boxes, %d whiskers; want %q, 2, 2", s.Test, s.Verdict, s.Bars, s.Errorbars, want[s.Test])
 		}
 		for i, h := range s.BarHeights {
 			if h <= 1 {
@@ -263,8 +263,8 @@ func TestConsoleEnvBench(t *testing.T) {
 		if fmt.Sprint(s.Fills) != "[rgb(78, 121, 167) rgb(225, 87, 89)]" || fmt.Sprint(s.SeriesStroke) != "[rgb(78, 121, 167) rgb(225, 87, 89)]" {
 			t.Errorf("%s: bars filled %v, lines stroked %v", s.Test, s.Fills, s.SeriesStroke)
 		}
-		if fmt.Sprint(s.Series) != "[base candidate]" || fmt.Sprint(s.SeriesPoints) != "[3 1]" {
-			t.Errorf("%s: history series %v with %v points, want [base candidate] with [3 1]", s.Test, s.Series, s.SeriesPoints)
+		if fmt.Sprint(s.Series) != "[base (A) candidate (B)]" || fmt.Sprint(s.SeriesPoints) != "[3 1]" {
+			t.Errorf("%s: history series %v with %v points, want [base (A) candidate (B)] with [3 1]", s.Test, s.Series, s.SeriesPoints)
 		}
 		if !strings.HasSuffix(s.HistoryLinkTarget, "/benchmarks/history?test="+s.Test) {
 			t.Errorf("%s: history link %q", s.Test, s.HistoryLinkTarget)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/daemon"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/gatewayhq/gateway/images/wheel"
@@ -36,7 +35,7 @@ func TestLayersEnvironmentCluster(t *testing.T) {
 	image := testdocker.DaskImage(t)
 	rootfs := testdocker.Rootfs(t)
 
-	host, base := layersRegistry(t, image)
+	host, base := layersRegistry(t)
 	remoteWheel := testpypi.Wheel{Name: "gwremote", Version: "1.0", Files: map[string]string{
 		"gwremote/__init__.py": "def answer():\n    return 'computed by a function from a wheel'\n",
 	}}
@@ -116,13 +115,13 @@ client.close()
 // layersRegistry starts a registry on loopback (stopped when the test
 // ends) holding the test image as a base for Python 3.11, and returns
 // the registry's host and the base's reference.
-func layersRegistry(t *testing.T, image string) (host, base string) {
+func layersRegistry(t *testing.T) (host, base string) {
 	t.Helper()
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	host = strings.TrimPrefix(srv.URL, "http://")
 	base = host + "/bases/dask:3.11"
-	copyToRegistry(t, image, base)
+	copyToRegistry(t, base)
 	return host, base
 }
 
@@ -169,25 +168,19 @@ images:
 	return cfg
 }
 
-// copyToRegistry copies an image from the engine to a registry, as an
-// operator puts a base image into ECR.
-func copyToRegistry(t *testing.T, src, dst string) {
+// copyToRegistry copies the engine's Dask image to a registry, as an
+// operator puts a base image into ECR. Its layers are gzipped once per
+// test binary (testdocker.GzippedDaskImage), not once per test: each
+// test still has a registry of its own.
+func copyToRegistry(t *testing.T, dst string) {
 	t.Helper()
-	s, err := name.ParseReference(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := daemon.Image(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := testdocker.GzippedDaskImage(t)
 	d, err := name.ParseReference(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Gzipping the image's layers under the race detector takes minutes of
-	// CPU: 3 minutes ran out at load 15 on 2 cores (as they did for
-	// images/build's copy of this base in CI). A hang bound only.
+	// A hang bound only: the push reads 100 MB from memory, but on a
+	// loaded machine under the race detector.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if err := remote.Write(d, img, remote.WithContext(ctx)); err != nil {

@@ -280,7 +280,8 @@ func (p *runningPass) heartbeat(ctx context.Context) (result, error) {
 // markAnswered sets the cluster's heartbeat clock to now.
 func (c *Core) markAnswered(name string) {
 	c.mu.Lock()
-	c.clusters.ensure(name).answered = c.now()
+	st := c.clusters.ensure(name)
+	st.answered, st.unanswered = c.now(), 0
 	c.mu.Unlock()
 }
 
@@ -303,7 +304,8 @@ func (p *runningPass) notAnswering(ctx context.Context, err error) (result, erro
 	}
 	since := st.answered
 	c.mu.Unlock()
-	if silent := c.now().Sub(since); silent >= c.cfg.HeartbeatTimeout {
+	silent := c.now().Sub(since)
+	if silent >= c.cfg.HeartbeatTimeout {
 		return requeue(0), c.fail(ctx, cl, fmt.Sprintf("the scheduler stopped answering (nothing for %s: %v)", silent.Round(time.Second), err))
 	}
 	// Say so while it lasts: the phase shows in list and show.
@@ -317,7 +319,31 @@ func (p *runningPass) notAnswering(ctx context.Context, err error) (result, erro
 		})
 	}
 	c.log.Debug("scheduler not answering", "cluster", cl.Name, "err", err)
-	return requeue(c.cfg.PollInterval / 5), nil
+	return requeue(c.silentWait(cl.Name, silent)), nil
+}
+
+// silentWait is how long to wait before asking again a scheduler that has
+// not answered for silent: a fifth of the poll interval at first, doubling
+// with each pass in a row without an answer up to the poll interval, so
+// that a stuck cluster's passes (each a Describe, three reads on Fargate)
+// thin out; never past the heartbeat timeout, so that the failure comes
+// when it is due. An answer starts it over (markAnswered).
+func (c *Core) silentWait(name string, silent time.Duration) time.Duration {
+	c.mu.Lock()
+	st := c.clusters.ensure(name)
+	n := st.unanswered
+	st.unanswered++
+	c.mu.Unlock()
+	poll := c.cfg.PollInterval
+	wait := poll / 5
+	for ; n > 0 && wait < poll; n-- {
+		wait *= 2
+	}
+	wait = min(wait, poll)
+	if left := c.cfg.HeartbeatTimeout - silent; left > 0 && left < wait {
+		wait = left
+	}
+	return max(wait, 1)
 }
 
 // expiry stops a cluster idle past its idle timeout or past its

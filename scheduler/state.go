@@ -17,6 +17,9 @@ type clusterState struct {
 	// answered is the heartbeat clock: its scheduler's last answer (zero
 	// before the first).
 	answered time.Time
+	// unanswered counts the passes in a row whose scheduler did not
+	// answer: the wait before the next grows with it (silentWait).
+	unanswered int
 	// downSince is when adaptive scaling first asked for fewer workers
 	// (zero: it does not).
 	downSince time.Time

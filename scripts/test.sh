@@ -68,22 +68,29 @@ if [ -n "$unformatted" ]; then
 	echo "$unformatted" >&2
 	exit 1
 fi
-go vet ./...
 testlog="$(mktemp -d)/testlog"
 # The browser tests keep a screenshot (and the HTML) of every step here.
 export GATEWAY_TEST_ARTIFACTS="${GATEWAY_TEST_ARTIFACTS:-$(dirname "$testlog")/artifacts}"
 echo "test artifacts (the browser tests' screenshots): $GATEWAY_TEST_ARTIFACTS" >&2
 go build -o "$testlog" ./internal/cmd/testlog
 
-# The tests that skip under the race detector (allocation counts, which
-# sync.Pool makes random under it; they say `if raceEnabled`, a constant
-# of a race/!race pair of files) run first, once, without it.
+# vet and the tests that skip under the race detector (allocation counts,
+# which sync.Pool makes random under it; they say `if raceEnabled`, a
+# constant of a race/!race pair of files; they run once, without it) go in
+# the background, beside the race run below rather than before it: they
+# compile every package without -race, CPU the race run's end-to-end tests,
+# which mostly wait, leave free. Their output follows the race run's.
 norace=$(awk '/^func Test/ { name = $2; sub(/\(.*/, "", name) } /if raceEnabled/ && name != "" { print FILENAME ":" name }' $(git ls-files '*_test.go' 2>/dev/null || find . -name '*_test.go'))
-if [ -n "$norace" ]; then
-	pkgs=$(printf '%s\n' "$norace" | sed 's|/[^/]*$||; s|^|./|' | sort -u)
-	names=$(printf '%s\n' "$norace" | sed 's|.*:||' | sort -u | paste -sd '|')
-	go test -json -count=1 -run "^($names)\$" $pkgs | "$testlog"
-fi
+side="$(dirname "$testlog")/side.log"
+(
+	go vet ./...
+	if [ -n "$norace" ]; then
+		pkgs=$(printf '%s\n' "$norace" | sed 's|/[^/]*$||; s|^|./|' | sort -u)
+		names=$(printf '%s\n' "$norace" | sed 's|.*:||' | sort -u | paste -sd '|')
+		go test -json -count=1 -run "^($names)\$" $pkgs | "$testlog"
+	fi
+) >"$side" 2>&1 &
+sidepid=$!
 
 # go test starts the packages' test binaries strictly in the order given,
 # -p (one per core) at a time. The longest go first, so that they overlap
@@ -97,4 +104,14 @@ fi
 # whole, and the figures that passing tests print ("figure: ..."): go
 # test's plain output would hide those, -v would bury them.
 longest="./integration/ ./images/build/ ./store/ ./scheduler/ ./providers/..."
-go test -json -race -count=1 -timeout 60m "$@" $longest ./... | "$testlog"
+status=0
+go test -json -race -count=1 -timeout 60m "$@" $longest ./... | "$testlog" || status=$?
+sidestatus=0
+wait "$sidepid" || sidestatus=$?
+echo "--- go vet ./... and the tests without the race detector:" >&2
+cat "$side" >&2
+if [ "$sidestatus" -ne 0 ]; then
+	echo "go vet or the tests without the race detector failed (above)" >&2
+	[ "$status" -ne 0 ] || status=$sidestatus
+fi
+exit "$status"

@@ -42,6 +42,7 @@ func (g *Gateway) startDevIssuer() (string, error) {
 		Issuer: issuer, ClientID: g.cfg.Auth.OIDC.ClientID,
 		RedirectURIs: []string{strings.TrimRight(g.PublicURL, "/") + "/auth/callback"},
 		Users:        DevUsers(), Logger: g.log.With("component", "dev-issuer"),
+		IDTokenLifetime: g.cfg.Auth.DevTokenLifetime, AccessTokenLifetime: g.cfg.Auth.DevTokenLifetime,
 	})
 	if err != nil {
 		ln.Close()

@@ -70,6 +70,8 @@ type Gateway struct {
 	dash dashboardCheck // whether local clusters can serve dashboards
 
 	bench *benchWiring // benchmark schedules (bench.go)
+	// benchSweep fails runs whose client went away (benchsweep.go).
+	benchSweep *benchSweeper
 }
 
 // New opens everything the gateway needs and binds its port, but serves
@@ -218,6 +220,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 	apiSrv.SetTokenStore(g.store)
 	apiSrv.SetDatabase(g.store) // /api/health reports it; its outages answer 503
 	apiSrv.SetBench(g.store)
+	apiSrv.SetBenchLeases(g.store, cfg.Bench.RunLease)
+	g.benchSweep = &benchSweeper{store: g.store, clusters: g.core, lease: cfg.Bench.RunLease, now: time.Now, log: log}
 	// One handler for the API and the dashboards: scheduled benchmarks
 	// use both, in process.
 	mux := http.NewServeMux()
@@ -358,6 +362,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	benchDone := make(chan struct{})
 	go func() { // scheduled benchmark runs; stopped before the clusters are
 		defer close(benchDone)
+		go g.benchSweep.loop(runCtx)
 		g.runBench(runCtx)
 	}()
 	go func() {

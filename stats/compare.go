@@ -1,9 +1,13 @@
 package stats
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"time"
+
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // Verdicts of a comparison.
@@ -129,34 +133,75 @@ type Obs struct {
 	Run   string
 	At    time.Time // the run's start
 	Value float64   // wall seconds
+	// Set is the sample's set in its run (A, B, A2). A run that measured
+	// the environment twice (A and A2, --null) gives a within-run A/A
+	// pair; "" counts as one set.
+	Set string
 }
 
+// Methods of a regression check: how the run-to-run spread was found.
+const (
+	MethodHistory = "history" // the spread of the earlier runs' medians
+	MethodAA      = "aa"      // the within-run A/A of runs that measured one
+)
+
+// minHistoryRuns is how many earlier runs the spread is estimated from
+// (two degrees of freedom at least); with fewer, only a within-run A/A
+// gives one.
+const minHistoryRuns = 3
+
 // Finding is the check of one test: its latest run against the runs of
-// the window before it.
+// the window before it. Each run counts as one observation (its median):
+// samples within a run share its host, cache and neighbours, so they are
+// not independent of each other, and run-to-run drift is the largest
+// noise there is.
 type Finding struct {
 	Test           string
 	Run            string // the latest run
 	At             time.Time
-	Baseline       int // values in the window before the latest run
-	Latest         int // values of the latest run
-	BaselineMedian float64
-	LatestMedian   float64
+	Baseline       int     // values of the earlier runs in the window
+	BaselineRuns   int     // earlier runs in the window
+	Latest         int     // values of the latest run
+	BaselineMedian float64 // geometric mean of the earlier runs' medians
+	LatestMedian   float64 // the latest run's median
 	Change         float64 // LatestMedian/BaselineMedian − 1
-	P              float64
-	Regressed      bool
-	Reason         string // why not checked, when it was not
+	// Spread is the run-to-run standard deviation of log(median), from
+	// Method: the earlier runs' medians, or the within-run A/A pairs.
+	Spread    float64
+	Method    string
+	DF        int     // its degrees of freedom
+	P         float64 // one-sided: the chance of a latest run this slow
+	Regressed bool
+	Reason    string // why not checked, when it was not
+}
+
+// MethodText says in words how a finding's spread was estimated.
+func (f Finding) MethodText() string {
+	switch f.Method {
+	case MethodHistory:
+		return fmt.Sprintf("each run one observation (its median); run-to-run spread ±%.1f%% from the %d earlier runs' medians; one-sided t-test of the latest run against them", 100*math.Expm1(f.Spread), f.BaselineRuns)
+	case MethodAA:
+		return fmt.Sprintf("each run one observation (its median); run-to-run spread ±%.1f%% from the within-run A/A of %d runs (fewer than %d earlier runs); one-sided t-test", 100*math.Expm1(f.Spread), f.DF, minHistoryRuns)
+	}
+	return ""
 }
 
 // FindRegressions checks each test's latest run (the one that started
-// last) against the values of the other runs that started within window
-// before it. A test regressed when its median grew by at least threshold
-// (0.10 is 10 %) and the two-sided Mann–Whitney p is below alpha. A test
-// with fewer than 3 values on either side is reported, not flagged.
-// Findings are sorted by test name.
+// last) against the other runs that started within window before it,
+// run against runs: each run is one observation, the log of its median.
+// The spread between runs is the standard deviation of the earlier runs'
+// log-medians when there are at least 3 of them (MethodHistory), else
+// the within-run A/A pairs of the window's runs (MethodAA: half the
+// mean squared log-difference of A and A2). The latest run regressed
+// when it is at least threshold (0.10 is 10 %) slower than the
+// geometric mean of the earlier runs and a one-sided Student t
+// prediction test (t = (x − ȳ)/(s·√(1+1/k))) gives p < alpha. A test
+// whose spread cannot be estimated is reported, not flagged. Findings
+// are sorted by test name.
 func FindRegressions(obs []Obs, window time.Duration, threshold, alpha float64) []Finding {
 	byTest := map[string][]Obs{}
 	for _, o := range obs {
-		if math.IsNaN(o.Value) || math.IsInf(o.Value, 0) {
+		if math.IsNaN(o.Value) || math.IsInf(o.Value, 0) || o.Value <= 0 {
 			continue
 		}
 		byTest[o.Test] = append(byTest[o.Test], o)
@@ -166,37 +211,99 @@ func FindRegressions(obs []Obs, window time.Duration, threshold, alpha float64) 
 		tests = append(tests, t)
 	}
 	sort.Strings(tests)
-	var out []Finding
+	out := make([]Finding, 0, len(tests))
 	for _, t := range tests {
-		os := byTest[t]
-		latest := os[0]
-		for _, o := range os[1:] {
-			if o.At.After(latest.At) || (o.At.Equal(latest.At) && o.Run > latest.Run) {
-				latest = o
-			}
-		}
-		var base, last []float64
-		for _, o := range os {
-			switch {
-			case o.Run == latest.Run:
-				last = append(last, o.Value)
-			case !o.At.After(latest.At) && latest.At.Sub(o.At) <= window:
-				base = append(base, o.Value)
-			}
-		}
-		f := Finding{Test: t, Run: latest.Run, At: latest.At, Baseline: len(base), Latest: len(last),
-			BaselineMedian: Median(base), LatestMedian: Median(last), Change: math.NaN(), P: math.NaN()}
-		if len(base) < 3 || len(last) < 3 {
-			f.Reason = "fewer than 3 samples on a side"
-			out = append(out, f)
-			continue
-		}
-		if f.BaselineMedian > 0 {
-			f.Change = f.LatestMedian/f.BaselineMedian - 1
-		}
-		_, f.P, _ = MannWhitney(base, last)
-		f.Regressed = f.Change >= threshold && f.P < alpha
-		out = append(out, f)
+		out = append(out, checkTest(t, byTest[t], window, threshold, alpha))
 	}
 	return out
+}
+
+// runObs is one run of a test: its values by set.
+type runObs struct {
+	id   string
+	at   time.Time
+	main []float64 // the set checked (every set but A2)
+	aa   []float64 // A2, when the run measured one
+}
+
+func checkTest(test string, os []Obs, window time.Duration, threshold, alpha float64) Finding {
+	latest := os[0]
+	for _, o := range os[1:] {
+		if o.At.After(latest.At) || (o.At.Equal(latest.At) && o.Run > latest.Run) {
+			latest = o
+		}
+	}
+	runs := map[string]*runObs{}
+	var order []string
+	for _, o := range os {
+		if o.Run != latest.Run && (o.At.After(latest.At) || latest.At.Sub(o.At) > window) {
+			continue
+		}
+		r := runs[o.Run]
+		if r == nil {
+			r = &runObs{id: o.Run, at: o.At}
+			runs[o.Run] = r
+			order = append(order, o.Run)
+		}
+		if o.Set == "A2" {
+			r.aa = append(r.aa, o.Value)
+		} else {
+			r.main = append(r.main, o.Value)
+		}
+	}
+	last := runs[latest.Run]
+	f := Finding{Test: test, Run: latest.Run, At: latest.At, Latest: len(last.main), LatestMedian: Median(last.main),
+		BaselineMedian: math.NaN(), Change: math.NaN(), P: math.NaN(), Spread: math.NaN()}
+	var base []float64 // log-medians of the earlier runs
+	var aaSq float64
+	aaN := 0
+	for _, id := range order {
+		r := runs[id]
+		if len(r.main) > 0 && len(r.aa) > 0 {
+			d := math.Log(Median(r.aa)) - math.Log(Median(r.main))
+			aaSq += d * d
+			aaN++
+		}
+		if id == latest.Run || len(r.main) == 0 {
+			continue
+		}
+		base = append(base, math.Log(Median(r.main)))
+		f.Baseline += len(r.main)
+	}
+	f.BaselineRuns = len(base)
+	if len(base) > 0 {
+		f.BaselineMedian = math.Exp(stat.Mean(base, nil))
+	}
+	switch {
+	case len(last.main) == 0:
+		f.Reason = "the latest run has no successful sample of it"
+		return f
+	case len(base) == 0:
+		f.Reason = "no earlier run in the window"
+		return f
+	case len(base) >= minHistoryRuns:
+		f.Method, f.DF = MethodHistory, len(base)-1
+		f.Spread = stat.StdDev(base, nil)
+	case aaN > 0:
+		// A and A2 each carry the run's noise: their difference has twice
+		// its variance.
+		f.Method, f.DF = MethodAA, aaN
+		f.Spread = math.Sqrt(aaSq / float64(2*aaN))
+	default:
+		f.Reason = fmt.Sprintf("%d earlier run(s) in the window and no within-run A/A (--null): the run-to-run spread cannot be estimated (it needs %d earlier runs)", len(base), minHistoryRuns)
+		return f
+	}
+	f.Change = f.LatestMedian/f.BaselineMedian - 1
+	diff := math.Log(f.LatestMedian) - stat.Mean(base, nil)
+	scale := f.Spread * math.Sqrt(1+1/float64(len(base)))
+	switch {
+	case scale > 0:
+		f.P = distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(f.DF)}.Survival(diff / scale)
+	case diff > 0:
+		f.P = 0 // no spread at all: any slowdown stands out
+	default:
+		f.P = 1
+	}
+	f.Regressed = f.Change >= threshold && f.P < alpha
+	return f
 }

@@ -82,13 +82,13 @@ func TestFindRegressions(t *testing.T) {
 			step, fast = 1.5, 2.0
 		}
 		for i, v := range noisy(uint64(100+d), 5, step, 0.02) {
-			obs = append(obs, Obs{"step", run, at, v}, Obs{"fast", run, at, noisy(uint64(200+d), 5, fast, 0.02)[i]})
+			obs = append(obs, Obs{Test: "step", Run: run, At: at, Value: v}, Obs{Test: "fast", Run: run, At: at, Value: noisy(uint64(200+d), 5, fast, 0.02)[i]})
 		}
 		for _, v := range noisy(uint64(300+d), 5, 2, 0.2) {
-			obs = append(obs, Obs{"flat", run, at, v})
+			obs = append(obs, Obs{Test: "flat", Run: run, At: at, Value: v})
 		}
 	}
-	obs = append(obs, Obs{"new", "rj", start.Add(9 * day), 1})
+	obs = append(obs, Obs{Test: "new", Run: "rj", At: start.Add(9 * day), Value: 1})
 	got := FindRegressions(obs, 7*day, 0.10, 0.05)
 	want := map[string]bool{"fast": false, "flat": false, "new": false, "step": true}
 	if len(got) != len(want) {
@@ -103,8 +103,12 @@ func TestFindRegressions(t *testing.T) {
 		}
 	}
 	step := got[3]
-	if step.Test != "step" || step.Baseline != 35 || step.Latest != 5 || math.Abs(step.Change-0.5) > 0.05 || step.P >= 0.001 {
-		t.Errorf("step: %+v; want 7 nights × 5 values of baseline, 5 latest, change ≈ +50%%, p < 0.001", step)
+	if step.Test != "step" || step.Baseline != 35 || step.BaselineRuns != 7 || step.Latest != 5 || math.Abs(step.Change-0.5) > 0.05 || step.P >= 0.001 ||
+		step.Method != MethodHistory || step.DF != 6 {
+		t.Errorf("step: %+v; want 7 nights × 5 values of baseline, 5 latest, change ≈ +50%%, p < 0.001, spread from the 7 runs' history", step)
+	}
+	if !strings.Contains(step.MethodText(), "7 earlier runs") {
+		t.Errorf("method text %q does not say where the spread came from", step.MethodText())
 	}
 	if got[2].Reason == "" || got[2].Test != "new" {
 		t.Errorf("a test with one value should say why it was not checked: %+v", got[2])

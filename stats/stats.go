@@ -219,3 +219,34 @@ func Median(x []float64) float64 {
 	}
 	return (s[n/2-1] + s[n/2]) / 2
 }
+
+// HalfWidth is the precision of a comparison so far: half the width of
+// the bootstrap interval (conf) of median(b)/median(a) − 1, or, with no
+// b, of median(a*)/median(a) − 1 over resamples a* of a (how well a's
+// own median is known). NaN when it cannot be computed (fewer than 2
+// values on a side).
+func HalfWidth(a, b []float64, reps int, conf float64, seed uint64) float64 {
+	if len(a) < 2 || (b != nil && len(b) < 2) {
+		return math.NaN()
+	}
+	if b != nil {
+		lo, hi := BootstrapDiff(a, b, reps, conf, seed)
+		return (hi - lo) / 2
+	}
+	m := Median(a)
+	if m == 0 || reps < 1 || !(conf > 0 && conf < 1) {
+		return math.NaN()
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	r := make([]float64, len(a))
+	diffs := make([]float64, 0, reps)
+	for range reps {
+		for i := range r {
+			r[i] = a[rng.IntN(len(a))]
+		}
+		diffs = append(diffs, Median(r)/m-1)
+	}
+	slices.Sort(diffs)
+	alpha := (1 - conf) / 2
+	return (stat.Quantile(1-alpha, stat.Empirical, diffs, nil) - stat.Quantile(alpha, stat.Empirical, diffs, nil)) / 2
+}

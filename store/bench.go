@@ -20,6 +20,7 @@ const (
 	BenchOK        = "ok"
 	BenchFailed    = "failed"
 	BenchCancelled = "cancelled"
+	BenchPartial   = "partial" // it went to its end, but some samples failed
 )
 
 // Bench sample statuses.
@@ -59,7 +60,7 @@ type BenchRun struct {
 	// pattern, timeout, ...), as the runner chose to record them.
 	Options    string
 	ScheduleID string // the schedule that started it, if any
-	Status     string // BenchRunning, BenchOK, BenchFailed, BenchCancelled
+	Status     string // BenchRunning, BenchOK, BenchPartial, BenchFailed, BenchCancelled
 	Error      string
 	StartedAt  time.Time
 	FinishedAt time.Time // zero while running
@@ -111,6 +112,10 @@ type BenchHistoryFilter struct {
 	Since time.Time // zero: from the start
 	Until time.Time // zero: to now
 	Limit int       // newest first; 0 means 10000
+	// Baseline leaves out the samples of runs that are still running or
+	// failed (a run whose client went away is marked failed): what a
+	// regression check may compare with.
+	Baseline bool
 }
 
 // BenchPoint is a sample with what history needs of its run.
@@ -428,14 +433,14 @@ VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`),
 }
 
 // FinishBenchRun ends a running run with a final status (BenchOK,
-// BenchFailed or BenchCancelled) and an error message (may be empty).
+// BenchPartial, BenchFailed or BenchCancelled) and an error message (may be empty).
 // It fails with ErrNotFound for an unknown run, and refuses a run that
 // has already finished.
 func (s *DB) FinishBenchRun(ctx context.Context, id, status, errMsg string) error {
 	switch status {
-	case BenchOK, BenchFailed, BenchCancelled:
+	case BenchOK, BenchPartial, BenchFailed, BenchCancelled:
 	default:
-		return fmt.Errorf("store: finish bench run: status %q: want ok, failed or cancelled: %w", status, ErrBenchInvalid)
+		return fmt.Errorf("store: finish bench run: status %q: want ok, partial, failed or cancelled: %w", status, ErrBenchInvalid)
 	}
 	res, err := s.db.ExecContext(ctx, s.rebind(`UPDATE bench_runs SET status = ?, error = ?, finished_at = ? WHERE id = ? AND status = ?`),
 		status, text(tailText(errMsg)), millis(s.now()), id, BenchRunning)
@@ -632,6 +637,10 @@ WHERE 1=1`
 			args = append(args, len(f.Env), strings.ToLower(f.Env))
 		}
 		q += `)`
+	}
+	if f.Baseline {
+		q += ` AND r.status NOT IN (?, ?)`
+		args = append(args, BenchRunning, BenchFailed)
 	}
 	if !f.Since.IsZero() {
 		q += ` AND s.at >= ?`

@@ -208,6 +208,13 @@ func TestBenchBadInput(t *testing.T) {
 		if err := db.FinishBenchRun(ctx, "br-nope", store.BenchOK, ""); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("finish unknown run: %v", err)
 		}
+		// A run whose samples partly failed says so.
+		if err := db.FinishBenchRun(ctx, r.ID, store.BenchPartial, "1 of 3 samples failed"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := db.GetBenchRun(ctx, r.ID); got.Status != store.BenchPartial || got.Error != "1 of 3 samples failed" {
+			t.Errorf("partial run stored as %s %q", got.Status, got.Error)
+		}
 	})
 }
 

@@ -76,7 +76,7 @@ type BenchSamplesRequest struct {
 
 // BenchFinishRequest is the body of POST .../finish.
 type BenchFinishRequest struct {
-	Status string `json:"status"` // ok, failed or cancelled
+	Status string `json:"status"` // ok, partial (some samples failed), failed or cancelled
 	Error  string `json:"error,omitempty"`
 }
 
@@ -87,13 +87,21 @@ type BenchFindingJSON struct {
 	Run            string    `json:"run"` // the latest run
 	RunStartedAt   time.Time `json:"run_started_at"`
 	Baseline       int       `json:"baseline_samples"`
+	BaselineRuns   int       `json:"baseline_runs"` // each run is one observation: its median
 	Latest         int       `json:"latest_samples"`
-	BaselineMedian *float64  `json:"baseline_median"`
+	BaselineMedian *float64  `json:"baseline_median"` // geometric mean of the earlier runs' medians
 	LatestMedian   *float64  `json:"latest_median"`
 	Change         *float64  `json:"change"` // +0.12 is 12 % slower
-	P              *float64  `json:"p"`
-	Regressed      bool      `json:"regressed"`
-	Note           string    `json:"note,omitempty"` // why it was not checked
+	P              *float64  `json:"p"`      // one-sided, run against runs
+	// Spread is the run-to-run standard deviation of log(median) the test
+	// used; Method says where it came from ("history": the earlier runs'
+	// medians; "aa": the within-run A/A of runs that measured one), and
+	// MethodText in words.
+	Spread     *float64 `json:"spread,omitempty"`
+	Method     string   `json:"method,omitempty"`
+	MethodText string   `json:"method_text,omitempty"`
+	Regressed  bool     `json:"regressed"`
+	Note       string   `json:"note,omitempty"` // why it was not checked
 }
 
 // BenchCheckJSON is the answer of a regression check.

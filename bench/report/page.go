@@ -38,8 +38,8 @@ type EnvRow struct {
 type Section struct {
 	Test, Verdict, VerdictClass, Reason string
 	Index, Failed                       int
-	Errors                              []string
-	A, B                                string // median ± sd (mean, n)
+	Errors                              []string // each with its count
+	A, B                                string   // median (IQR, n)
 	Change, Interval, P, Band           string
 
 	Bars    []Bar
@@ -51,11 +51,14 @@ type Section struct {
 	PlotLeft, PlotBottom, BarPlotRight float64
 }
 
-// Bar is one environment's bar: its mean, error bar (± sd) and samples.
+// Bar is one environment's box plot: the box spans the quartiles, a line
+// marks the median, whiskers reach the smallest and largest sample, and
+// every sample is a dot beside it (a strip).
 type Bar struct {
-	Env                    string // A, B or A2: the styles color it
-	X, Y, W, H             float64
-	ErrX, ErrY1, ErrY2     float64
+	Env                    string  // A, B or A2: the styles color it
+	X, Y, W, H             float64 // the box: Y is the third quartile, Y+H the first
+	MedianY, BoxX2         float64 // the median's line, across the box
+	ErrX, ErrY1, ErrY2     float64 // the whisker: from the minimum (ErrY1) to the maximum
 	CapX1, CapX2           float64
 	Dots                   []Point
 	TitleText, ValueText   string
@@ -67,12 +70,15 @@ type Point struct{ X, Y float64 }
 
 // Tick is an axis label and where it goes.
 type Tick struct {
-	X, Y  float64
-	Label string
+	X, Y   float64
+	Label  string
+	Anchor string // text-anchor: start, middle or end
 }
 
-// History is a test's history chart: one line per environment, the
-// median of each run's successful samples by the run's start.
+// History is a test's history chart: one line per set of an environment
+// (its name and label: base (A), base (A2), candidate (B)), the median of
+// each run's successful samples by the run's start, dated on the axis
+// and on each point.
 type History struct {
 	Test          string
 	Series        []Series
@@ -125,8 +131,12 @@ func NewPage(rep Report, history map[string][]apitype.BenchPointJSON) Page {
 		p.Envs = append(p.Envs, EnvRow{Label: e.Label, Name: e.Name, Hash: short(e.Hash), Packages: Packages(e.Packages)})
 	}
 	for i, t := range rep.Tests {
+		var errs []string
+		for _, e := range t.Errors {
+			errs = append(errs, e.String())
+		}
 		s := Section{Test: t.Test, Verdict: orDash(t.Verdict), VerdictClass: VerdictClass(t.Verdict), Reason: t.Reason, Index: i,
-			Failed: t.Failed, Errors: t.Errors, A: Summary(t.A), B: Summary(t.B), Change: Pct(t.Change), Interval: "–", P: PValue(t.P), Band: Band(t.Noise),
+			Failed: t.Failed, Errors: errs, A: Summary(t.A), B: Summary(t.B), Change: Pct(t.Change), Interval: "–", P: PValue(t.P), Band: Band(t.Noise),
 			BarW: barW, BarH: barH, PlotLeft: padL, PlotBottom: barH - padB, BarPlotRight: barW - padR}
 		if t.Lo != nil && t.Hi != nil {
 			s.Interval = fmt.Sprintf("[%s, %s]", Pct(t.Lo), Pct(t.Hi))
@@ -175,16 +185,13 @@ func ticks(top, bottomY, topY, x float64) []Tick {
 	return out
 }
 
-// bars draws a bar per environment: mean, ± sd, and each sample.
+// bars draws a box plot per environment, with its samples as dots.
 func bars(values map[string][]float64) ([]Bar, []Tick) {
 	labels := []string{"A", "B", "A2"}
 	var top float64
 	for _, l := range labels {
 		for _, v := range values[l] {
 			top = math.Max(top, v)
-		}
-		if d := stats.Describe(values[l]); d.N > 1 {
-			top = math.Max(top, d.Mean+d.SD)
 		}
 	}
 	top = niceMax(top * 1.05)
@@ -200,23 +207,22 @@ func bars(values map[string][]float64) ([]Bar, []Tick) {
 	slot := (barW - padL - padR) / math.Max(1, float64(len(present)))
 	for i, l := range present {
 		vals := values[l]
-		d := stats.Describe(vals)
-		sd := d.SD
-		if math.IsNaN(sd) {
-			sd = 0
-		}
-		w := slot * 0.5
-		x := padL + slot*float64(i) + (slot-w)/2
+		d := describe(vals)
+		w := slot * 0.4
+		x := padL + slot*float64(i) + (slot-w)/2 - slot*0.1
 		cx := x + w/2
-		b := Bar{Env: l, X: x, W: w, Y: scale(d.Mean), H: bottom - scale(d.Mean),
-			ErrX: cx, ErrY1: scale(math.Max(0, d.Mean-sd)), ErrY2: scale(d.Mean + sd), CapX1: cx - w/6, CapX2: cx + w/6,
+		b := Bar{Env: l, X: x, W: w, Y: scale(d.Q3), H: math.Max(1.5, scale(d.Q1)-scale(d.Q3)), MedianY: scale(d.Median), BoxX2: x + w,
+			ErrX: cx, ErrY1: scale(d.Min), ErrY2: scale(d.Max), CapX1: cx - w/6, CapX2: cx + w/6,
 			LabelX: cx, LabelY: bottom + 16, ValueY: bottom + 30}
-		b.TitleText = fmt.Sprintf("%s: mean %s ± %s, median %s, n=%d", l, Seconds(d.Mean), Seconds(sd), Seconds(d.Median), d.N)
-		b.ValueText = Seconds(d.Mean)
+		b.TitleText = fmt.Sprintf("%s: median %s, quartiles %s–%s, range %s–%s, n=%d", l, Seconds(d.Median), Seconds(d.Q1), Seconds(d.Q3),
+			Seconds(d.Min), Seconds(d.Max), d.N)
+		b.ValueText = Seconds(d.Median)
+		// The strip: each sample beside its box, spread so that equal
+		// values stay visible.
+		stripX := x + w + slot*0.12
 		for j, v := range vals {
-			// Spread the dots across the bar so that equal values stay visible.
-			off := (float64(j)/math.Max(1, float64(len(vals)-1)) - 0.5) * w * 0.6
-			b.Dots = append(b.Dots, Point{X: cx + off, Y: scale(v)})
+			off := (float64(j)/math.Max(1, float64(len(vals)-1)) - 0.5) * slot * 0.12
+			b.Dots = append(b.Dots, Point{X: stripX + off, Y: scale(v)})
 		}
 		out = append(out, b)
 	}
@@ -237,6 +243,10 @@ func NewHistory(test string, pts []apitype.BenchPointJSON) *History {
 		name := p.EnvName
 		if name == "" {
 			name = short(p.EnvHash)
+		}
+		if p.Env != "" {
+			// A and A2 run the same environment but are sets of their own.
+			name += " (" + p.Env + ")"
 		}
 		k := key{name, p.RunID}
 		vals[k] = append(vals[k], p.WallSeconds)
@@ -296,15 +306,20 @@ func NewHistory(test string, pts []apitype.BenchPointJSON) *History {
 		for _, p := range byEnv[n] {
 			x, y := xOf(p.at), yOf(p.med)
 			fmt.Fprintf(&buf, "%.1f,%.1f ", x, y)
-			s.Dots = append(s.Dots, Dot{X: x, Y: y, Title: fmt.Sprintf("%s %s: median %s (n=%d), run %s", n, p.at.UTC().Format("2006-01-02 15:04"), Seconds(p.med), p.n, p.run)})
+			s.Dots = append(s.Dots, Dot{X: x, Y: y, Title: fmt.Sprintf("%s %s: median %s (n=%d), run %s", n, p.at.UTC().Format("2006-01-02 15:04:05 MST"), Seconds(p.med), p.n, p.run)})
 		}
 		s.Points = buf.String()
 		h.Series = append(h.Series, s)
 	}
 	h.YTicks = ticks(top, bottom, plotTop, padL-6)
-	h.XTicks = []Tick{{X: padL, Y: bottom + 16, Label: first.UTC().Format("2006-01-02")}}
-	if span > 0 {
-		h.XTicks = append(h.XTicks, Tick{X: right, Y: bottom + 16, Label: last.UTC().Format("2006-01-02")})
+	const stamp = "2006-01-02 15:04 MST"
+	if span <= 0 {
+		h.XTicks = []Tick{{X: (padL + right) / 2, Y: bottom + 16, Label: first.UTC().Format(stamp), Anchor: "middle"}}
+	} else {
+		mid := first.Add(span / 2)
+		h.XTicks = []Tick{{X: padL, Y: bottom + 16, Label: first.UTC().Format(stamp), Anchor: "start"},
+			{X: xOf(mid), Y: bottom + 30, Label: mid.UTC().Format(stamp), Anchor: "middle"},
+			{X: right, Y: bottom + 16, Label: last.UTC().Format(stamp), Anchor: "end"}}
 	}
 	return h
 }

@@ -36,8 +36,12 @@ func TestNewHistory(t *testing.T) {
 			t.Errorf("series %d's dots: %+v", i, d)
 		}
 	}
-	if len(h.XTicks) != 2 || h.XTicks[0].Label != "2026-12-01" {
+	// The axis dates its points to the minute, first, middle and last.
+	if len(h.XTicks) != 3 || h.XTicks[0].Label != "2026-12-01 00:00 UTC" || h.XTicks[1].Label != "2026-12-01 01:00 UTC" || h.XTicks[2].Label != "2026-12-01 02:00 UTC" {
 		t.Errorf("x ticks: %+v", h.XTicks)
+	}
+	if !strings.Contains(h.Series[0].Dots[1].Title, "2026-12-01 01:00:00 UTC") {
+		t.Errorf("a point's title %q does not date it", h.Series[0].Dots[1].Title)
 	}
 	failed := []apitype.BenchPointJSON{{BenchSampleJSON: apitype.BenchSampleJSON{RunID: "r", Status: "failed"}, EnvName: "a"}}
 	if h := NewHistory("bench_x", failed); h != nil {

@@ -17,7 +17,7 @@ const Template = `{{define "report"}}<h1>Benchmark report <code>{{.Run.ID}}</cod
 
 <h2>Summary</h2>
 <table id="summary">
-<tr><th scope="col">Test</th><th scope="col">A median ± sd</th><th scope="col">{{.Candidate}} median ± sd</th><th scope="col">Change</th><th scope="col">95% interval</th><th scope="col">p</th><th scope="col">A/A band</th><th scope="col">Verdict</th><th scope="col">Failed</th></tr>
+<tr><th scope="col">Test</th><th scope="col">A median (IQR, n)</th><th scope="col">{{.Candidate}} median (IQR, n)</th><th scope="col">Change of medians</th><th scope="col">95% interval</th><th scope="col">p</th><th scope="col">A/A band</th><th scope="col">Verdict</th><th scope="col">Failed</th></tr>
 {{range .Tests}}<tr data-test="{{.Test}}"><td><a href="#test-{{.Index}}">{{.Test}}</a></td><td>{{.A}}</td><td>{{.B}}</td><td>{{.Change}}</td>
 <td>{{.Interval}}</td><td>{{.P}}</td><td>{{.Band}}</td>
 <td><span class="verdict {{.VerdictClass}}">{{.Verdict}}</span></td><td>{{.Failed}}</td></tr>
@@ -30,15 +30,16 @@ const Template = `{{define "report"}}<h1>Benchmark report <code>{{.Run.ID}}</cod
 <p class="meta">Change {{.Change}}{{if ne .Interval "–"}} (95% interval {{.Interval}}){{end}}, p = {{.P}}, A/A band {{.Band}} — {{.Reason}}.{{if $history}} <a href="{{$history}}?test={{.Test}}">Every run of {{.Test}}</a>{{end}}</p>
 {{if .Errors}}<ul class="errors">{{range .Errors}}<li>{{.}}</li>{{end}}</ul>{{end}}
 <div class="charts">
-<svg class="bars" width="{{printf "%.1f" .BarW}}" height="{{printf "%.1f" .BarH}}" viewBox="0 0 {{printf "%.1f" .BarW}} {{printf "%.1f" .BarH}}" role="img" aria-label="Wall time of {{.Test}} by environment: mean and standard deviation">
-<title>Wall time by environment (bar: mean, error bar: ± standard deviation, dots: samples)</title>
+<svg class="bars" width="{{printf "%.1f" .BarW}}" height="{{printf "%.1f" .BarH}}" viewBox="0 0 {{printf "%.1f" .BarW}} {{printf "%.1f" .BarH}}" role="img" aria-label="Wall time of {{.Test}} by environment: median, quartiles and every sample">
+<title>Wall time by environment (box: quartiles, line: median, whiskers: smallest and largest sample, dots: every sample)</title>
 {{$d := .}}{{range .YTicks}}<line class="grid" x1="{{printf "%.1f" $d.PlotLeft}}" x2="{{printf "%.1f" $d.BarPlotRight}}" y1="{{printf "%.1f" .Y}}" y2="{{printf "%.1f" .Y}}"/><text x="{{printf "%.1f" .X}}" y="{{printf "%.1f" .Y}}" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>
 {{end}}<line class="axis" x1="{{printf "%.1f" .PlotLeft}}" x2="{{printf "%.1f" .PlotLeft}}" y1="12" y2="{{printf "%.1f" .PlotBottom}}"/><line class="axis" x1="{{printf "%.1f" .PlotLeft}}" x2="{{printf "%.1f" .BarPlotRight}}" y1="{{printf "%.1f" .PlotBottom}}" y2="{{printf "%.1f" .PlotBottom}}"/>
 {{range .Bars}}<g class="env" data-env="{{.Env}}">
-<rect class="bar" data-env="{{.Env}}" x="{{printf "%.1f" .X}}" y="{{printf "%.1f" .Y}}" width="{{printf "%.1f" .W}}" height="{{printf "%.1f" .H}}"><title>{{.TitleText}}</title></rect>
-<line class="errorbar" x1="{{printf "%.1f" .ErrX}}" x2="{{printf "%.1f" .ErrX}}" y1="{{printf "%.1f" .ErrY1}}" y2="{{printf "%.1f" .ErrY2}}"/>
-<line class="errorbar cap" x1="{{printf "%.1f" .CapX1}}" x2="{{printf "%.1f" .CapX2}}" y1="{{printf "%.1f" .ErrY1}}" y2="{{printf "%.1f" .ErrY1}}"/>
-<line class="errorbar cap" x1="{{printf "%.1f" .CapX1}}" x2="{{printf "%.1f" .CapX2}}" y1="{{printf "%.1f" .ErrY2}}" y2="{{printf "%.1f" .ErrY2}}"/>
+<line class="whisker" x1="{{printf "%.1f" .ErrX}}" x2="{{printf "%.1f" .ErrX}}" y1="{{printf "%.1f" .ErrY1}}" y2="{{printf "%.1f" .ErrY2}}"/>
+<rect class="box" data-env="{{.Env}}" x="{{printf "%.1f" .X}}" y="{{printf "%.1f" .Y}}" width="{{printf "%.1f" .W}}" height="{{printf "%.1f" .H}}"><title>{{.TitleText}}</title></rect>
+<line class="median" x1="{{printf "%.1f" .X}}" x2="{{printf "%.1f" .BoxX2}}" y1="{{printf "%.1f" .MedianY}}" y2="{{printf "%.1f" .MedianY}}"/>
+<line class="whisker cap" x1="{{printf "%.1f" .CapX1}}" x2="{{printf "%.1f" .CapX2}}" y1="{{printf "%.1f" .ErrY1}}" y2="{{printf "%.1f" .ErrY1}}"/>
+<line class="whisker cap" x1="{{printf "%.1f" .CapX1}}" x2="{{printf "%.1f" .CapX2}}" y1="{{printf "%.1f" .ErrY2}}" y2="{{printf "%.1f" .ErrY2}}"/>
 {{range .Dots}}<circle class="sample" cx="{{printf "%.1f" .X}}" cy="{{printf "%.1f" .Y}}" r="2.5"/>{{end}}
 <text class="label" x="{{printf "%.1f" .LabelX}}" y="{{printf "%.1f" .LabelY}}" text-anchor="middle">{{.Env}}</text>
 <text x="{{printf "%.1f" .LabelX}}" y="{{printf "%.1f" .ValueY}}" text-anchor="middle">{{.ValueText}}</text>
@@ -50,10 +51,10 @@ const Template = `{{define "report"}}<h1>Benchmark report <code>{{.Run.ID}}</cod
 {{end}}{{end}}
 
 {{define "report-history"}}<svg class="history" width="{{printf "%.1f" .W}}" height="{{printf "%.1f" .H}}" viewBox="0 0 {{printf "%.1f" .W}} {{printf "%.1f" .H}}" role="img" aria-label="History of {{.Test}}: median wall time per run">
-<title>History: median wall time of each run, by environment</title>
+<title>History: median wall time of each run, by environment and set</title>
 {{$h := .}}{{range .YTicks}}<line class="grid" x1="{{printf "%.1f" $h.PlotLeft}}" x2="{{printf "%.1f" $h.PlotRight}}" y1="{{printf "%.1f" .Y}}" y2="{{printf "%.1f" .Y}}"/><text x="{{printf "%.1f" .X}}" y="{{printf "%.1f" .Y}}" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>
 {{end}}<line class="axis" x1="{{printf "%.1f" .PlotLeft}}" x2="{{printf "%.1f" .PlotLeft}}" y1="12" y2="{{printf "%.1f" .PlotBottom}}"/><line class="axis" x1="{{printf "%.1f" .PlotLeft}}" x2="{{printf "%.1f" .PlotRight}}" y1="{{printf "%.1f" .PlotBottom}}" y2="{{printf "%.1f" .PlotBottom}}"/>
-{{range .XTicks}}<text x="{{printf "%.1f" .X}}" y="{{printf "%.1f" .Y}}" text-anchor="middle">{{.Label}}</text>{{end}}
+{{range .XTicks}}<text class="xtick" x="{{printf "%.1f" .X}}" y="{{printf "%.1f" .Y}}" text-anchor="{{.Anchor}}">{{.Label}}</text>{{end}}
 {{range .Series}}<g class="env-series" data-env="{{.Name}}" data-series="{{.Index}}">
 <polyline class="series" data-env="{{.Name}}" points="{{.Points}}"/>
 {{range .Dots}}<circle class="run" cx="{{printf "%.1f" .X}}" cy="{{printf "%.1f" .Y}}" r="3"><title>{{.Title}}</title></circle>{{end}}

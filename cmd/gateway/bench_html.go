@@ -62,6 +62,10 @@ h2 { font-size: 1.15rem; margin: 0 0 .5rem; }
 code { font-size: .9em; }
 .meta { color: #555; margin: .25rem 0; }
 table { border-collapse: collapse; margin: 1rem 0; font-size: .9rem; }
+/* The summary fits the page: its cells wrap (test ids and figures can be long). */
+#summary { width: 100%; table-layout: fixed; font-size: .85rem; }
+#summary th, #summary td { overflow-wrap: anywhere; padding: .3rem .35rem; }
+#summary th:first-child { width: 22%; }
 th, td { text-align: left; padding: .3rem .6rem; border-bottom: 1px solid #ddd; vertical-align: top; }
 th { background: #f4f4f4; }
 .verdict { display: inline-block; padding: .05rem .5rem; border-radius: .8rem; font-size: .85rem; font-weight: 600; }
@@ -75,11 +79,12 @@ section.test { border: 1px solid #ddd; border-radius: 6px; padding: 1rem; margin
 svg { background: #fff; font-size: 11px; }
 svg .axis { stroke: #888; stroke-width: 1; }
 svg .grid { stroke: #eee; stroke-width: 1; }
-svg .errorbar { stroke: #222; stroke-width: 1.5; }
+svg .whisker { stroke: #222; stroke-width: 1.5; }
+svg .median { stroke: #111; stroke-width: 2.5; }
 svg .sample { fill: #222; fill-opacity: .55; }
 svg .label { font-weight: 600; }
-svg .bar { fill-opacity: .8; }
-svg .bar[data-env="A"] { fill: #4e79a7; } svg .bar[data-env="B"] { fill: #e15759; } svg .bar[data-env="A2"] { fill: #76b7b2; }
+svg .box { fill-opacity: .8; stroke: #222; stroke-width: 1; }
+svg .box[data-env="A"] { fill: #4e79a7; } svg .box[data-env="B"] { fill: #e15759; } svg .box[data-env="A2"] { fill: #76b7b2; }
 svg .series { fill: none; stroke-width: 2; }
 [data-series="0"] { fill: #4e79a7; stroke: #4e79a7; } [data-series="1"] { fill: #e15759; stroke: #e15759; }
 [data-series="2"] { fill: #59a14f; stroke: #59a14f; } [data-series="3"] { fill: #edc948; stroke: #edc948; }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -28,11 +30,13 @@ func newBenchHistoryCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "history TEST [--env E] [--since 30d] [-o text|json|csv]",
 		Short: "Every recorded sample of a benchmark, oldest first",
-		Long: `Every recorded sample of a benchmark (by its test name, as gateway bench
-report shows it), oldest first, with the run, the environment, the wall time
-and the metrics read from the scheduler. --env keeps one environment, by name
-or hash (or a prefix of at least 8 hex digits of it). You see your own
-results; admins see everyone's (--owner to pick one user).
+		Long: `Every recorded sample of a benchmark (by its test id, as gateway bench
+report shows it, or by a unique end of it: bench_shuffle for
+bench_io.py::bench_shuffle), oldest first, with the run, the environment,
+the repeat (from 1), the wall time and the metrics read from the scheduler.
+--env keeps one environment, by name or hash (or a prefix of at least 8 hex
+digits of it). You see your own results; admins see everyone's (--owner to
+pick one user).
 
   gateway bench history bench_shuffle --env nightly -o csv > shuffle.csv`,
 		Args: cobra.ExactArgs(1),
@@ -41,7 +45,11 @@ results; admins see everyone's (--owner to pick one user).
 			if err != nil {
 				return err
 			}
-			q := client.BenchHistoryQuery{Owner: owner, Test: args[0], Env: env, Limit: limit}
+			test, err := resolveTestName(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			q := client.BenchHistoryQuery{Owner: owner, Test: test, Env: env, Limit: limit}
 			if since != "" {
 				d, err := bench.ParseWindow(since)
 				if err != nil {
@@ -60,14 +68,14 @@ results; admins see everyone's (--owner to pick one user).
 				return writeHistoryCSV(cmd.OutOrStdout(), pts)
 			}
 			if len(pts) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "no samples of %s%s (names are as gateway bench report shows them)\n", args[0], onEnv(env))
+				fmt.Fprintf(cmd.OutOrStdout(), "no samples of %s%s (names are as gateway bench report shows them)\n", test, onEnv(env))
 				return nil
 			}
 			tw := newTabWriter(cmd.OutOrStdout())
 			fmt.Fprintln(tw, "STARTED\tRUN\tENV\tREPEAT\tSTATUS\tWALL\tPEAK MEM\tSPILLED\tSENT\tCPU")
 			for _, p := range pts {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.1fs\n", p.RunStartedAt.Local().Format("2006-01-02 15:04"), p.RunID,
-					envLabel(p), p.Repeat, p.Status, report.Seconds(p.WallSeconds), report.Bytes(p.PeakManaged+p.PeakUnmanaged), report.Bytes(p.Spilled),
+					envLabel(p), p.Repeat+1, p.Status, report.Seconds(p.WallSeconds), report.Bytes(p.PeakManaged+p.PeakUnmanaged), report.Bytes(p.Spilled),
 					report.Bytes(p.Transferred), p.CPUSeconds)
 			}
 			return tw.Flush()
@@ -78,6 +86,50 @@ results; admins see everyone's (--owner to pick one user).
 	c.Flags().StringVar(&owner, "owner", "", "admins: only this user's results")
 	c.Flags().IntVar(&limit, "limit", 0, "at most this many (the newest); default 10000")
 	return c
+}
+
+// testRuns is how many of the caller's newest runs a short test name is
+// looked up in.
+const testRuns = 1000
+
+// resolveTestName turns a short name into the test id it ends (after a
+// "::" or "/"): bench_sum for bench_array.py::bench_sum. A full id, or a
+// name that ends none, is returned as given; a name that ends several is
+// an error listing them.
+func resolveTestName(ctx context.Context, c *client.Client, name string) (string, error) {
+	runs, err := c.BenchRuns(ctx, "", testRuns)
+	if err != nil {
+		return "", err
+	}
+	var ids []string
+	for _, r := range runs {
+		ids = append(ids, r.Tests...)
+	}
+	return matchTestName(name, ids)
+}
+
+// matchTestName picks the one id of ids that is name or ends with it
+// after a "::" or "/" boundary.
+func matchTestName(name string, ids []string) (string, error) {
+	seen := map[string]bool{}
+	var found []string
+	for _, id := range ids {
+		if id == name {
+			return name, nil
+		}
+		if !seen[id] && (strings.HasSuffix(id, "::"+name) || strings.HasSuffix(id, "/"+name)) {
+			found = append(found, id)
+		}
+		seen[id] = true
+	}
+	switch len(found) {
+	case 0:
+		return name, nil
+	case 1:
+		return found[0], nil
+	}
+	sort.Strings(found)
+	return "", fmt.Errorf("%s names %d benchmarks: %s; give one of them in full", name, len(found), strings.Join(found, ", "))
 }
 
 func onEnv(env string) string {
@@ -103,7 +155,7 @@ func writeHistoryCSV(w io.Writer, pts []apitype.BenchPointJSON) error {
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	for _, p := range pts {
 		_ = cw.Write([]string{p.RunStartedAt.UTC().Format(time.RFC3339), p.RunID, p.Owner, p.Suite, p.Test, p.Env, p.EnvName, p.EnvHash,
-			strconv.Itoa(p.Repeat), p.Status, f(p.WallSeconds), i(p.PeakManaged), i(p.PeakUnmanaged), i(p.AvgManaged), i(p.AvgUnmanaged),
+			strconv.Itoa(p.Repeat + 1), p.Status, f(p.WallSeconds), i(p.PeakManaged), i(p.PeakUnmanaged), i(p.AvgManaged), i(p.AvgUnmanaged),
 			i(p.Spilled), i(p.Transferred), f(p.CPUSeconds), p.At.UTC().Format(time.RFC3339), p.Error})
 	}
 	cw.Flush()
@@ -135,7 +187,7 @@ func printReport(w io.Writer, rep report.Report) error {
 	}
 	fmt.Fprintln(w)
 	tw := newTabWriter(w)
-	fmt.Fprintf(tw, "TEST\tA median ± sd\t%s median ± sd\tCHANGE\t95%% INTERVAL\tP\tA/A BAND\tVERDICT\tFAILED\n", benchDash(rep.Candidate))
+	fmt.Fprintf(tw, "TEST\tA median (IQR, n)\t%s median (IQR, n)\tCHANGE\t95%% INTERVAL\tP\tA/A BAND\tVERDICT\tFAILED\n", benchDash(rep.Candidate))
 	for _, t := range rep.Tests {
 		interval := "–"
 		if t.Lo != nil && t.Hi != nil {
@@ -143,7 +195,7 @@ func printReport(w io.Writer, rep report.Report) error {
 		}
 		band := "–"
 		if t.Noise != nil {
-			band = fmt.Sprintf("±%.1f%%", *t.Noise*100)
+			band = report.Band(t.Noise)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", t.Test, report.Summary(t.A), report.Summary(t.B), report.Pct(t.Change), interval, report.PValue(t.P), band,
 			benchDash(t.Verdict), t.Failed)
@@ -153,7 +205,7 @@ func printReport(w io.Writer, rep report.Report) error {
 	}
 	for _, t := range rep.Tests {
 		for _, e := range t.Errors {
-			fmt.Fprintf(w, "  %s: %s\n", t.Test, e)
+			fmt.Fprintf(w, "  %s: %s\n", t.Test, e.String())
 		}
 	}
 	fmt.Fprintf(w, "\nThreshold %.0f%%. %s\n", rep.Threshold*100, report.Rule)
@@ -172,15 +224,16 @@ func newBenchReportCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "report RUN [--html FILE] [--threshold 10%] [-o text|json]",
 		Short: "Compare a run's environments test by test, with statistics and a verdict",
-		Long: `Compare a run's environments test by test: A and B mean, median and standard
-deviation of the wall time of successful samples, the relative change of
+		Long: `Compare a run's environments test by test: A's and B's median, quartiles and
+count of the wall time of successful samples, the relative change of
 medians (B/A − 1), a Mann–Whitney U p-value, a bootstrap 95 % interval of the
 change, the A/A noise band when the run measured one (--null), and a verdict.
 
 ` + report.Rule + `
 
 --html FILE also writes one self-contained HTML file (no network needed to
-view it) with bars and error bars per test and each test's history.`,
+view it) with a box plot of every set's samples per test and each test's
+history, one line per set, dated.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, c, err := g.formatAndConnect(cmd.Context())
@@ -233,10 +286,15 @@ func newBenchCheckCmd(g *globals) *cobra.Command {
 		Use:   "check --env E [--window 7d] [--threshold 10%]",
 		Short: "Flag benchmarks whose latest run is slower than the runs before it; exits 1 if any",
 		Long: `Compare each benchmark's latest run on an environment with the runs of the
-same environment that started within --window before it. A benchmark
-regressed when its median wall time grew by at least --threshold and a
-Mann–Whitney U test gives p < 0.05. Benchmarks with fewer than 3 successful
-samples on either side are listed but not judged.
+same environment that started within --window before it. Runs are compared,
+not samples: each run is one observation (its median wall time), because
+samples of one run share its host, cache and neighbours, and runs drift. The
+spread between runs comes from the earlier runs' medians (3 runs or more), else
+from the within-run A/A of runs made with --null; the report says which. A
+benchmark regressed when its latest median is at least --threshold above the
+earlier runs' (their geometric mean) and a one-sided t-test of the latest run
+against them gives p < 0.05. Benchmarks whose spread cannot be estimated are
+listed but not judged.
 
 The command exits 1 and lists the regressions, with p-value and size, when
 there are any, so that cron or CI can act on it:
@@ -295,6 +353,8 @@ func printCheck(w io.Writer, res apitype.BenchCheckJSON) error {
 	}
 	tw := newTabWriter(w)
 	fmt.Fprintln(tw, "SUITE\tTEST\tLATEST RUN\tBASELINE\tLATEST\tCHANGE\tP\tRESULT")
+	methods := map[string]bool{}
+	var texts []string
 	for _, f := range res.Findings {
 		result := "ok"
 		switch {
@@ -303,18 +363,31 @@ func printCheck(w io.Writer, res apitype.BenchCheckJSON) error {
 		case f.Note != "":
 			result = "not checked: " + f.Note
 		}
-		med := func(v *float64, n int) string {
-			if v == nil {
-				return fmt.Sprintf("– (n=%d)", n)
-			}
-			return fmt.Sprintf("%s (n=%d)", report.Seconds(*v), n)
+		if f.MethodText != "" && !methods[f.Method] {
+			methods[f.Method] = true
+			texts = append(texts, f.Test+": "+f.MethodText)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Suite, f.Test, f.Run, med(f.BaselineMedian, f.Baseline), med(f.LatestMedian, f.Latest),
+		base := "–"
+		if f.BaselineMedian != nil {
+			base = report.Seconds(*f.BaselineMedian)
+		}
+		latest := "–"
+		if f.LatestMedian != nil {
+			latest = report.Seconds(*f.LatestMedian)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s (%d runs, n=%d)\t%s (n=%d)\t%s\t%s\t%s\n", f.Suite, f.Test, f.Run, base, f.BaselineRuns, f.Baseline, latest, f.Latest,
 			report.Pct(f.Change), report.PValue(f.P), result)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "%d regression(s) on %s: window %s, threshold %.0f%%, p < %.2f\n", res.Regressions, res.Env, res.Window, res.Threshold*100, res.Alpha)
+	if len(texts) > 0 {
+		// One example per method: the spreads differ by test.
+		fmt.Fprintln(w, "Method (runs are compared, not samples):")
+		for _, t := range texts {
+			fmt.Fprintln(w, "  "+t)
+		}
+	}
 	return nil
 }

@@ -5,16 +5,19 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gatewayhq/gateway/api"
 	"github.com/gatewayhq/gateway/api/apitype"
+	"github.com/gatewayhq/gateway/bench"
 	"github.com/gatewayhq/gateway/bench/report"
 	"github.com/gatewayhq/gateway/store"
 )
@@ -116,7 +119,7 @@ func TestBenchReportCLI(t *testing.T) {
 
 	out := tg.mustRun(t, "ann", "bench", "report", id)
 	for _, want := range []string{"Run " + id + ": suite demo, ok", "A  base aaaaaaaaaaaa dask 2024.8.0, python 3.11", "B  candidate",
-		"ZeroDivisionError: division by zero", "Threshold 10%.", "Verdict: a change must be significant"} {
+		"ZeroDivisionError: division by zero", "Threshold 10%.", "Verdict: a change of medians must be significant"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -160,7 +163,7 @@ func TestBenchReportCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(b)
-	for _, want := range []string{`<svg class="bars"`, `class="bar" data-env="B"`, `class="errorbar"`, `<svg class="history"`, `class="series" data-env="base"`,
+	for _, want := range []string{`<svg class="bars"`, `class="box" data-env="B"`, `class="whisker"`, `class="median"`, `<svg class="history"`, `class="series" data-env="base (A)"`,
 		`class="verdict slower"`, "&lt;script&gt;alert(1)&lt;/script&gt;"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("HTML report lacks %s", want)
@@ -207,6 +210,14 @@ func TestBenchHistoryCLI(t *testing.T) {
 	if len(rows) != 7 || rows[0][0] != "run_started_at" || rows[1][5] != "B" || rows[1][6] != "candidate" || rows[1][9] != "ok" {
 		t.Errorf("csv: %v", rows)
 	}
+	// Repeats count from 1, as a run's progress counts them.
+	var reps []string
+	for _, row := range rows[1:] {
+		reps = append(reps, row[8])
+	}
+	if sort.Strings(reps); fmt.Sprint(reps) != "[1 2 3 4 5 6]" {
+		t.Errorf("repeats %v, want 1 to 6", reps)
+	}
 	var pts []apitype.BenchPointJSON
 	if err := json.Unmarshal([]byte(tg.mustRun(t, "ann", "bench", "history", "bench_slow", "--env", "aaaaaaaa", "-o", "json")), &pts); err != nil {
 		t.Fatal(err)
@@ -216,6 +227,17 @@ func TestBenchHistoryCLI(t *testing.T) {
 	}
 	if out := tg.mustRun(t, "bob", "bench", "history", "bench_slow"); !strings.Contains(out, "no samples of bench_slow") {
 		t.Errorf("bob sees: %s", out)
+	}
+	// A short name: the one test id it ends; one that ends two is refused
+	// naming both.
+	storeRun(t, st, time.Now().Add(-time.Minute), []store.BenchEnv{envA}, map[string]map[string][]float64{
+		"io.py::bench_shuffle": {"A": {1, 2}}, "a.py::bench_dup": {"A": {1}}, "b.py::bench_dup": {"A": {1}},
+	})
+	if out := tg.mustRun(t, "ann", "bench", "history", "bench_shuffle"); strings.Count(out, "\n") != 3 {
+		t.Errorf("history of a short name: want header + 2 samples:\n%s", out)
+	}
+	if _, err := tg.run(t, "ann", "bench", "history", "bench_dup"); err == nil || !strings.Contains(err.Error(), "a.py::bench_dup, b.py::bench_dup") {
+		t.Errorf("an ambiguous short name: %v", err)
 	}
 	for _, c := range [][]string{
 		{"bench", "history", "bench_slow", "-o", "xml"},
@@ -273,6 +295,82 @@ func TestBenchCheckCLI(t *testing.T) {
 		{[]string{"bench", "check", "--env", "nightly", "--threshold", "0"}, "--threshold"},
 	} {
 		if _, err := tg.run(t, "ann", c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+func TestMatchTestName(t *testing.T) {
+	ids := []string{"array.py::bench_sum", "array.py::bench_sum[n=1]", "array.py::bench_sum[n=2]", "sub/x.py::bench_io", "y.py::bench_io", "bench_plain"}
+	for _, c := range []struct{ name, want, err string }{
+		{"bench_sum", "array.py::bench_sum", ""},
+		{"array.py::bench_sum", "array.py::bench_sum", ""},
+		{"bench_sum[n=2]", "array.py::bench_sum[n=2]", ""},
+		{"x.py::bench_io", "sub/x.py::bench_io", ""},
+		{"bench_plain", "bench_plain", ""},
+		{"um", "um", ""}, // ends no id after a boundary: as given
+		{"bench_io", "", "bench_io names 2 benchmarks: sub/x.py::bench_io, y.py::bench_io; give one of them in full"},
+	} {
+		got, err := matchTestName(c.name, ids)
+		if got != c.want || (err == nil) != (c.err == "") || (err != nil && err.Error() != c.err) {
+			t.Errorf("matchTestName(%q) = %q, %v; want %q, %q", c.name, got, err, c.want, c.err)
+		}
+	}
+}
+
+type storedRun struct {
+	run apitype.BenchRunJSON
+	err error
+}
+
+func (s storedRun) BenchRun(context.Context, string) (apitype.BenchRunJSON, error) {
+	return s.run, s.err
+}
+
+// The table at the end of a run is the stored report: when the store kept
+// fewer samples than the command saw (some could not be recorded), it
+// shows the store's n, as gateway bench report does.
+func TestBenchOutcomePrintsStoredReport(t *testing.T) {
+	out := bench.Outcome{RunID: "br-1", Status: bench.RunDone}
+	for i := range 5 {
+		out.Samples = append(out.Samples, bench.Sample{Test: "bench_x", Set: "A", Repeat: i + 1, Status: bench.StatusOK, WallS: 1})
+	}
+	stored := apitype.BenchRunJSON{ID: "br-1", Suite: "s", Status: "partial", Envs: []apitype.BenchEnvJSON{{Label: "A", Name: "base"}}}
+	for i := range 2 {
+		stored.Samples = append(stored.Samples, apitype.BenchSampleJSON{Test: "bench_x", Env: "A", Repeat: i, WallSeconds: 1, Status: "ok"})
+	}
+	var b strings.Builder
+	if err := printBenchOutcome(context.Background(), &b, false, storedRun{run: stored}, out); err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	_ = printReport(&want, report.Build(stored, report.DefaultThreshold))
+	if !strings.HasPrefix(b.String(), want.String()) || !strings.Contains(b.String(), "n=2") || strings.Contains(b.String(), "n=5") ||
+		!strings.Contains(b.String(), "Run br-1 partial.") {
+		t.Errorf("printed:\n%s\nwant the stored report:\n%s", b.String(), want.String())
+	}
+	b.Reset()
+	if err := printBenchOutcome(context.Background(), &b, false, storedRun{err: errors.New("gateway unreachable")}, out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "could not be read (gateway unreachable)") {
+		t.Errorf("fallback:\n%s", b.String())
+	}
+}
+
+// Adaptive repeats' flags are checked before anything starts.
+func TestBenchRunPrecisionFlags(t *testing.T) {
+	tg, _ := benchGateway(t)
+	suite := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-repeat", "9"}, "give --precision too"},
+		{[]string{"--precision", "lots"}, "--precision"},
+		{[]string{"--precision", "5%", "--repeat", "10", "--max-repeat", "3"}, "--max-repeat 3: give 10 (--repeat) to 1000"},
+	} {
+		if _, err := tg.run(t, "ann", append([]string{"bench", "run", suite}, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)
 		}
 	}

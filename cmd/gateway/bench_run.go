@@ -17,6 +17,7 @@ import (
 
 	"github.com/gatewayhq/gateway/api/apitype"
 	"github.com/gatewayhq/gateway/bench"
+	"github.com/gatewayhq/gateway/bench/report"
 	"github.com/gatewayhq/gateway/bench/schedspec"
 	"github.com/gatewayhq/gateway/client"
 	"github.com/gatewayhq/gateway/clusteropts"
@@ -257,8 +258,9 @@ func (b *benchFlags) resolveEnv(ctx context.Context, c *client.Client, e *bench.
 func newBenchRunCmd(g *globals) *cobra.Command {
 	var b benchFlags
 	var maxCost float64
-	var logFile string
+	var logFile, precision string
 	var inCluster bool
+	var maxRepeat int
 	cmd := &cobra.Command{
 		Use:   "run SUITE",
 		Short: "Run a benchmark suite on one cluster per environment, interleaving them (A/B test)",
@@ -287,6 +289,20 @@ gateway bench report RUN and gateway bench history TEST.
 			if maxCost < 0 {
 				return errors.New("--max-cost must not be negative")
 			}
+			var prec float64
+			if precision != "" {
+				if prec, err = bench.ParseThreshold(precision); err != nil {
+					return fmt.Errorf("--precision: %w", err)
+				}
+				if maxRepeat == 0 {
+					maxRepeat = max(30, b.repeat)
+				}
+				if maxRepeat < b.repeat || maxRepeat > 1000 {
+					return fmt.Errorf("--max-repeat %d: give %d (--repeat) to 1000", maxRepeat, b.repeat)
+				}
+			} else if maxRepeat != 0 {
+				return errors.New("--max-repeat bounds adaptive repeats: give --precision too (e.g. --precision 5%)")
+			}
 			c, err := g.client(ctx)
 			if err != nil {
 				return err
@@ -302,6 +318,8 @@ gateway bench report RUN and gateway bench history TEST.
 				Envs:         envs,
 				Null:         b.null,
 				Repeat:       b.repeat,
+				Precision:    prec,
+				MaxRepeat:    maxRepeat,
 				Workers:      b.workers,
 				Shape:        shape,
 				Pattern:      re,
@@ -309,7 +327,7 @@ gateway bench report RUN and gateway bench history TEST.
 				StartTimeout: b.startTimeout,
 				MaxCost:      maxCost,
 				Clusters:     c,
-				Recorder:     bench.APIRecorder{API: c, Options: runOptions(b, maxCost)},
+				Recorder:     bench.APIRecorder{API: c, Options: runOptions(b, maxCost, prec, maxRepeat)},
 				Cost:         usageMeter{c: c},
 				Prices:       &benchPricer{c: c},
 				History:      benchHistory{c: c},
@@ -345,7 +363,7 @@ gateway bench report RUN and gateway bench history TEST.
 			}
 			out, err := bench.Run(ctx, cfg)
 			if out.RunID != "" {
-				if perr := printBenchOutcome(cmd.OutOrStdout(), g.json(), out); perr != nil && err == nil {
+				if perr := printBenchOutcome(context.WithoutCancel(ctx), cmd.OutOrStdout(), g.json(), c, out); perr != nil && err == nil {
 					err = perr
 				}
 			}
@@ -365,21 +383,44 @@ gateway bench report RUN and gateway bench history TEST.
 	}
 	b.add(cmd)
 	cmd.Flags().BoolVar(&inCluster, "in-cluster", false, "run the benchmarks' client next to each cluster's scheduler, in the cluster's own software, instead of here (no local Python with the clusters' Dask is needed; the suite's top-level .py files go with it, at most 1 MiB)")
+	cmd.Flags().StringVar(&precision, "precision", "", "adaptive repeats: after --repeat rounds, keep sampling each benchmark until the 95% intervals of its comparisons are narrower than this (e.g. 5%), or --max-repeat rounds")
+	cmd.Flags().IntVar(&maxRepeat, "max-repeat", 0, "with --precision: the most rounds a benchmark runs (default 30)")
 	cmd.Flags().StringVar(&logFile, "log", "", "append the benchmarks' own output (the runners' stderr: prints, warnings, Dask's logs) to this file")
 	cmd.Flags().Float64Var(&maxCost, "max-cost", 0, "refuse the run when its estimated cost exceeds this many USD (the clusters' price x the expected time: the suite's history, else --timeout a sample), and stop it when the cost so far plus what is left would")
 	return cmd
 }
 
-func runOptions(b benchFlags, maxCost float64) map[string]any {
-	return map[string]any{"repeat": b.repeat, "null": b.null, "select": b.pattern, "timeout": b.timeout.String(), "max_cost": maxCost}
+func runOptions(b benchFlags, maxCost, precision float64, maxRepeat int) map[string]any {
+	o := map[string]any{"repeat": b.repeat, "null": b.null, "select": b.pattern, "timeout": b.timeout.String(), "max_cost": maxCost,
+		"order": "rotated: each test of each round starts one set later than the one before"}
+	if precision > 0 {
+		o["precision"], o["max_repeat"] = precision, maxRepeat
+	}
+	return o
 }
 
-// printBenchOutcome prints each test's samples per set: how many
-// succeeded and their median wall time.
-func printBenchOutcome(w io.Writer, asJSON bool, out bench.Outcome) error {
+// runReader reads a stored run; *client.Client has it.
+type runReader interface {
+	BenchRun(ctx context.Context, id string) (apitype.BenchRunJSON, error)
+}
+
+// printBenchOutcome prints the run's report as the gateway stored it, so
+// that the table at the end of a run is the one gateway bench report
+// prints (same n, same figures). When the store cannot be read it falls
+// back to what this command saw, and says so.
+func printBenchOutcome(ctx context.Context, w io.Writer, asJSON bool, c runReader, out bench.Outcome) error {
 	if asJSON {
 		return printJSON(w, out)
 	}
+	run, err := c.BenchRun(ctx, out.RunID)
+	if err == nil {
+		if err := printReport(w, report.Build(run, report.DefaultThreshold)); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\nRun %s %s. Report: gateway bench report %s\n", out.RunID, run.Status, out.RunID)
+		return nil
+	}
+	fmt.Fprintf(w, "The stored report could not be read (%v): the samples this command saw, which the store may lack:\n", err)
 	type key struct{ test, set string }
 	walls := map[key][]float64{}
 	failed := map[key]int{}

@@ -117,6 +117,9 @@ type session struct {
 	url   string
 	token string
 	entry client.Entry
+	// renew is set when the token is a stored login's: long commands
+	// renew it as they go.
+	renew bool
 }
 
 func (g *globals) session(ctx context.Context) (*session, error) {
@@ -150,6 +153,7 @@ func (g *globals) session(ctx context.Context) (*session, error) {
 		}
 	}
 	s.token = s.entry.Token
+	s.renew = !s.entry.Expiry.IsZero()
 	return s, nil
 }
 
@@ -162,7 +166,11 @@ func (g *globals) client(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return g.clientFor(s.url, s.token, s.entry.CAFile)
+	c, err := g.clientFor(s.url, s.token, s.entry.CAFile)
+	if err != nil || !s.renew {
+		return c, err
+	}
+	return c.WithTokenSource(client.NewEntrySource(s.url, s.entry)), nil
 }
 
 func (g *globals) clientFor(url, token, caFile string) (*client.Client, error) {

@@ -178,7 +178,7 @@ func devBanner(cmd *cobra.Command, g *server.Gateway, cfg *config.Config) error 
 		dashLine = "    dashboards:    " + problem + "\n"
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), `
-  gateway dev: FOR DEVELOPMENT ONLY (plain HTTP, an embedded identity provider that signs anyone in, Dask on this machine)
+  gateway dev: FOR DEVELOPMENT ONLY (plain HTTP, an embedded identity provider that signs anyone in, %s)
     gateway URL:   %s
     web console:   %s/  (open it in a browser; sign in as dev, dev2 or admin)
     dev issuer:    %s  (loopback only; identities: %s)
@@ -189,7 +189,7 @@ func devBanner(cmd *cobra.Command, g *server.Gateway, cfg *config.Config) error 
     as someone else:         gateway login   (approve in the browser as dev2 or admin)
     for dask_gateway:        gateway dask-config   (then Gateway() with no arguments reaches this gateway)
 
-`, g.PublicURL, g.PublicURL, g.Issuer, strings.Join(users, ", "), cfg.DataDir, credPath, dashLine)
+`, g.RunsOn(), g.PublicURL, g.PublicURL, g.Issuer, strings.Join(users, ", "), cfg.DataDir, credPath, dashLine)
 	return nil
 }
 

@@ -2,9 +2,7 @@ package build
 
 import (
 	"archive/tar"
-	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -21,12 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/daemon"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/gatewayhq/gateway/images"
 	"github.com/gatewayhq/gateway/images/conda"
@@ -93,10 +87,7 @@ func (rl *regLog) reset() (blobs, manifests []string) {
 func pushDaskBase(t *testing.T, host string) string {
 	t.Helper()
 	dockerClient(t) // the engine's rules: skip or fail without one
-	img, err := daskBase.get(t)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := testdocker.GzippedDaskImage(t)
 	ref := host + "/bases/dask:3.11"
 	dst, err := name.ParseReference(ref)
 	if err != nil {
@@ -106,67 +97,6 @@ func pushDaskBase(t *testing.T, host string) string {
 		t.Fatal(err)
 	}
 	return ref
-}
-
-// daskBase is the engine's Dask image with its layers gzipped, made once
-// per test binary and kept in memory (about 100 MB): gzipping its layers
-// under the race detector took 100 s on a quiet 2-core machine, and more
-// than 3 minutes on a loaded one, which every test that pushed the image
-// paid before.
-var daskBase gzippedImage
-
-type gzippedImage struct {
-	once sync.Once
-	img  v1.Image
-	err  error
-}
-
-func (g *gzippedImage) get(t *testing.T) (v1.Image, error) {
-	g.once.Do(func() { g.img, g.err = gzipEngineImage(testdocker.DaskImage(t)) })
-	return g.img, g.err
-}
-
-// gzipEngineImage reads ref from the engine and returns it with each
-// layer gzipped once, into memory.
-func gzipEngineImage(ref string) (v1.Image, error) {
-	src, err := name.ParseReference(ref)
-	if err != nil {
-		return nil, err
-	}
-	img, err := daemon.Image(src)
-	if err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	layers, err := img.Layers()
-	if err != nil {
-		return nil, err
-	}
-	adds := make([]mutate.Addendum, len(layers))
-	for i, l := range layers {
-		rc, err := l.Compressed()
-		if err != nil {
-			return nil, err
-		}
-		gz, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			return nil, fmt.Errorf("gzip layer %d of %s: %w", i+1, ref, err)
-		}
-		cl, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(gz)), nil })
-		if err != nil {
-			return nil, err
-		}
-		adds[i] = mutate.Addendum{Layer: cl, MediaType: types.DockerLayer}
-	}
-	out, err := mutate.Append(mutate.MediaType(empty.Image, types.DockerManifestSchema2), adds...)
-	if err != nil {
-		return nil, err
-	}
-	return mutate.ConfigFile(out, cf.DeepCopy())
 }
 
 // layersEnv is a layers builder with no Docker engine (DOCKER_HOST points

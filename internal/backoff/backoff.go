@@ -53,6 +53,22 @@ type Budget struct {
 	// last is when tokens was counted; it is in the future while a pause
 	// that the service asked for lasts, so that no tokens accrue in it.
 	last time.Time
+	// shares are the buckets of the keys (clusters) that have called
+	// through WithKey: each is FairShare of the budget.
+	shares map[string]*Budget
+}
+
+// FairShare is the part of a budget that one key (a cluster) may take
+// however often it calls: a cluster whose start is stuck, polled as fast
+// as anything lets it, leaves the rest to every other cluster.
+const FairShare = 1.0 / 3
+
+type keyCtx struct{}
+
+// WithKey marks the calls made with ctx as key's (a cluster's): Wait
+// then also takes them from key's fair share of the budget.
+func WithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, keyCtx{}, key)
 }
 
 // NewBudget allows rate calls per second on average, burst at once. now
@@ -76,6 +92,13 @@ func (b *Budget) Wait(ctx context.Context) error {
 	if b == nil || b.rate <= 0 {
 		return ctx.Err()
 	}
+	if key, _ := ctx.Value(keyCtx{}).(string); key != "" {
+		// The key's own share first: its waiters queue there, not in the
+		// shared bucket, where they would hold every other key's turn.
+		if err := b.share(key).Wait(context.WithValue(ctx, keyCtx{}, "")); err != nil {
+			return err
+		}
+	}
 	b.mu.Lock()
 	now := b.now()
 	if now.After(b.last) {
@@ -94,6 +117,31 @@ func (b *Budget) Wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return b.sleep(ctx, d)
+}
+
+// share is key's bucket, made on first use.
+func (b *Budget) share(key string) *Budget {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.shares == nil {
+		b.shares = map[string]*Budget{}
+	}
+	s := b.shares[key]
+	if s == nil {
+		s = NewBudget(b.rate*FairShare, int(b.burst*FairShare), b.now, b.sleep)
+		b.shares[key] = s
+	}
+	return s
+}
+
+// Forget drops key's share (its cluster is gone).
+func (b *Budget) Forget(key string) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	delete(b.shares, key)
+	b.mu.Unlock()
 }
 
 // Throttled records that the service refused a call for its rate: no call

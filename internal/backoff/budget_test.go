@@ -70,3 +70,27 @@ func TestBudgetCanceled(t *testing.T) {
 		t.Errorf("a nil budget limits nothing; got %v", err)
 	}
 }
+
+// TestBudgetFairShare: calls marked as one key's take at most FairShare
+// of the budget, however many of that key's callers there are, and
+// unmarked calls still take the whole.
+func TestBudgetFairShare(t *testing.T) {
+	clock := testutil.NewClock(time.Unix(1e9, 0))
+	const rate, burst = 9.0, 9
+	b := NewBudget(rate, burst, clock.Now, clock.Sleep)
+	ctx := WithKey(context.Background(), "stuck")
+	elapsed, calls := clock.Callers(t, 3, 100, 20*time.Second, func(int) error { return b.Wait(ctx) })
+	if limit := FairShare*burst + FairShare*rate*elapsed.Seconds(); float64(calls) > limit+1 {
+		t.Errorf("one key made %d calls in %s simulated; its share allows %.0f", calls, elapsed, limit)
+	}
+	b.Forget("stuck")
+	before := clock.Now()
+	for range burst - 1 { // the bucket refilled while the key waited its share
+		if err := b.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if waited := clock.Now().Sub(before); waited > 0 {
+		t.Errorf("unkeyed calls within the burst waited %s", waited)
+	}
+}

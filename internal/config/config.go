@@ -92,6 +92,8 @@ type Config struct {
 		GroupsMaxAge    time.Duration `mapstructure:"groups_max_age" doc:"how long the groups of a user's last OIDC login count for their API tokens and browser sessions; after it they keep no group-derived admin or quota until the next login"`
 		FailedPerMinute int           `mapstructure:"failed_per_minute" doc:"failed authentications allowed per client address per minute before 429"`
 		DevIssuerListen string        `mapstructure:"dev_issuer_listen" doc:"loopback address of the development OIDC issuer that gateway dev embeds"`
+		// DevTokenLifetime is short in tests of renewal.
+		DevTokenLifetime time.Duration `mapstructure:"dev_token_lifetime" doc:"how long the development issuer's ID and access tokens last (gateway dev; the CLI renews them with their refresh token)"`
 	} `mapstructure:"auth"`
 
 	Provider string `mapstructure:"provider" doc:"backend for new clusters (Schema.Docs lists the registered ones)"`
@@ -189,6 +191,8 @@ type Config struct {
 		Python string `mapstructure:"python" doc:"the Python (with dask.distributed, the environments' versions) that runs scheduled benchmark suites on the gateway's host, as the gateway's own Unix user: set it only if every user may act as the gateway; empty: no schedules (gateway dev: providers.local.python, the clusters' Python)"`
 		// ScheduleInterval is how often each replica looks for due schedules.
 		ScheduleInterval time.Duration `mapstructure:"schedule_interval" doc:"how often each replica looks for benchmark schedules that are due"`
+		// RunLease bounds how long a run outlives its client.
+		RunLease time.Duration `mapstructure:"run_lease" doc:"how long a benchmark run is kept without news from its client (gateway bench run renews it every third of this); after it the gateway stops the run's clusters and marks it failed"`
 	} `mapstructure:"bench"`
 
 	Log struct {
@@ -366,6 +370,8 @@ func defaults() map[string]any {
 		"bench.alert_webhook":                     "",
 		"bench.python":                            "",
 		"bench.schedule_interval":                 "30s",
+		"bench.run_lease":                         "3m",
+		"auth.dev_token_lifetime":                 "10m",
 	}
 }
 
@@ -565,6 +571,12 @@ func (c *Config) finish(sections []Section) error {
 	}
 	if c.Bench.ScheduleInterval < time.Second {
 		problems = append(problems, "bench.schedule_interval must be at least 1s")
+	}
+	if c.Auth.DevTokenLifetime < 10*time.Second {
+		problems = append(problems, "auth.dev_token_lifetime must be at least 10s")
+	}
+	if c.Bench.RunLease < 3*time.Second {
+		problems = append(problems, "bench.run_lease must be at least 3s (its client renews it every third of it)")
 	}
 	if w := c.Bench.AlertWebhook; w != "" {
 		// The URL itself is a secret: the problem names the key only.

@@ -112,6 +112,8 @@ func TestInvalid(t *testing.T) {
 		{"images.auth unknown", "images:\n  auth: kerberos\n", nil, `images.auth "kerberos" must be auto, none, basic, ecr or google`},
 		{"images.max_code_mib zero", "images:\n  max_code_mib: 0\n", nil, "images.max_code_mib must be between 1 and 1024"},
 		{"user body budget below one upload", "images:\n  max_code_mib: 300\n", nil, "api.max_user_body_mib (128) must be at least 404: one environment upload of images.max_code_mib (300)"},
+		{"bench run lease too short", "bench:\n  run_lease: 1s\n", nil, "bench.run_lease must be at least 3s"},
+		{"dev token lifetime too short", "", map[string]string{"GATEWAY_AUTH_DEV_TOKEN_LIFETIME": "1s"}, "auth.dev_token_lifetime must be at least 10s"},
 		{"a section's problem", "auth:\n  oidc:\n    issuer: https://idp.example\n", nil, "set providers.toy.trust_users: true"},
 		{"a section's unknown key", "providers:\n  toy:\n    hots: x\n", nil, "unknown key(s) providers.toy.hots"},
 		{"a section's bad value", "", map[string]string{"GATEWAY_PROVIDERS_TOY_GRACE": "soon"}, "providers.toy"},

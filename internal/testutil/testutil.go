@@ -118,6 +118,34 @@ func (c *Clock) Callers(t testing.TB, callers, most int, bound time.Duration, ca
 	return c.Now().Sub(start), calls
 }
 
+// StuckAndStarting plays the core's passes over two clusters on the
+// clock: three polls of a stuck one (as fast as anything lets them) for
+// each poll of a starting one, until window of the clock's time has passed
+// or after rounds rounds. It returns the clock's time that passed, the
+// longest a poll of the starting cluster waited, and how many it made. A
+// poll's error fails t.
+func (c *Clock) StuckAndStarting(t testing.TB, window time.Duration, rounds int, stuck, starting func() error) (elapsed, longest time.Duration, polls int) {
+	t.Helper()
+	start := c.Now()
+	for range rounds {
+		if c.Now().Sub(start) >= window {
+			break
+		}
+		for range 3 {
+			if err := stuck(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		at := c.Now()
+		if err := starting(); err != nil {
+			t.Fatal(err)
+		}
+		longest = max(longest, c.Now().Sub(at))
+		polls++
+	}
+	return c.Now().Sub(start), longest, polls
+}
+
 // MemberPIDs lists live processes marked as members of the cluster by the
 // local provider (GATEWAY_MEMBER=<cluster>/<member> in their environment).
 // Zombies are gone for this purpose: they are their parent's to reap.

@@ -10,6 +10,10 @@
 //   - StopCluster leaves nothing of the cluster and nothing of the others
 //     touched, and is idempotent; unknown names are not errors;
 //   - a cancelled context starts nothing;
+//   - two gateways sharing an account or project never list, stop or
+//     reap each other's members or resources, with both safeguards (the
+//     server-side ownership filter, the provider's re-check) and with the
+//     re-check alone (isolation.go);
 //   - each optional capability of providers/provider.go the backend
 //     implements is declared by its harness and keeps its promise
 //     (capabilities.go).
@@ -48,6 +52,10 @@ type Harness struct {
 	// Region is what a Regional backend must report: the region it was
 	// configured for.
 	Region string
+	// Isolation shows that two gateways sharing the backend's account or
+	// project never touch each other's members or resources
+	// (isolation.go); every backend declares it.
+	Isolation *Isolation
 }
 
 func (h Harness) timeout() time.Duration {
@@ -74,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("UnknownNamesAreNotErrors", func(t *testing.T) { unknownNames(t, h) })
 	t.Run("CancelledContextStartsNothing", func(t *testing.T) { cancelled(t, h) })
 	t.Run("Capabilities", func(t *testing.T) { capabilities(t, h) })
+	t.Run("GatewaysSharingAnAccountAreIsolated", func(t *testing.T) { isolation(t, h) })
 }
 
 // NewClusterName is a cluster name as the core makes them.

@@ -33,5 +33,21 @@ func TestContract(t *testing.T) {
 			contract.MemberLister, contract.Closer},
 		Timeout: 45 * time.Second,
 		Poll:    pollInterval,
+		// Another gateway on the same Docker engine: the labels, exactly
+		// checked, keep them apart (the engine's label filter is the
+		// provider's only listing, so there is no looser one to run).
+		Isolation: &contract.Isolation{Neighbour: func(t *testing.T, _ providers.Provider) contract.Neighbour {
+			cfg := e.config()
+			cfg.GatewayID = e.gatewayID + "-other"
+			cfg.Logger = testLogger(t)
+			other, err := New(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = other.Close(context.Background(), false) })
+			return contract.Neighbour{P: other, Spec: func(t *testing.T, cluster, owner string) providers.ClusterSpec {
+				return testSpec(t, cluster, owner, cfg.GatewayID)
+			}}
+		}},
 	})
 }

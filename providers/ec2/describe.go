@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/internal/backoff"
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/providers"
 )
@@ -45,7 +46,11 @@ func spotNotice(code string) bool {
 }
 
 // describe lists the instances of this gateway matching filters, every
-// page of them.
+// page of them. The gateway-id tag filter narrows the listing on EC2's
+// side; every tag filter is then checked again here, exactly: EC2 takes *
+// and ? in filter values as wildcards, and a server (or emulator) that
+// lets more through than asked must not hand this gateway another's
+// instances to describe, stop or terminate.
 func (p *Provider) describe(ctx context.Context, filters []types.Filter) ([]types.Instance, error) {
 	filters = append([]types.Filter{filter("tag:"+tagGateway, p.cfg.GatewayID)}, filters...)
 	var out []types.Instance
@@ -58,12 +63,37 @@ func (p *Provider) describe(ctx context.Context, filters []types.Filter) ([]type
 			return nil, p.apiError("DescribeInstances", err)
 		}
 		for _, r := range page.Reservations {
-			out = append(out, r.Instances...)
+			for _, in := range r.Instances {
+				if tagValue(in.Tags, tagGateway) == p.cfg.GatewayID && tagsMatch(in.Tags, filters) {
+					out = append(out, in)
+				}
+			}
 		}
 		if token = page.NextToken; aws.ToString(token) == "" {
 			return out, nil
 		}
 	}
+}
+
+// tagsMatch reports whether tags hold, for every tag:<key> filter, one of
+// its values exactly.
+func tagsMatch(tags []types.Tag, filters []types.Filter) bool {
+	for _, f := range filters {
+		key, ok := strings.CutPrefix(aws.ToString(f.Name), "tag:")
+		if !ok {
+			continue
+		}
+		v, has := "", false
+		for _, t := range tags {
+			if aws.ToString(t.Key) == key {
+				v, has = aws.ToString(t.Value), true
+			}
+		}
+		if !has || !slices.Contains(f.Values, v) {
+			return false
+		}
+	}
+	return true
 }
 
 // clusterInstances lists a cluster's instances in the given states (all
@@ -80,7 +110,8 @@ func (p *Provider) clusterInstances(ctx context.Context, cluster string, states 
 // one launched by this process that EC2 does not list yet is reported
 // pending. A scheduler is running once it accepts connections.
 func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Member, error) {
-	all, err := p.clusterInstances(ctx, cluster)
+	// A cluster's polls take at most its fair share of the budget.
+	all, err := p.clusterInstances(backoff.WithKey(ctx, cluster), cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -566,6 +597,7 @@ func (p *Provider) terminate(ctx context.Context, cluster string, ids []string) 
 // unknown cluster is not an error, and a repeat after a partial stop does
 // what is left.
 func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
+	defer p.describeBudget().Forget(cluster)
 	all, err := p.clusterInstances(ctx, cluster)
 	if err != nil {
 		return err

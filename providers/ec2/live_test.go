@@ -37,6 +37,9 @@ import (
 // friends, AWS_PROFILE and the shared files, AWS_REGION, AWS_ENDPOINT_URL,
 // AWS_ENDPOINT_URL_EC2 / AWS_ENDPOINT_URL_SSM, endpoint_url in the shared
 // config. The test prints each service's endpoint before the first call.
+// GATEWAY_LIVE_EC2_AMI names the AMI every member boots, for an emulator
+// (or a region) without the ECS-optimised AMI's public SSM parameter;
+// unset, the parameter is read as in production.
 // This machine must reach the subnets' private addresses (a VPN, or run
 // it inside the VPC).
 func TestLiveContract(t *testing.T) {
@@ -47,14 +50,18 @@ func TestLiveContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	contract.Run(t, contract.Harness{
-		New: func(t *testing.T) providers.Provider {
-			p, err := New(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
+	newLive := func(t *testing.T, gatewayID string) providers.Provider {
+		c := cfg
+		c.GatewayID = gatewayID
+		p, err := New(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var h contract.Harness
+	h = contract.Harness{
+		New: func(t *testing.T) providers.Provider { return newLive(t, cfg.GatewayID) },
 		Spec: func(t *testing.T, cluster, owner string) providers.ClusterSpec {
 			pair, err := pki.ClusterCert(cluster, time.Hour, time.Now())
 			if err != nil {
@@ -69,7 +76,12 @@ func TestLiveContract(t *testing.T) {
 		Region:       cfg.Region,
 		Timeout:      15 * time.Minute,
 		Poll:         5 * time.Second,
-	})
+	}
+	// Another gateway on the same account.
+	h.Isolation = &contract.Isolation{Neighbour: func(t *testing.T, _ providers.Provider) contract.Neighbour {
+		return contract.Renamed(t, cfg.GatewayID+"-b", newLive, h.Spec)
+	}}
+	contract.Run(t, h)
 }
 
 // liveConfig is the live test's set-up, the opposite of TestMain's: it
@@ -86,7 +98,7 @@ func liveConfig(ctx context.Context, t *testing.T, operator awslive.Env, w io.Wr
 	}
 	return Config{
 		Region: awsCfg.Region, Subnets: strings.Split(env("SUBNETS"), ","), GatewayCIDRs: strings.Split(env("GATEWAY_CIDRS"), ","),
-		InstanceProfile: env("INSTANCE_PROFILE"), GatewayID: "gw-live-test",
+		InstanceProfile: env("INSTANCE_PROFILE"), GatewayID: "gw-live-test", AMI: env("AMI"),
 		EC2Endpoint: awslive.Configured(eps, "ec2"), SSMEndpoint: awslive.Configured(eps, "ssm"),
 	}, nil
 }
@@ -208,5 +220,28 @@ func TestLiveSetupHonoursSDKConfiguration(t *testing.T) {
 		if eps, err := awslive.Endpoints(t.Context(), awsCfg, "ec2", "ssm"); err != nil || awslive.Configured(eps, "ec2")+awslive.Configured(eps, "ssm") != "" {
 			t.Errorf("hermetic set-up resolves endpoints %+v (%v), want AWS's defaults", eps, err)
 		}
+	}
+}
+
+// TestLiveConfigAMI: GATEWAY_LIVE_EC2_AMI is the members' AMI, so that
+// the live test runs against an emulator without the ECS-optimised AMI's
+// SSM parameter; unset, the provider reads the parameter.
+func TestLiveConfigAMI(t *testing.T) {
+	for _, ami := range []string{"", "ami-0123456789abcdef0"} {
+		t.Run("AMI="+ami, func(t *testing.T) {
+			operator := awslive.Env{"AWS_ACCESS_KEY_ID": "AKIDLIVESETUP", "AWS_SECRET_ACCESS_KEY": "live-setup-secret",
+				"AWS_REGION": "eu-west-3", "AWS_EC2_METADATA_DISABLED": "true",
+				"AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none")}
+			for k, v := range map[string]string{"REGION": "", "SUBNETS": "subnet-0123456789abcdef0", "GATEWAY_CIDRS": "10.0.0.0/24", "INSTANCE_PROFILE": "members", "AMI": ami} {
+				t.Setenv("GATEWAY_LIVE_EC2_"+k, v)
+			}
+			cfg, err := liveConfig(t.Context(), t, operator, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.AMI != ami {
+				t.Errorf("AMI %q, want %q from GATEWAY_LIVE_EC2_AMI", cfg.AMI, ami)
+			}
+		})
 	}
 }

@@ -185,7 +185,14 @@ func (p *Provider) findGroup(ctx context.Context, cluster, vpc string) (*types.S
 		if err != nil {
 			return nil, p.apiError("DescribeSecurityGroups", err)
 		}
-		found = append(found, out.SecurityGroups...)
+		// Checked again here, exactly (describe): another gateway's group
+		// of the same cluster name is never this gateway's to open or
+		// delete.
+		for _, g := range out.SecurityGroups {
+			if tagValue(g.Tags, tagGateway) == p.cfg.GatewayID && tagsMatch(g.Tags, filters) && aws.ToString(g.GroupName) == p.groupName(cluster) {
+				found = append(found, g)
+			}
+		}
 		if token = out.NextToken; aws.ToString(token) == "" {
 			break
 		}

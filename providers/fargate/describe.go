@@ -15,6 +15,7 @@ import (
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 
 	"github.com/gatewayhq/gateway/images"
+	"github.com/gatewayhq/gateway/internal/backoff"
 	"github.com/gatewayhq/gateway/providers"
 )
 
@@ -369,7 +370,8 @@ func (p *Provider) Describe(ctx context.Context, cluster string) ([]providers.Me
 	if !validName(cluster) {
 		return nil, nil // nothing of ours can have this name
 	}
-	tasks, err := p.clusterTasks(ctx, cluster, true)
+	// A cluster's polls take at most its fair share of the read budget.
+	tasks, err := p.clusterTasks(backoff.WithKey(ctx, cluster), cluster, true)
 	if err != nil {
 		return nil, err
 	}

@@ -132,7 +132,10 @@ type Config struct {
 	PollInterval time.Duration
 	// Sleep waits for d or until ctx ends; tests replace it to run without
 	// real delays. Used for every backoff and poll.
-	Sleep  func(ctx context.Context, d time.Duration) error
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Now is the read budgets' clock (nil: time.Now); tests pair it with
+	// Sleep to count calls against simulated time.
+	Now    func() time.Time
 	Logger *slog.Logger
 }
 

@@ -44,14 +44,18 @@ func TestLiveContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	contract.Run(t, contract.Harness{
-		New: func(t *testing.T) providers.Provider {
-			p, err := fargate.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
+	newLive := func(t *testing.T, gatewayID string) providers.Provider {
+		c := cfg
+		c.GatewayID = gatewayID
+		p, err := fargate.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var h contract.Harness
+	h = contract.Harness{
+		New: func(t *testing.T) providers.Provider { return newLive(t, cfg.GatewayID) },
 		Spec: func(t *testing.T, cluster, owner string) providers.ClusterSpec {
 			pair, err := pki.ClusterCert(cluster, time.Hour, time.Now())
 			if err != nil {
@@ -65,7 +69,12 @@ func TestLiveContract(t *testing.T) {
 		Region:       cfg.Region,
 		Timeout:      15 * time.Minute,
 		Poll:         5 * time.Second,
-	})
+	}
+	// Another gateway on the same account and ECS cluster.
+	h.Isolation = &contract.Isolation{Neighbour: func(t *testing.T, _ providers.Provider) contract.Neighbour {
+		return contract.Renamed(t, cfg.GatewayID+"-b", newLive, h.Spec)
+	}}
+	contract.Run(t, h)
 }
 
 // liveConfig is the live test's set-up, the opposite of TestMain's: it

@@ -44,7 +44,7 @@ func (p *Provider) budgetFor(op string) *backoff.Budget {
 	defer p.budgets.mu.Unlock()
 	if *b == nil {
 		// Through cfg.Sleep as it is at each wait, as the retries do.
-		*b = backoff.NewBudget(ReadRate, ReadBurst, nil, func(ctx context.Context, d time.Duration) error { return p.cfg.Sleep(ctx, d) })
+		*b = backoff.NewBudget(ReadRate, ReadBurst, p.cfg.Now, func(ctx context.Context, d time.Duration) error { return p.cfg.Sleep(ctx, d) })
 	}
 	return *b
 }

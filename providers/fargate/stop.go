@@ -71,6 +71,7 @@ func (p *Provider) StopCluster(ctx context.Context, cluster string) error {
 	if !validName(cluster) {
 		return nil
 	}
+	defer p.budgetFor("DescribeTasks").Forget(cluster)
 	deadline := time.Now().Add(p.cfg.StopTimeout)
 	polls := int(p.cfg.StopTimeout/p.cfg.PollInterval) + 1 // bounds the wait even with a sleep that does not sleep
 	tasks, err := p.clusterTasks(ctx, cluster, true)

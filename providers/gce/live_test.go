@@ -45,16 +45,18 @@ func TestLiveContract(t *testing.T) {
 	line := fmt.Sprintf("live GCP test: compute endpoint %s, secretmanager endpoint %s, project %s", compute, secrets, env("PROJECT"))
 	fmt.Fprintln(os.Stderr, line)
 	t.Log(line)
-	contract.Run(t, contract.Harness{
-		New: func(t *testing.T) providers.Provider {
-			p, err := New(context.Background(), Config{Project: env("PROJECT"), Zones: strings.Split(env("ZONES"), ","),
-				GatewayCIDRs: strings.Split(env("GATEWAY_CIDRS"), ","), ServiceAccount: env("SERVICE_ACCOUNT"), GatewayID: gatewayID,
-				Endpoint: env("ENDPOINT"), SecretManagerEndpoint: env("SECRETMANAGER_ENDPOINT")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
+	newLive := func(t *testing.T, gatewayID string) providers.Provider {
+		p, err := New(context.Background(), Config{Project: env("PROJECT"), Zones: strings.Split(env("ZONES"), ","),
+			GatewayCIDRs: strings.Split(env("GATEWAY_CIDRS"), ","), ServiceAccount: env("SERVICE_ACCOUNT"), GatewayID: gatewayID,
+			Endpoint: env("ENDPOINT"), SecretManagerEndpoint: env("SECRETMANAGER_ENDPOINT")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var h contract.Harness
+	h = contract.Harness{
+		New: func(t *testing.T) providers.Provider { return newLive(t, gatewayID) },
 		Spec: func(t *testing.T, cluster, owner string) providers.ClusterSpec {
 			pair, err := pki.ClusterCert(cluster, time.Hour, time.Now())
 			if err != nil {
@@ -69,5 +71,10 @@ func TestLiveContract(t *testing.T) {
 		Region:       regionOf(strings.Split(env("ZONES"), ",")[0]),
 		Timeout:      15 * time.Minute,
 		Poll:         5 * time.Second,
-	})
+	}
+	// Another gateway in the same project.
+	h.Isolation = &contract.Isolation{Neighbour: func(t *testing.T, _ providers.Provider) contract.Neighbour {
+		return contract.Renamed(t, gatewayID+"-b", newLive, h.Spec)
+	}}
+	contract.Run(t, h)
 }

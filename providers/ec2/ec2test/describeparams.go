@@ -48,6 +48,9 @@ func (s *SSM) describeParameters(body []byte) (any, *apiError) {
 	type test func(*Parameter) bool
 	var tests []test
 	for _, f := range in.ParameterFilters {
+		if s.ignored[f.Key] {
+			continue
+		}
 		if len(f.Values) == 0 {
 			return nil, &apiError{"InvalidFilterValue", "The filter value must be specified.", http.StatusBadRequest}
 		}

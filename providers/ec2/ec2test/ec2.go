@@ -159,6 +159,7 @@ type EC2 struct {
 	requests           []Request
 	seq                int
 	ips                int
+	ignored            map[string]bool // filter names taken out of every request (IgnoreFilter)
 }
 
 type tokenRecord struct {
@@ -313,6 +314,21 @@ func (f *EC2) LoseAnswers(action string, n int, code string) {
 // Injected reports how many answers the injected faults made with code
 // ("" counts connections closed without an answer).
 func (f *EC2) Injected(code string) int { f.mu.Lock(); defer f.mu.Unlock(); return f.injected[code] }
+
+// IgnoreFilter is a fault: from now on the fake answers every Describe
+// as if filters named name (such as "tag:gateway-id") were not in the
+// request, as a server that lets more through than asked would (an
+// emulator without tag filters, or a wildcard in a tag value). A client's
+// own check of what it gets is then all that stands between it and
+// resources that are not its own. Requests keeps the filters sent.
+func (f *EC2) IgnoreFilter(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ignored == nil {
+		f.ignored = map[string]bool{}
+	}
+	f.ignored[name] = true
+}
 
 // Requests returns the calls received, of one action ("" for all).
 func (f *EC2) Requests(action string) []Request {
@@ -502,6 +518,7 @@ func (f *EC2) serve(w http.ResponseWriter, r *http.Request) {
 	key, region, service, aerr := parseAuth(r)
 	f.mu.Lock()
 	f.requests = append(f.requests, Request{Action: action, Params: form, AccessKey: key, Region: region, Service: service})
+	form = withoutFilters(form, f.ignored)
 	f.mu.Unlock()
 	switch {
 	case aerr != nil:

@@ -161,6 +161,28 @@ func parseFilters(v url.Values) filterSet {
 	return f
 }
 
+// withoutFilters is v without the Filter.N parameters whose name is in
+// ignored (v itself when none is).
+func withoutFilters(v url.Values, ignored map[string]bool) url.Values {
+	if len(ignored) == 0 {
+		return v
+	}
+	out := url.Values{}
+	drop := map[string]bool{}
+	for k, vals := range v {
+		if n, rest, ok := strings.Cut(strings.TrimPrefix(k, "Filter."), "."); strings.HasPrefix(k, "Filter.") && ok && rest == "Name" && ignored[vals[0]] {
+			drop["Filter."+n+"."] = true
+		}
+	}
+	for k, vals := range v {
+		n, _, _ := strings.Cut(strings.TrimPrefix(k, "Filter."), ".")
+		if !strings.HasPrefix(k, "Filter.") || !drop["Filter."+n+"."] {
+			out[k] = vals
+		}
+	}
+	return out
+}
+
 // check rejects filter names the fake does not implement, as EC2 rejects
 // names it does not know, so that a typo in the provider shows up.
 func (f filterSet) check(known ...string) *apiError {

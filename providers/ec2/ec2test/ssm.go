@@ -37,6 +37,7 @@ type SSM struct {
 	injected map[string]int
 	requests []Request
 	seq      int
+	ignored  map[string]bool // filter keys DescribeParameters leaves out (IgnoreFilter)
 }
 
 // NewSSM starts a fake SSM endpoint for region, closed when the test ends.
@@ -227,6 +228,18 @@ var ssmTagOK = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]+$`)
 
 type ssmTag struct {
 	Key, Value string
+}
+
+// IgnoreFilter is EC2.IgnoreFilter for DescribeParameters: its
+// ParameterFilters with this key (such as "tag:gateway-id") are taken as
+// not sent.
+func (s *SSM) IgnoreFilter(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ignored == nil {
+		s.ignored = map[string]bool{}
+	}
+	s.ignored[key] = true
 }
 
 func (s *SSM) handle(action string, body []byte) (any, *apiError) {
