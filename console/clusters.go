@@ -206,7 +206,15 @@ func (s *Server) clustersData(ctx context.Context, u *auth.User, all bool) (clus
 	}
 	var spent map[string]*store.Totals
 	if d.Costs {
-		if spent, err = s.spent(ctx, u.Owner(), append(slices.Clip(live), ended...)); err != nil {
+		// The user's own only: a shared cluster's ledger is its owner's,
+		// and an empty total would read as nothing spent.
+		var own []*store.Cluster
+		for _, c := range append(slices.Clip(live), ended...) {
+			if c.Owner == u.Owner() {
+				own = append(own, c)
+			}
+		}
+		if spent, err = s.spent(ctx, u.Owner(), own); err != nil {
 			return clustersData{}, err
 		}
 	}

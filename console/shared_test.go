@@ -105,7 +105,7 @@ const hostileOwner = `<script>alert("owner")</script>`
 func TestSharedClusters(t *testing.T) {
 	viewOnly := running("b-view", "bob")
 	viewOnly.OwnerName = hostileOwner
-	mayAll := running("b-all", "bob")
+	mayAll := withOptions(running("b-all", "bob"), `{}`) // priced
 	mayAll.OwnerName = "bob"
 	private := running("b-private", "bob")
 	f := newFakeClusters(running("a1", "alice"), viewOnly, mayAll, private)
@@ -133,6 +133,8 @@ func TestSharedClusters(t *testing.T) {
 	mustNotContain(t, "b-view's row", row("b-view"), "/scale", "/stop")
 	mustContain(t, "b-all's row", row("b-all"), `action="/c/b-all/scale"`, `action="/c/b-all/stop"`)
 	mustContain(t, "a1's row", row("a1"), `action="/c/a1/scale"`, `action="/c/a1/stop"`)
+	// bob's ledger is not alice's: no cost so far is shown as none spent.
+	mustNotContain(t, "b-all's row", row("b-all"), "$0.00")
 
 	page := a.get("/c/b-view")
 	if page.Status != http.StatusOK {
