@@ -152,7 +152,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/clusters/{name}/adapt", s.authed(s.adaptCluster))
 	m.HandleFunc("GET /api/v1/clusters/{name}/logs", s.authed(s.clusterLogs))
 	m.HandleFunc("GET /api/v1/clusters/{name}/events", s.authed(s.clusterEvents))
-	m.HandleFunc("POST /api/v1/clusters/{name}/dashboard-link", s.authed(s.dashboardLink))
+	m.HandleFunc("POST /api/v1/clusters/{name}/dashboard-link", s.authedReadOnly(s.dashboardLink))
 	m.HandleFunc("GET /api/v1/clusters/{name}/shares", s.authed(s.clusterShares))
 	m.HandleFunc("POST /api/v1/clusters/{name}/share", s.authed(s.shareCluster))
 	m.HandleFunc("POST /api/v1/clusters/{name}/unshare", s.authed(s.unshareCluster))
@@ -219,7 +219,14 @@ func Authenticate(r *http.Request, a auth.Authenticator) (*auth.User, error) {
 // SetFailureLimiter limits failed authentications per client address.
 func (s *Server) SetFailureLimiter(l *auth.FailureLimiter) { s.limiter = l }
 
-func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
+func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc { return s.authedAs(h, false) }
+
+// authedReadOnly is authed for a POST that a read-only token may make too:
+// one that changes no cluster and grants nothing beyond the token (the
+// dashboard link: its session is read-only, as the token is).
+func (s *Server) authedReadOnly(h http.HandlerFunc) http.HandlerFunc { return s.authedAs(h, true) }
+
+func (s *Server) authedAs(h http.HandlerFunc, readOnlyPost bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ip := remoteIP(r)
 		// Checked before any verification: an address over the limit
@@ -290,7 +297,7 @@ func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 		}
 		// Its body may now be large and slow (an environment's code).
 		reqbound.Authenticated(r)
-		if u.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if u.ReadOnly && !readOnlyPost && r.Method != http.MethodGet && r.Method != http.MethodHead {
 			WriteError(w, http.StatusForbidden, "read_only", "this token is read-only")
 			return
 		}

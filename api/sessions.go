@@ -68,6 +68,9 @@ func (s *Server) dashboardLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := "/clusters/" + name + "/status"
+	// The ticket is the caller as authenticated, read-only flag and token
+	// included: the session it starts is never more than the token (a
+	// read-only token's is read-only, and ends with the token).
 	t := s.sessions.NewTicket(*u)
 	link := strings.TrimRight(s.cfg.PublicURL, "/") + "/auth/ticket?" + url.Values{"t": {t}, "next": {next}}.Encode()
 	writeJSON(w, http.StatusOK, map[string]string{"url": link, "expires_in": auth.TicketTTL.String()})

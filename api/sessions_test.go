@@ -279,3 +279,46 @@ func TestEndedCredentialsAreNotGuesses(t *testing.T) {
 		t.Errorf("guesses: %v, want %d × 401 then 429", counts, sessionServerFailureLimit)
 	}
 }
+
+// A read-only token may make a dashboard (sign-in) link, which changes no
+// cluster; the session it starts is read-only, as the token is, and ends
+// with the token; a read-write token's stays read-write. Regression test:
+// a read-only token's link must never yield a read-write session.
+func TestReadOnlyTokenSession(t *testing.T) {
+	ss, secrets := newSessionServer(t)
+	cases := []struct {
+		token    string
+		readOnly bool
+	}{{"ro", true}, {"rw", false}}
+	for _, c := range cases {
+		cookie := ss.signIn(t, secrets[c.token])
+		u, err := ss.dashboardUser(cookie)
+		if err != nil {
+			t.Fatalf("%s token's session: %v", c.token, err)
+		}
+		if u.ReadOnly != c.readOnly || u.TokenID != c.token || u.Owner() != "alice" {
+			t.Errorf("%s token's session: read-only %t, token %q, owner %q; want read-only %t, token %q, alice",
+				c.token, u.ReadOnly, u.TokenID, u.Owner(), c.readOnly, c.token)
+		}
+	}
+	ro := ss.signIn(t, secrets["ro"])
+	list := ss.listSessions(t, "alice-token-000000")
+	var sawRO bool
+	for _, se := range list {
+		sawRO = sawRO || se.ReadOnly
+	}
+	if !sawRO {
+		t.Errorf("no read-only session listed: %+v", list)
+	}
+	// The link is the only POST a read-only token may make.
+	if code, _, body := do(t, ss.srv, "POST", "/api/v1/clusters/run1/scale", secrets["ro"], `{"count":2}`); code != http.StatusForbidden || !strings.Contains(string(body), "read-only") {
+		t.Errorf("a read-only token scaled: %d %s", code, body)
+	}
+	// Revoking the token ends its sessions.
+	if code, _, body := do(t, ss.srv, "DELETE", "/api/v1/tokens/ro", "alice-token-000000", ""); code != http.StatusNoContent {
+		t.Fatalf("revoke token: %d %s", code, body)
+	}
+	if _, err := ss.dashboardUser(ro); !errors.Is(err, auth.ErrInvalid) {
+		t.Errorf("the session of a revoked read-only token still works: %v", err)
+	}
+}

@@ -35,6 +35,11 @@ type clusterRow struct {
 	Created   time.Time
 	Dashboard string // its path, when it has one
 	Active    bool   // may be stopped and scaled
+	// SharedBy names the owner of a cluster shared with the viewer ("":
+	// their own), Via the shares; Scale and Stop are what the viewer may
+	// do with it while it is live.
+	SharedBy, Via string
+	Scale, Stop   bool
 
 	// With the cluster pages' dependencies (SetClusterPages): "" when
 	// not known.
@@ -43,6 +48,13 @@ type clusterRow struct {
 	Env     string // its environment or image ("" : the default)
 	Spot    bool
 	Idle    string // idle time left, or the idle timeout
+}
+
+// shared marks a row as a cluster shared with the viewer, with what its
+// shares allow.
+func (r *clusterRow) shared(a access) {
+	r.SharedBy, r.Via = a.SharedBy, a.Via
+	r.Scale, r.Stop = r.Active && a.Scale, r.Active && a.Stop
 }
 
 type clustersData struct {
@@ -67,7 +79,7 @@ const recentStopped = 20
 func rowOf(c *store.Cluster, now time.Time) clusterRow {
 	r := clusterRow{Name: c.Name, Status: string(c.Status), Phase: c.Phase, Reason: c.Reason,
 		Ready: c.ReadyWorkers, Requested: c.DesiredWorkers, Adaptive: c.Adaptive, AdaptMin: c.AdaptMin, AdaptMax: c.AdaptMax,
-		Created: c.CreatedAt, Active: c.Status.Live()}
+		Created: c.CreatedAt, Active: c.Status.Live(), Scale: c.Status.Live(), Stop: c.Status.Live()}
 	switch {
 	case !c.StartedAt.IsZero() && !c.StoppedAt.IsZero():
 		r.Uptime = humanDuration(c.StoppedAt.Sub(c.StartedAt))
@@ -172,6 +184,19 @@ func (s *Server) clustersData(ctx context.Context, u *auth.User, all bool) (clus
 			live = append(live, c)
 		}
 	}
+	shared, err := s.sharedClusters(ctx, u)
+	if err != nil {
+		return clustersData{}, err
+	}
+	grants := map[*store.Cluster]access{}
+	for _, sc := range shared {
+		grants[sc.Cluster] = sharedAccess(sc.Cluster, sc.Grant)
+		if !sc.Cluster.Status.Active() {
+			ended = append(ended, sc.Cluster)
+		} else {
+			live = append(live, sc.Cluster)
+		}
+	}
 	newest := func(a, b *store.Cluster) int { return b.CreatedAt.Compare(a.CreatedAt) }
 	slices.SortFunc(live, newest)
 	slices.SortFunc(ended, newest)
@@ -181,7 +206,15 @@ func (s *Server) clustersData(ctx context.Context, u *auth.User, all bool) (clus
 	}
 	var spent map[string]*store.Totals
 	if d.Costs {
-		if spent, err = s.spent(ctx, u.Owner(), append(slices.Clip(live), ended...)); err != nil {
+		// The user's own only: a shared cluster's ledger is its owner's,
+		// and an empty total would read as nothing spent.
+		var own []*store.Cluster
+		for _, c := range append(slices.Clip(live), ended...) {
+			if c.Owner == u.Owner() {
+				own = append(own, c)
+			}
+		}
+		if spent, err = s.spent(ctx, u.Owner(), own); err != nil {
 			return clustersData{}, err
 		}
 	}
@@ -193,6 +226,9 @@ func (s *Server) clustersData(ctx context.Context, u *auth.User, all bool) (clus
 			r := rowOf(c, now)
 			if d.Costs {
 				s.withFacts(&r, c, spent[c.Name])
+			}
+			if a, ok := grants[c]; ok {
+				r.shared(a)
 			}
 			*list.to = append(*list.to, r)
 		}
@@ -245,7 +281,8 @@ func streamURL(gen int64, all bool) string {
 // afresh).
 func (s *Server) clustersTable(ctx context.Context, u *auth.User, gen int64, all bool) (string, int64, error) {
 	if gen < 0 {
-		g, err := s.clusters.ClustersGeneration(ctx, u.Owner())
+		s.noteGroups(u)
+		g, err := s.listGeneration(ctx, u.Owner())
 		if err != nil {
 			table, err := s.clustersFragment(ctx, u, all)
 			return table, -1, err
@@ -297,6 +334,7 @@ type clusterData struct {
 	Tail     int
 	Tails    []int
 	ReadOnly bool
+	owner    string // whose the cluster is: the id the loop's reads take
 	// What to paste into Python to connect.
 	GatewaySnippet, DistributedSnippet string
 }
@@ -332,21 +370,18 @@ var tailChoices = []int{100, 200, 1000, maxTail}
 // clusterFacts is the cluster's page but its logs: what its stream
 // renders anew when the cluster changes.
 func (s *Server) clusterFacts(ctx context.Context, u *auth.User, name string) (clusterData, error) {
-	c, err := s.clusters.Get(ctx, u.Owner(), name)
+	c, a, err := s.reach(ctx, u, name)
 	if err != nil {
 		return clusterData{}, err
 	}
-	if c.Owner != u.Owner() {
-		return clusterData{}, fmt.Errorf("console: the loop answered another user's cluster %s", name)
-	}
-	events, err := s.clusters.Events(ctx, u.Owner(), name)
+	events, err := s.clusters.Events(ctx, a.Owner, name)
 	if err != nil {
 		return clusterData{}, err
 	}
 	d := clusterData{clusterRow: rowOf(c, time.Now()), Provider: c.Provider, Events: events, ReadOnly: u.ReadOnly,
 		Software: softwareOf(c)}
 	if s.create.ledger != nil {
-		ivs, err := s.create.ledger.Intervals(ctx, store.LedgerFilter{Owner: u.Owner(), Cluster: c.Name})
+		ivs, err := s.create.ledger.Intervals(ctx, store.LedgerFilter{Owner: a.Owner, Cluster: c.Name})
 		if err != nil {
 			return clusterData{}, err
 		}
@@ -357,6 +392,10 @@ func (s *Server) clusterFacts(ctx context.Context, u *auth.User, name string) (c
 		}
 		s.withFacts(&d.clusterRow, c, &t)
 	}
+	if a.SharedBy != "" {
+		d.shared(a)
+	}
+	d.owner = a.Owner
 	return d, nil
 }
 
@@ -453,7 +492,7 @@ func (s *Server) clusterPage(w http.ResponseWriter, r *http.Request, u *auth.Use
 	}
 	d.Tail, d.Tails = tail, tailChoices
 	var logs bytes.Buffer
-	if err := s.clusters.Logs(r.Context(), u.Owner(), name, tail, &logs); err != nil {
+	if err := s.clusters.Logs(r.Context(), d.owner, name, tail, &logs); err != nil {
 		if _, msg, ok := s.cfg.Explain(r, err); ok {
 			d.Logs = "(the logs cannot be read: " + msg + ")"
 		}
@@ -506,7 +545,13 @@ client = Client("tls://%[2]s", security=security)`, name, host, apitype.SNIPrefi
 
 func (s *Server) stopCluster(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	name := r.PathValue("name")
-	if err := s.clusters.Stop(r.Context(), u.Owner(), name, "stopped by "+u.Name+" in the console"); err != nil {
+	err := s.clusters.Stop(r.Context(), u.Owner(), name, "stopped by "+u.Name+" in the console")
+	if err != nil && s.shared.shares != nil {
+		// Not theirs: one shared with them, if a share lets them stop it
+		// (else not found, or forbidden saying what is missing).
+		err = s.shared.shares.StopAs(r.Context(), whoOf(u), name)
+	}
+	if err != nil {
 		s.fail(w, r, u, err)
 		return
 	}

@@ -104,6 +104,7 @@ type Server struct {
 	admin   adminDeps   // admin.go: every cluster, users, quotas, audit
 	envs    envDeps     // envs.go: environments and their builds
 	bench   benchDeps   // bench.go: benchmark runs, reports, schedules
+	shared  sharedDeps  // shared.go: clusters shared with the user
 }
 
 // navItem is one link of the layout's navigation.
@@ -141,7 +142,7 @@ func New(cfg Config, clusters Clusters, sessions Sessions, log *slog.Logger) (*S
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	s := &Server{cfg: cfg, clusters: clusters, sessions: sessions, log: log, mux: http.NewServeMux(), pages: pages, static: static, now: time.Now}
-	s.hub = newHub(clusters.ClustersGeneration, cfg.Generations, log)
+	s.hub = newHub(s.listGeneration, cfg.Generations, log)
 	s.nav = []navItem{{Key: "clusters", Title: "Clusters", Path: "/"}}
 	s.routes()
 	return s, nil

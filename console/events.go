@@ -191,7 +191,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 			return "builds", frag, err
 		}
 	case name == "":
-		if g, err := s.clusters.ClustersGeneration(r.Context(), u.Owner()); err == nil {
+		if g, err := s.listGeneration(r.Context(), u.Owner()); err == nil {
 			shown = g
 		}
 	}
@@ -199,7 +199,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 	fresh := err == nil && shown >= 0 && since == shown
 	var logs *logStream
 	if name != "" {
-		if !s.clusterStream(w, r, u, name) {
+		owner, ok := s.clusterStream(w, r, u, name)
+		if !ok {
 			return
 		}
 		next = func(ctx context.Context, _ int64) (string, string, error) {
@@ -208,12 +209,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, u *auth.User) {
 		}
 		if q.Get("follow") != "" {
 			var ok bool
-			if logs, ok = s.followLogs(w, r, u, name, q.Get("tail")); !ok {
+			if logs, ok = s.followLogs(w, r, u, owner, name, q.Get("tail")); !ok {
 				return
 			}
 			defer logs.close()
 		}
 	}
+	s.noteGroups(u)
 	rc := http.NewResponseController(w)
 	ch, done, gen, ok := watches.subscribe(key)
 	if !ok {

@@ -19,6 +19,7 @@ import (
 	"github.com/gatewayhq/gateway/auth/authtest"
 	"github.com/gatewayhq/gateway/clusteropts"
 	"github.com/gatewayhq/gateway/quota"
+	"github.com/gatewayhq/gateway/sharing"
 	"github.com/gatewayhq/gateway/store"
 )
 
@@ -35,6 +36,8 @@ var (
 	errNotFound = errors.New("not found")
 	errInvalid  = errors.New("invalid")
 	errConflict = errors.New("conflict")
+	// errForbidden: shared, but not for that (scheduler.ErrForbidden).
+	errForbidden = errors.New("forbidden")
 )
 
 func explain(r *http.Request, err error) (int, string, bool) {
@@ -43,6 +46,8 @@ func explain(r *http.Request, err error) (int, string, bool) {
 		return 0, "", false
 	case errors.Is(err, errNotFound):
 		return http.StatusNotFound, err.Error(), true
+	case errors.Is(err, errForbidden):
+		return http.StatusForbidden, err.Error(), true
 	case errors.Is(err, errInvalid):
 		return http.StatusUnprocessableEntity, strings.TrimPrefix(err.Error(), errInvalid.Error()+": "), true
 	case errors.Is(err, quota.ErrExceeded):
@@ -82,6 +87,8 @@ type fakeClusters struct {
 	checked int                          // CheckCreate calls
 	idle    map[string]time.Duration     // IdleLeft, by cluster
 	tails   []int                        // the tail of each Logs call
+
+	shares *fakeSharing // set by sharedWith (shared_test.go)
 }
 
 // fakeSpec is options as the loop publishes them (scheduler.Limits.Spec's
@@ -171,6 +178,10 @@ func (f *fakeClusters) Scale(_ context.Context, who quota.Who, name string, n in
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, err := f.owned(who.ID, name)
+	if err != nil && f.shares != nil {
+		// As the core: someone a share allows to scale it may.
+		c, err = f.shares.reachLocked(who, name, sharing.Scale)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -61,19 +62,19 @@ func (f *follows) give(owner string) {
 
 // clusterStream checks that a cluster's stream may start: the cluster is
 // the user's (else the API's answer, 404 for another user's).
-func (s *Server) clusterStream(w http.ResponseWriter, r *http.Request, u *auth.User, name string) bool {
-	c, err := s.clusters.Get(r.Context(), u.Owner(), name)
-	if err == nil && c.Owner == u.Owner() {
-		return true
-	}
+func (s *Server) clusterStream(w http.ResponseWriter, r *http.Request, u *auth.User, name string) (owner string, ok bool) {
+	_, a, err := s.reach(r.Context(), u, name)
 	if err == nil {
+		return a.Owner, true
+	}
+	if errors.Is(err, errNotTheirs) {
 		http.Error(w, "no such cluster", http.StatusNotFound)
-		return false
+		return "", false
 	}
 	if status, msg, ok := s.cfg.Explain(r, err); ok {
 		http.Error(w, msg, status)
 	}
-	return false
+	return "", false
 }
 
 // logStream is one stream's following of a cluster's logs.
@@ -90,7 +91,7 @@ type logStream struct {
 
 // followLogs starts following the cluster's logs for a stream; false: it
 // answered why not.
-func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, u *auth.User, name, tail string) (*logStream, bool) {
+func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, u *auth.User, owner, name, tail string) (*logStream, bool) {
 	n := logTail
 	if tail != "" {
 		v, err := strconv.Atoi(tail)
@@ -104,9 +105,11 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, u *auth.User
 		http.Error(w, "too many pages follow logs: close some", http.StatusTooManyRequests)
 		return nil, false
 	}
-	owner := u.Owner()
+	// owner is the cluster's, whose logs are read; the follows count
+	// against the viewer.
+	viewer := u.Owner()
 	l := &logStream{s: s, owner: owner, name: name, tail: n, first: true, ticker: time.NewTicker(followEvery * s.cfg.Generations),
-		release: func() { s.create.follows.give(owner) }}
+		release: func() { s.create.follows.give(viewer) }}
 	return l, true
 }
 

@@ -436,6 +436,45 @@ func TestBrowser(t *testing.T) {
 		expectErrorPage(t, b2, status, http.StatusNotFound, "Dashboard not found")
 	})
 
+	// Issue 38: a worker's own pages through the gateway. The scheduler's
+	// workers page links each worker as proxy/<port>/<host>/status; the
+	// gateway sends that to the worker's path (once it has recorded the
+	// worker's server), where the owner gets the worker's page (or the
+	// missing-bokeh page) and its /health; another user gets 404.
+	t.Run("WorkerPage", func(t *testing.T) {
+		b := newBrowser(t, g.chromium)
+		g.signInWithLink(t, b, g.link(t, g.e, g.devCluster), "dev", g.devCluster)
+		workerPath := g.dashboard(g.devCluster, "/worker/")
+		var landed string
+		// The gateway records a worker's server on its next pass over the
+		// cluster: generously bounded.
+		for deadline := time.Now().Add(time.Minute); ; {
+			if status := b.open("open the workers page", g.dashboard(g.devCluster, "/info/main/workers.html")); status != http.StatusOK {
+				t.Fatalf("workers page: HTTP %d", status)
+			}
+			b.click("click a worker's dashboard link", `a[href*="/proxy/"]`)
+			if landed = b.page().URL; strings.HasPrefix(landed, workerPath) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if !strings.HasPrefix(landed, workerPath) || !strings.HasSuffix(landed, "/status") {
+			t.Fatalf("the worker's dashboard link led to %s, want %s<worker>/status", landed, workerPath)
+		}
+		if p := b.page(); p.H1 != "This dashboard needs bokeh" && exec.Command(python, "-c", "import bokeh").Run() != nil {
+			t.Fatalf("worker status page without bokeh: %q %q", p.H1, p.Text)
+		}
+		health := strings.TrimSuffix(landed, "/status") + "/health"
+		if status := b.open("open the worker's health", health); status != http.StatusOK || strings.TrimSpace(b.page().Text) != "ok" {
+			t.Fatalf("worker health: HTTP %d: %q", status, b.page().Text)
+		}
+		b2 := newBrowser(t, g.chromium)
+		g.signInWithLink(t, b2, g.link(t, g.dev2, g.dev2Cluster), "dev2", g.dev2Cluster)
+		for _, u := range []string{landed, health} {
+			status := b2.open("open dev's worker page as dev2", u)
+			expectErrorPage(t, b2, status, http.StatusNotFound, "Dashboard not found")
+		}
+	})
+
 	// Issue 38: Enter on the dev issuer's device page, after typing the
 	// code, approves nobody; the person picks an identity, and that one
 	// signs in.

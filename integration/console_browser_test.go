@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -197,5 +199,56 @@ func TestConsoleBrowser(t *testing.T) {
 	status = b.open("open dev2's cluster as dev", g.e.url+"/c/"+g.dev2Cluster)
 	expectErrorPage(t, b, status, http.StatusNotFound, "Not found", "cluster "+g.dev2Cluster+" not found")
 	checkAccessibility(t, b, "the not-found page")
+
+	// Once dev2 shares it with a group dev is in (view only), it comes to
+	// dev's open list without a reload, marked with its owner and without
+	// controls; its page opens without them.
+	b.open("back to the list before the share", g.e.url+"/")
+	g.dev2.gwOK("share", g.dev2Cluster, "--with", "group:gateway-users")
+	row := `tr[data-cluster="` + g.dev2Cluster + `"]`
+	waitText(t, b, "dev2's shared cluster on dev's list", row, "shared by")
+	b.waitFor(t, "no controls on the shared row", fmt.Sprintf(`document.querySelector(%q) && !document.querySelector(%q)`, row, row+" form"))
+	b.snapshot("the list with a shared cluster")
+	status = b.click("open the shared cluster's page", chromedp.CSS(row+` a[href="/c/`+g.dev2Cluster+`"]`))
+	if p := b.page(); status != http.StatusOK || !strings.Contains(p.Text, "Shared with you by") || strings.Contains(p.Text, "Stop the cluster") {
+		t.Fatalf("the shared cluster's page: HTTP %d:\n%s", status, p.Text)
+	}
+	checkAccessibility(t, b, "a shared cluster's page")
+	csp.check(t)
+
+	readOnlySession(t, g)
+}
+
+// readOnlySession drives the console as a read-only token's session (its
+// dashboard link, signed in in a browser of its own): no page shows a
+// state-changing control, and a POST sent anyway is refused.
+func readOnlySession(t *testing.T, g *browserGateway) {
+	var tok struct{ Token string }
+	g.e.gwJSON(&tok, "token", "create", "--name", "console-ro", "--read-only", "--expires", "1h")
+	ro := &env{t: t, bin: g.e.bin, home: t.TempDir(), gwLog: g.e.gwLog, url: g.e.url}
+	ro.vars = append(filterEnv(os.Environ()), "HOME="+ro.home, "XDG_CONFIG_HOME="+filepath.Join(ro.home, "config"),
+		"GATEWAY_URL="+g.e.url, "GATEWAY_TOKEN="+tok.Token)
+	b := newBrowser(t, g.chromium)
+	csp := watchCSP(t, b)
+	g.signInWithLink(t, b, g.link(t, ro, g.devCluster), "dev", g.devCluster)
+	// Forms that change state post; the sign-out form (the session's own)
+	// and GET forms (the logs' tail) may stay.
+	const controls = `document.querySelectorAll('form[method=post]:not([action="/auth/logout"]), button.danger').length === 0`
+	for _, path := range []string{"/", "/c/" + g.devCluster, "/new", "/tokens", "/sessions", "/environments", "/usage", "/benchmarks"} {
+		b.open("open "+path+" read-only", g.e.url+path)
+		if p := b.page(); strings.Contains(p.Text, "Sign in") && !strings.Contains(p.Text, "Sign out") {
+			t.Fatalf("%s: the read-only session is not signed in:\n%s", path, p.Text)
+		}
+		b.waitFor(t, "no state-changing control on "+path+" read-only", controls)
+	}
+	// A stop sent anyway, from the gateway's own page (the cross-site
+	// check passes), is refused as read-only.
+	b.open("back to the list read-only", g.e.url+"/")
+	b.must("post a stop anyway", chromedp.Evaluate[chromedp.Void](`void fetch("/c/`+g.devCluster+`/stop", {method: "POST",
+		body: new URLSearchParams({from: "list"})}).then(r => { window.roStatus = r.status })`))
+	b.waitFor(t, "the stop refused with 403", `window.roStatus === 403`)
+	if out := g.e.gwOK("show", g.devCluster); !strings.Contains(out, "RUNNING") {
+		t.Fatalf("a read-only session's POST stopped %s:\n%s", g.devCluster, out)
+	}
 	csp.check(t)
 }

@@ -27,8 +27,15 @@ type Authenticator func(r *http.Request) (*auth.User, error)
 // DashboardPrefix is the path under which cluster dashboards are served.
 const DashboardPrefix = "/clusters/"
 
+// WorkerPath is the path element, under a cluster's dashboard, of its
+// workers' own HTTP servers: /clusters/<name>/worker/<worker>/... goes to
+// that worker's server, which serves under that prefix as the scheduler
+// does under its own.
+const WorkerPath = "worker/"
+
 // Dashboard proxies /clusters/<name>/... to the cluster's scheduler HTTP
-// server, for the cluster's owner only. Schedulers are started with this
+// server, and /clusters/<name>/worker/<worker>/... to that worker's, for
+// the cluster's owner (and people it is shared with) only. Schedulers are started with this
 // prefix, so paths pass through unchanged and links in their pages resolve.
 // An https dashboard must present the cluster's own certificate
 // (pki.MemberTLS); each cluster has its own connection pool, dropped
@@ -112,6 +119,27 @@ func (s *Server) DashboardHandler(authn Authenticator) http.Handler {
 		ErrorHandler: d.backendError,
 	}
 	return d
+}
+
+// workerLink maps the scheduler's link to a worker's page,
+// proxy/<port>/<host>/<page>, to <worker>/<page> when a worker of rt is
+// recorded at exactly that host and port.
+func workerLink(rt routes.Route, sub string) (string, bool) {
+	rest, ok := strings.CutPrefix(sub, "proxy/")
+	if !ok || len(rt.Workers) == 0 {
+		return "", false
+	}
+	port, rest, _ := strings.Cut(rest, "/")
+	host, page, _ := strings.Cut(rest, "/")
+	if port == "" || host == "" {
+		return "", false
+	}
+	for name, u := range rt.Workers {
+		if u != nil && u.Port() == port && strings.EqualFold(u.Hostname(), host) {
+			return url.PathEscape(name) + "/" + page, true
+		}
+	}
+	return "", false
 }
 
 // backendError answers a request the cluster's dashboard did not.
@@ -217,7 +245,27 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		dashError(w, r, http.StatusForbidden, "this token is read-only")
 		return
 	}
-	if sub := strings.TrimPrefix(rest, name+"/"); needsBokeh(sub) {
+	sub := strings.TrimPrefix(rest, name+"/")
+	if wsub, isWorker := strings.CutPrefix(sub, WorkerPath); isWorker {
+		// A worker's page: its address comes only from the gateway's
+		// record of the cluster's members, never from the URL, so a made-up
+		// name or a host:port in it reaches nothing.
+		wname, wrest, _ := strings.Cut(wsub, "/")
+		wu, found := rt.Workers[wname]
+		if !found || wu == nil {
+			dashError(w, r, http.StatusNotFound, "cluster "+name+" has no worker of that name with a dashboard")
+			return
+		}
+		rt.Dashboard, sub = wu, wrest
+	}
+	if to, found := workerLink(rt, sub); found {
+		// The scheduler's pages link a worker as proxy/<port>/<host>/...
+		// (for jupyter-server-proxy): a worker the gateway has on record
+		// at that address is sent to its own path; nothing else is.
+		http.Redirect(w, r, DashboardPrefix+name+"/"+WorkerPath+to, http.StatusFound)
+		return
+	}
+	if needsBokeh(sub) {
 		// The gateway, not Dask, says what is missing and how to fix it.
 		if p := d.problems.get(r.Context(), name); p.Missing != "" {
 			missingDashboard(w, r, name, p)

@@ -77,6 +77,12 @@ type Router interface {
 	DeleteRoute(cluster string)
 }
 
+// WorkerRouter is a Router that also publishes where each running
+// cluster's workers serve their own pages (worker name to base URL).
+type WorkerRouter interface {
+	SetWorkers(cluster string, workers map[string]string)
+}
+
 // Config tunes the core.
 type Config struct {
 	GatewayID    string

@@ -114,6 +114,17 @@ func (p *runningPass) describe(ctx context.Context) (result, error) {
 		}
 	}
 	c.router.SetRoute(p.cl.Name, p.cl.Owner, p.cl.SchedulerAddress, p.cl.DashboardAddress, p.cl.TLSCert, p.cl.TLSKey)
+	if wr, ok := c.router.(WorkerRouter); ok {
+		// Worker pages go only where the provider says the cluster's own
+		// running workers serve.
+		workers := map[string]string{}
+		for _, m := range members {
+			if m.Role == providers.RoleWorker && m.State == providers.StateRunning && m.DashboardURL != "" {
+				workers[m.Name] = m.DashboardURL
+			}
+		}
+		wr.SetWorkers(p.cl.Name, workers)
+	}
 	return goOn, nil
 }
 

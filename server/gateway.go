@@ -255,6 +255,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 		return nil, err
 	}
 	g.console.SetClusterPages(g.core, g.store)
+	g.console.SetSharing(consoleSharing{g.core})
 	// The account pages use what the API's token, session, quota and
 	// usage endpoints use.
 	g.console.SetAccount(console.Account{Tokens: g.store, Sessions: g.store, Quotas: quotas, Records: g.store,
@@ -465,4 +466,16 @@ type viewers struct{ core *scheduler.Core }
 
 func (v viewers) MayView(ctx context.Context, cluster string, u *auth.User, note bool) (bool, error) {
 	return v.core.MayView(ctx, quota.Who{ID: u.Owner(), Name: u.Name, Groups: u.Groups}, cluster, note)
+}
+
+// consoleSharing is the core's sharing as the console asks for it.
+type consoleSharing struct{ *scheduler.Core }
+
+func (c consoleSharing) SharedWith(ctx context.Context, who quota.Who, statuses []store.Status) ([]console.SharedCluster, error) {
+	found, err := c.Core.SharedWith(ctx, who, statuses)
+	out := make([]console.SharedCluster, len(found))
+	for i, f := range found {
+		out[i] = console.SharedCluster{Cluster: f.Cluster, Grant: f.Grant}
+	}
+	return out, err
 }

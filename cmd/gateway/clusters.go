@@ -94,7 +94,7 @@ func printConnection(w io.Writer, ci connectInfo) {
 	fmt.Fprintf(w, "  Cluster:            %s\n", ci.Name)
 	fmt.Fprintf(w, "  Scheduler address:  %s  (TLS server name %s)\n", ci.SchedulerAddress, ci.ServerName)
 	fmt.Fprintf(w, "  dask_gateway:       %s\n", ci.GatewayAddress)
-	fmt.Fprintf(w, "  Dashboard:          %s\n                      (in a browser: gateway dashboard %s)\n", ci.DashboardURL, ci.Name)
+	fmt.Fprintf(w, "  Dashboard:          %s\n                      (in a browser: %s dashboard %s)\n", ci.DashboardURL, cliName(), ci.Name)
 	if ci.DashboardProblem != "" {
 		fmt.Fprintf(w, "                      NOTE: %s\n", ci.DashboardProblem)
 	}
@@ -209,20 +209,7 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", name)
 				return nil
 			}
-			d, err := waitReady(ctx, c, name, workers, timeout, progress, start)
-			if err != nil {
-				return err
-			}
-			ci, err := connection(d, c.BaseURL())
-			if err != nil {
-				return err
-			}
-			if g.json() {
-				return printJSON(cmd.OutOrStdout(), ci)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "\nCluster %s is running with %s (%.1fs)\n\n", name, workerCount(d.Workers.Ready), time.Since(start).Seconds())
-			printConnection(cmd.OutOrStdout(), ci)
-			return nil
+			return awaitCluster(ctx, c, name, workers, timeout, start, progress, cmd.OutOrStdout(), g.json())
 		},
 	}
 	f := cmd.Flags()
@@ -244,6 +231,25 @@ func newNewClusterCmd(g *globals) *cobra.Command {
 	f.StringSliceVar(&shareAllow, "share-allow", nil, "what they may do beyond viewing and connecting: scale, stop")
 	sw.add(f, true)
 	return cmd
+}
+
+// awaitCluster waits for a cluster just requested to run with its workers,
+// then prints how to connect to it (as JSON when asJSON).
+func awaitCluster(ctx context.Context, c *client.Client, name string, workers int, timeout time.Duration, start time.Time, progress, out io.Writer, asJSON bool) error {
+	d, err := waitReady(ctx, c, name, workers, timeout, progress, start)
+	if err != nil {
+		return err
+	}
+	ci, err := connection(d, c.BaseURL())
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(out, ci)
+	}
+	fmt.Fprintf(out, "\nCluster %s is running with %s (%.1fs)\n\n", name, workerCount(d.Workers.Ready), time.Since(start).Seconds())
+	printConnection(out, ci)
+	return nil
 }
 
 // waitReady polls the cluster until it runs with the wanted workers,

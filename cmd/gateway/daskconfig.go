@@ -17,13 +17,13 @@ import (
 func daskConfigNote(gateway string) string {
 	_, path, err := client.DaskConfigPath()
 	if err != nil {
-		return "Gateway() needs this gateway in your dask configuration: run gateway dask-config"
+		return "Gateway() needs this gateway in your dask configuration: run " + cliName() + " dask-config"
 	}
 	state, c, err := client.ReadDaskConfig(path)
 	if err == nil && state == client.DaskFileOurs && client.Key(c.Gateway) == client.Key(gateway) {
 		return "Gateway() finds this gateway in " + path + ", written by gateway login"
 	}
-	return "Gateway() needs this gateway in your dask configuration (" + path + "): run gateway dask-config"
+	return "Gateway() needs this gateway in your dask configuration (" + path + "): run " + cliName() + " dask-config"
 }
 
 func newDaskConfigCmd(g *globals) *cobra.Command {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gatewayhq/gateway/client"
+	"github.com/gatewayhq/gateway/clusteropts"
 	"github.com/gatewayhq/gateway/internal/config"
 	"github.com/gatewayhq/gateway/internal/crashpoint"
 	"github.com/gatewayhq/gateway/server"
@@ -39,7 +41,8 @@ func addServerFlags(fs *pflag.FlagSet) *serverFlags {
 	fs.String("data-dir", "", "data directory (key data_dir)")
 	fs.String("provider", "", "backend for new clusters (key provider)")
 	fs.String("log-level", "", "debug, info, warn or error (key log.level)")
-	for flag, key := range map[string]string{"listen": "listen", "data-dir": "data_dir", "provider": "provider", "log-level": "log.level"} {
+	fs.String("log-file", "", "append the logs to this file instead of standard error (key log.file; - : standard error)")
+	for flag, key := range map[string]string{"listen": "listen", "data-dir": "data_dir", "provider": "provider", "log-level": "log.level", "log-file": "log.file"} {
 		_ = sf.v.BindPFlag(key, fs.Lookup(flag))
 	}
 	return sf
@@ -50,6 +53,22 @@ func (sf *serverFlags) load(dev bool) (*config.Config, error) {
 		sf.v.SetDefault("dev", true)
 	}
 	return sf.schema.Load(sf.v, sf.configFile)
+}
+
+// logOutput is where the logs go: log.file when set, else w. The caller
+// closes what it returns.
+func logOutput(cfg *config.Config, w io.Writer) (io.Writer, func() error, error) {
+	if cfg.Log.File == "" || cfg.Log.File == "-" {
+		return w, func() error { return nil }, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.Log.File), 0o700); err != nil {
+		return nil, nil, fmt.Errorf("log.file %s: %w", cfg.Log.File, err)
+	}
+	f, err := os.OpenFile(cfg.Log.File, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("log.file: %w", err)
+	}
+	return f, f.Close, nil
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -103,12 +122,50 @@ and new-cluster and dashboard repeat it.`,
 		Args: cobra.NoArgs,
 	}
 	sf := addServerFlags(cmd.Flags())
+	first := cmd.Flags().Int("first-cluster", 0, "once signed in, start a cluster with this many workers and print how to connect to it (scripts/dev.sh asks for 2)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *first < 0 {
+			return fmt.Errorf("--first-cluster %d: give the number of workers of the first cluster, or 0 for none", *first)
+		}
 		return runServer(cmd, sf, true, func(g *server.Gateway, cfg *config.Config) error {
-			return devBanner(cmd, g, cfg)
+			if err := devBanner(cmd, g, cfg, *first > 0); err != nil {
+				return err
+			}
+			if *first > 0 {
+				// After the banner, in this process: its progress and
+				// snippet follow the banner instead of crossing it. A
+				// cluster that does not start leaves the gateway running.
+				if err := firstCluster(cmd, g.PublicURL, *first); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "the first cluster did not start: %v\n", err)
+				}
+			}
+			return nil
 		})
 	}
 	return cmd
+}
+
+// firstCluster starts a cluster as the CLI's signed-in user (dev) and
+// prints its progress and how to connect, as gateway new-cluster does.
+func firstCluster(cmd *cobra.Command, gatewayURL string, workers int) error {
+	ctx := cmd.Context()
+	c, err := (&globals{gateway: gatewayURL, output: "text"}).client(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	name, err := c.CreateShared(ctx, clusteropts.Request{Options: clusteropts.Options{Workers: workers}, Set: []string{clusteropts.FieldWorkers}}, nil)
+	if err != nil {
+		return err
+	}
+	progress := cmd.ErrOrStderr()
+	fmt.Fprintf(progress, "Cluster %s requested\n", name)
+	if err := awaitCluster(ctx, c, name, workers, 5*time.Minute, start, progress, cmd.OutOrStdout(), false); err != nil {
+		return err
+	}
+	cli := cliName()
+	fmt.Fprintf(progress, "\nThe gateway keeps running (Ctrl-C stops it and its clusters). In another shell: %s list | show | scale | stop | logs %s\n", cli, name)
+	return nil
 }
 
 // runServer loads the configuration, builds the gateway, lets ready report
@@ -118,7 +175,12 @@ func runServer(cmd *cobra.Command, sf *serverFlags, dev bool, ready func(*server
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, cmd.ErrOrStderr())
+	logTo, closeLog, err := logOutput(cfg, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	log := newLogger(cfg, logTo)
 	// Libraries that log through the default logger (the OIDC provider
 	// library does) go to the same place, but only from warnings up.
 	slog.SetDefault(slog.New(minLevel{log.Handler(), slog.LevelWarn}))
@@ -152,7 +214,7 @@ func runServer(cmd *cobra.Command, sf *serverFlags, dev bool, ready func(*server
 	return readyErr
 }
 
-func devBanner(cmd *cobra.Command, g *server.Gateway, cfg *config.Config) error {
+func devBanner(cmd *cobra.Command, g *server.Gateway, cfg *config.Config, firstCluster bool) error {
 	// Sign the CLI in as the dev user through the embedded issuer's real
 	// device flow, approved here as a person would approve it in the
 	// browser: the CLI then holds real ID and refresh tokens.
@@ -177,20 +239,42 @@ func devBanner(cmd *cobra.Command, g *server.Gateway, cfg *config.Config) error 
 	if problem := g.DashboardProblem(ctx); problem != "" {
 		dashLine = "    dashboards:    " + problem + "\n"
 	}
+	cli := cliName()
+	cliLine := ""
+	if cli != "gateway" {
+		cliLine = fmt.Sprintf("    the CLI:       %s   (to type just gateway: export PATH=\"%s:$PATH\")\n", cli, exeDir())
+	}
+	logLine := ""
+	if cfg.Log.File != "" && cfg.Log.File != "-" {
+		logLine = "    logs:          " + cfg.Log.File + "   (--log-file - shows them here instead)\n"
+	}
+	next := cli + " new-cluster --workers 2"
+	if firstCluster {
+		next = "a first cluster starts now, below"
+	}
 	fmt.Fprintf(cmd.ErrOrStderr(), `
   gateway dev: FOR DEVELOPMENT ONLY (plain HTTP, an embedded identity provider that signs anyone in, %s)
     gateway URL:   %s
     web console:   %s/  (open it in a browser; sign in as dev, dev2 or admin)
     dev issuer:    %s  (loopback only; identities: %s)
     data dir:      %s
-    CLI signed in: as "dev" (credentials in %s)
-    quotas:        configured ones only (gateway serve adds built-in defaults: max_clusters 5, max_builds 2 per user)
-%s    next, in another shell:  gateway new-cluster --workers 2
-    as someone else:         gateway login   (approve in the browser as dev2 or admin)
-    for dask_gateway:        gateway dask-config   (then Gateway() with no arguments reaches this gateway)
+%s    CLI signed in: as "dev" (credentials in %s)
+%s    quotas:        configured ones only (gateway serve adds built-in defaults: max_clusters 5, max_builds 2 per user)
+%s    next:                    %s
+    as someone else:         %s login   (approve in the browser as dev2 or admin)
+    for dask_gateway:        %s dask-config   (then Gateway() with no arguments reaches this gateway)
 
-`, g.RunsOn(), g.PublicURL, g.PublicURL, g.Issuer, strings.Join(users, ", "), cfg.DataDir, credPath, dashLine)
+`, g.RunsOn(), g.PublicURL, g.PublicURL, g.Issuer, strings.Join(users, ", "), cfg.DataDir, logLine, credPath, cliLine, dashLine, next, cli, cli)
 	return nil
+}
+
+// exeDir is the folder of this binary, for the PATH hint.
+func exeDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "bin"
+	}
+	return filepath.Dir(exe)
 }
 
 // devLogin runs the device flow against the gateway's issuer and approves

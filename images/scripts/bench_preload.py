@@ -70,13 +70,13 @@ def guard_dashboard(node):
     log = logging.getLogger("distributed.gateway")
     srv = getattr(node, "http_server", None)
     if srv is None:
-        return
+        return False
     srv.gateway_guarded = True
     ctx = getattr(srv, "ssl_options", None)
     if not isinstance(ctx, ssl.SSLContext):
         log.error("gateway: the dashboard has no TLS (distributed.scheduler.dashboard.tls.cert): not serving it")
         srv.stop()
-        return
+        return False
     import dask
     ca = dask.config.get("distributed.scheduler.dashboard.tls.ca-file", None) or \
         dask.config.get("distributed.scheduler.dashboard.tls.cert", None)
@@ -86,6 +86,22 @@ def guard_dashboard(node):
     except Exception as e:
         log.error("gateway: the dashboard cannot require the cluster's certificate (%s): not serving it", e)
         srv.stop()
+        return False
+    return True
+
+
+def write_worker_port(node):
+    path = os.environ["GATEWAY_WORKER_DASHBOARD_FILE"]
+    try:
+        port = node.http_server.port
+    except Exception:
+        port = 0
+    if not port:
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(port))
+    os.replace(tmp, path)
 
 
 def wrap_http_server():
@@ -97,9 +113,29 @@ def wrap_http_server():
     start = ServerNode.start_http_server
 
     def start_http_server(self, *args, **kwargs):
+        prefix = os.environ.get("GATEWAY_WORKER_DASHBOARD_PREFIX")
+        if prefix and type(self).__name__ == "Worker" and args:
+            # dask worker takes --dashboard-prefix but drops it (2022.12
+            # and later): the worker's pages are served under the
+            # gateway's path for them here instead.
+            try:
+                import dask
+                from distributed.http.utils import get_handlers
+                self._http_prefix = prefix
+                args = (get_handlers(server=self, modules=dask.config.get("distributed.worker.http.routes"),
+                                     prefix=prefix),) + tuple(args[1:])
+            except Exception as e:
+                logging.getLogger("distributed.gateway").warning("gateway: worker pages without prefix: %s", e)
         out = start(self, *args, **kwargs)
         if type(self).__name__ == "Scheduler":
             guard_dashboard(self)
+        elif type(self).__name__ == "Worker" and os.environ.get("GATEWAY_WORKER_DASHBOARD_FILE"):
+            # A backend that routes worker pages through the gateway: the
+            # worker's server is guarded as the scheduler's (TLS, the
+            # cluster's client certificate required) and its port written
+            # where the backend reads it (Dask tells the gateway nothing).
+            if guard_dashboard(self):
+                write_worker_port(self)
         else:
             # A worker's or nanny's HTTP server (/metrics, /health, its
             # sitemap) answers whoever reaches it, in plain HTTP, and the

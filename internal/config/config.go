@@ -198,6 +198,9 @@ type Config struct {
 	Log struct {
 		Level  string `mapstructure:"level" doc:"debug, info, warn or error"`
 		Format string `mapstructure:"format" doc:"text or json"`
+		// File keeps the logs out of a terminal that shows other things:
+		// scripts/dev.sh's banner, the first cluster's progress and snippet.
+		File string `mapstructure:"file" doc:"file the logs are appended to (created 0600 with its folder); empty or -: standard error"`
 	} `mapstructure:"log"`
 }
 
@@ -360,6 +363,7 @@ func defaults() map[string]any {
 		"cluster.reap_dry_run":                    false,
 		"log.level":                               "info",
 		"log.format":                              "text",
+		"log.file":                                "",
 		"cluster.scheduler_gpu":                   true,
 		"cluster.sharing":                         "groups",
 		"quotas.on_exceed":                        "clamp",

@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,6 +165,11 @@ func (p *Provider) command(sub string) []string {
 	return []string{p.cfg.Python, "-m", "dask", sub}
 }
 
+// workerDashFile is where a worker's preload writes its HTTP server's port.
+func (p *Provider) workerDashFile(cluster, worker string) string {
+	return filepath.Join(p.clusterDir(cluster), worker+".dashboard-port")
+}
+
 // writePreload writes the gateway's member preload (images.BenchPreload)
 // into the cluster's folder: every Dask version takes a preload's path.
 func (p *Provider) writePreload(spec providers.ClusterSpec) (string, error) {
@@ -256,9 +262,9 @@ func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, 
 		"--host", p.cfg.Host,
 		"--tls-ca-file", cert, "--tls-cert", cert, "--tls-key", key,
 		"--nthreads", strconv.Itoa(threads), "--name", worker,
-		"--no-dashboard",
-		// It closes the worker's HTTP server (and its nanny's), which
-		// answers anyone in plain HTTP, as every backend's launcher does.
+		// It closes the nanny's HTTP server, which answers anyone in
+		// plain HTTP, as every backend's launcher does; the worker's it
+		// guards as the scheduler's (below).
 		"--preload", preload,
 		// Spill space per worker inside the cluster's folder, not a /tmp
 		// directory shared with every other user's workers.
@@ -274,7 +280,24 @@ func (p *Provider) StartWorker(ctx context.Context, spec providers.ClusterSpec, 
 	} else {
 		args = append(args, "--no-nanny")
 	}
-	return p.spawn(ctx, spec, worker, providers.RoleWorker, args)
+	var env []string
+	if spec.DashboardPrefix != "" && url.PathEscape(worker) == worker {
+		// The worker's pages, through the gateway at
+		// <prefix>/worker/<name>/ (proxy.WorkerPath; the preload serves
+		// them there), over TLS with the cluster's certificate as the
+		// scheduler's; the preload writes the port to dashFile, where
+		// member reads it.
+		dashFile := p.workerDashFile(spec.Name, worker)
+		_ = os.Remove(dashFile) // a stale file would name a dead port
+		args = append(args, "--dashboard", "--dashboard-address", p.cfg.Host+":0")
+		env = append(env, "GATEWAY_WORKER_DASHBOARD_FILE="+dashFile,
+			"GATEWAY_WORKER_DASHBOARD_PREFIX="+strings.TrimSuffix(spec.DashboardPrefix, "/")+"/worker/"+worker,
+			"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__CERT="+cert,
+			"DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__TLS__KEY="+key)
+	} else {
+		args = append(args, "--no-dashboard")
+	}
+	return p.spawn(ctx, spec, worker, providers.RoleWorker, args, env...)
 }
 
 func (p *Provider) running(cluster, name string) bool {
@@ -644,6 +667,7 @@ func (p *Provider) member(pr *proc) providers.Member {
 	}
 	if pr.Role == providers.RoleWorker {
 		m.State = providers.StateRunning
+		m.DashboardURL = readWorkerDashboard(p.workerDashFile(pr.Cluster, pr.Name), p.cfg.Host)
 		return m
 	}
 	addr, dash, err := readSchedulerFile(filepath.Join(p.clusterDir(pr.Cluster), "scheduler.json"), p.cfg.Host)
@@ -678,6 +702,37 @@ func (p *Provider) exitReason(pr *proc) string {
 	return msg
 }
 
+// routeHost is where the gateway reaches members bound on host: loopback
+// for a wildcard host; ip is host's IP, nil for a name.
+func routeHost(host string) (route string, ip net.IP) {
+	route = strings.Trim(host, "[]")
+	if ip = net.ParseIP(route); ip != nil && ip.IsUnspecified() {
+		if ip.To4() == nil {
+			return "::1", ip
+		}
+		return "127.0.0.1", ip
+	}
+	return route, ip
+}
+
+// readWorkerDashboard reads the port the preload wrote for a worker's
+// HTTP server (see StartWorker): its URL on Host, "" while not written.
+// The worker runs users' code, which may write any port: the gateway
+// still reaches only Host, and only a server presenting the cluster's
+// certificate (pki.MemberTLS).
+func readWorkerDashboard(path, host string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	port, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || port < 1 || port > 65535 {
+		return ""
+	}
+	route, _ := routeHost(host)
+	return "https://" + net.JoinHostPort(route, strconv.Itoa(port))
+}
+
 func readSchedulerFile(path, host string) (addr, dashboard string, err error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -704,13 +759,8 @@ func readSchedulerFile(path, host string) (addr, dashboard string, err error) {
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return "", "", fmt.Errorf("scheduler file address %q: port out of range", f.Address)
 	}
-	route := strings.Trim(host, "[]")
-	if ip := net.ParseIP(route); ip != nil && ip.IsUnspecified() {
-		route = "127.0.0.1"
-		if ip.To4() == nil {
-			route = "::1"
-		}
-	} else if !sameHost(h, route, ip) {
+	route, ip := routeHost(host)
+	if (ip == nil || !ip.IsUnspecified()) && !sameHost(h, route, ip) {
 		return "", "", &refusedAddress{addr: f.Address, host: host}
 	}
 	addr = net.JoinHostPort(route, port)

@@ -23,6 +23,10 @@ type Route struct {
 	// gateway presents ClusterCert to the dashboard. A secret: never
 	// logged, never sent but in a TLS handshake with the member.
 	ClusterKey []byte
+	// Workers maps a worker's name to the base URL of its HTTP server,
+	// from the gateway's own record of the cluster's members: the only
+	// places a worker page may be proxied to, whatever a URL names.
+	Workers map[string]*url.URL
 }
 
 // Table maps cluster names to routes. The zero value is not usable; call New.
@@ -67,6 +71,9 @@ func (t *Table) SetRoute(cluster, owner, scheduler, dashboard string, clusterCer
 	r := RouteFrom(owner, scheduler, dashboard, clusterCert, clusterKey)
 	t.mu.Lock()
 	old, had := t.m[cluster]
+	if had && bytes.Equal(old.ClusterCert, r.ClusterCert) {
+		r.Workers = old.Workers // the same cluster: its workers stay
+	}
 	t.m[cluster] = r
 	t.mu.Unlock()
 	if had && (!sameURL(old.Dashboard, r.Dashboard) || !bytes.Equal(old.ClusterCert, r.ClusterCert) || !bytes.Equal(old.ClusterKey, r.ClusterKey)) {
@@ -79,6 +86,24 @@ func sameURL(a, b *url.URL) bool {
 		return a == b
 	}
 	return a.String() == b.String()
+}
+
+// SetWorkers records the base URLs of a cluster's workers' HTTP servers
+// (worker name to URL), replacing the previous record; a cluster without
+// a route is left alone, and an unparsable URL leaves its worker out.
+func (t *Table) SetWorkers(cluster string, workers map[string]string) {
+	m := make(map[string]*url.URL, len(workers))
+	for name, raw := range workers {
+		if u, err := url.Parse(raw); err == nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https") {
+			m[name] = u
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r, ok := t.m[cluster]; ok {
+		r.Workers = m
+		t.m[cluster] = r
+	}
 }
 
 // DeleteRoute removes a cluster's route; a missing one is not an error.
