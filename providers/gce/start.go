@@ -281,7 +281,7 @@ func (p *Provider) checkShape(c *candidate, gpus int, gpuType string, spot bool)
 	}
 	if dt := lastSegment(p.diskType(c.machineType)); dt != "" {
 		if err := gcerules.CheckBootDisk(c.machineType, dt); err != nil {
-			return fmt.Errorf("the configured disk_type cannot be used: %w", err)
+			return fmt.Errorf("boot disk type %s cannot be used: %w", dt, err)
 		}
 	}
 	return nil
