@@ -269,7 +269,10 @@ func (g *browserGateway) signInWithLink(t *testing.T, b *browser, link, user, cl
 // should: Dask's page with bokeh, or without it (Debian's
 // python3-distributed) the gateway's page saying what is missing.
 func dashboardStatusPage(status int, text string) bool {
-	return status == http.StatusOK || status == http.StatusServiceUnavailable && strings.Contains(text, "This dashboard needs bokeh")
+	// The gateway's page when Dask has no bokeh: HTML for a browser, the
+	// API's JSON error for a client that does not ask for HTML.
+	return status == http.StatusOK || status == http.StatusServiceUnavailable &&
+		(strings.Contains(text, "This dashboard needs bokeh") || strings.Contains(text, `"code":"dashboard_unavailable"`))
 }
 
 // expectWorkersPage opens the scheduler's workers page (served by Dask

@@ -30,7 +30,7 @@ func (e *env) waitLog(want string) bool {
 // after it has begun to answer (once it has signed the CLI in): waited for.
 func (e *env) devIssuer() string {
 	e.t.Helper()
-	if !e.waitLog("next, in another shell") {
+	if !e.waitLog("for dask_gateway:") {
 		e.t.Fatalf("no banner from the dev gateway:\n%s", e.gwLog.String())
 	}
 	issuer := regexp.MustCompile(`dev issuer:\s+(http://127\.0\.0\.1:\d+)`).FindStringSubmatch(e.gwLog.String())
@@ -48,7 +48,7 @@ func TestDashboardNeedsBokeh(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.startGateway()
-	if !e.waitLog("next, in another shell") {
+	if !e.waitLog("for dask_gateway:") {
 		t.Fatalf("no banner:\n%s", e.gwLog.String())
 	}
 	var line string
@@ -97,7 +97,7 @@ func TestDashboardWithBokeh(t *testing.T) {
 	}
 	e := newEnv(t, "PYTHONPATH="+dir)
 	e.startGateway()
-	if !e.waitLog("next, in another shell") {
+	if !e.waitLog("for dask_gateway:") {
 		t.Fatalf("no banner:\n%s", e.gwLog.String())
 	}
 	if strings.Contains(e.gwLog.String(), "dashboards will not work") {
