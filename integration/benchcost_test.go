@@ -60,7 +60,7 @@ def bench_nap(client):
 	}
 	for _, want := range []string{"refused by --max-cost", "estimated at $1.40", "more than --max-cost $0.50", "nothing was started",
 		"1 cluster x $36/h", "20s to start (typical of local until the suite has history)",
-		"at --timeout 1m0s each: the suite has no history yet", "--timeout closer"} {
+		"at --timeout 1m0s each, an upper bound: the suite has no history yet", "--timeout closer"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the refusal does not say %q:\n%s", want, out)
 		}
@@ -74,7 +74,7 @@ def bench_nap(client):
 	if err != nil {
 		t.Fatalf("bench run within --max-cost: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "Estimate: ~3m20s, ~$2.00: 1 cluster x $36/h") {
+	if !strings.Contains(out, "Estimate: at most ~3m20s, at most ~$2.00, until one pass of each benchmark is timed: 1 cluster x $36/h") {
 		t.Errorf("no up-front estimate in:\n%s", out)
 	}
 	lines := 0

@@ -106,10 +106,28 @@ func userData(s memberScript) (string, error) {
 	if err := scriptTemplate.Execute(&b, s); err != nil {
 		return "", fmt.Errorf("ec2 provider: user data: %w", err)
 	}
-	if b.Len() > maxUserData {
-		return "", fmt.Errorf("ec2 provider: user data of %s is %d bytes, more than EC2's %d", s.Member, b.Len(), maxUserData)
+	script := dropComments(b.String())
+	if len(script) > maxUserData {
+		return "", fmt.Errorf("ec2 provider: user data of %s is %d bytes, more than EC2's %d", s.Member, len(script), maxUserData)
 	}
-	return base64.StdEncoding.EncodeToString(b.Bytes()), nil
+	return base64.StdEncoding.EncodeToString([]byte(script)), nil
+}
+
+// dropComments leaves the template's comment lines (all but the first
+// line, #!) out of the user data: they explain the script to its readers
+// here, and would take EC2's 16 KiB from the owner's variables there. No
+// line the script needs starts with #: the launcher's Python has its
+// comments stripped already (images.LauncherScript), and the systemd
+// unit's would be comments there too.
+func dropComments(script string) string {
+	var b strings.Builder
+	for i, line := range strings.SplitAfter(script, "\n") {
+		if i > 0 && strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		b.WriteString(line)
+	}
+	return b.String()
 }
 
 // schedulerCommand is the launcher's arguments for the scheduler: the
