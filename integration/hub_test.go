@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -158,6 +159,11 @@ c.JupyterHub.load_roles = [
 	h.cmd.Env = append(filterEnv(os.Environ()), "NODE_PATH=/usr/share/nodejs")
 	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The hub starts its proxy in a session of its own, holding the hub's
+	// output: without a delay, Wait would wait for the proxy too, and a
+	// proxy the hub did not stop (a hub killed after its 30 s) would hang
+	// the test (a CI run: HubStopped for 20 minutes).
+	h.cmd.WaitDelay = 5 * time.Second
 	if err := h.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +221,16 @@ func (h *realHub) stop() {
 		_ = syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
 		<-h.exited
 	}
-	// The proxy, in the hub's process group, goes with it.
 	_ = syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
+	// The proxy runs in a session of its own: the hub stops it when it
+	// stops cleanly; when it did not, its pid file names it.
+	if b, err := os.ReadFile(filepath.Join(h.dir, "proxy.pid")); err == nil {
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		// Only if that pid is still a proxy: it may have been reused.
+		if cmdline, rerr := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && pid > 1 && rerr == nil && strings.Contains(string(cmdline), "configurable-http-proxy") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // hubToken is a user's token, made on the hub by its admin service.
